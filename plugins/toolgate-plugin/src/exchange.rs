@@ -1,0 +1,77 @@
+//! What a plugin sees at each stage of an exchange. Views are read-only: a plugin changes the
+//! exchange by returning [`Verdict::Modify`](crate::Verdict::Modify), never by mutation.
+
+use std::time::Duration;
+
+use http::{HeaderMap, Method, StatusCode};
+
+use crate::format::{ParseError, ToolRequest, ToolResponse};
+
+/// Facts about the exchange that every stage shares.
+#[derive(Debug, Clone)]
+pub struct ExchangeMeta {
+    /// The id toolgate answers in `x-request-id` and writes in the audit line.
+    pub request_id: String,
+    /// The matched route's path prefix.
+    pub route: String,
+    pub method: Method,
+    /// The request path and query as the client sent them.
+    pub path_and_query: String,
+}
+
+/// A body as the gateway could read it.
+#[derive(Debug, Clone)]
+pub enum Parsed<T> {
+    /// The body was not read: no plugin on the route asked for it, or there was none.
+    Absent,
+    /// The body was read but is not in a format toolgate understands.
+    Unparsable(ParseError),
+    Parsed(T),
+}
+
+impl<T> Parsed<T> {
+    pub fn as_parsed(&self) -> Option<&T> {
+        match self {
+            Parsed::Parsed(value) => Some(value),
+            _ => None,
+        }
+    }
+
+    pub fn is_unparsable(&self) -> bool {
+        matches!(self, Parsed::Unparsable(_))
+    }
+}
+
+/// The `pre_request` view: the client's request before it goes upstream.
+#[derive(Debug)]
+pub struct RequestExchange<'a> {
+    pub meta: &'a ExchangeMeta,
+    pub headers: &'a HeaderMap,
+    pub request: &'a Parsed<ToolRequest>,
+}
+
+/// The `pre_response` view: the upstream's answer before any byte of it reaches the client.
+/// For a stream, `response` holds the calls reassembled so far that are complete and not yet
+/// released; text already passed through is not repeated.
+#[derive(Debug)]
+pub struct ResponseExchange<'a> {
+    pub meta: &'a ExchangeMeta,
+    pub request_headers: &'a HeaderMap,
+    pub request: &'a Parsed<ToolRequest>,
+    pub status: StatusCode,
+    pub response: &'a Parsed<ToolResponse>,
+    pub streamed: bool,
+}
+
+/// The `post_response` view: the exchange after the client got its answer (for accounting).
+#[derive(Debug)]
+pub struct CompletedExchange<'a> {
+    pub meta: &'a ExchangeMeta,
+    pub request_headers: &'a HeaderMap,
+    pub request: &'a Parsed<ToolRequest>,
+    /// The status the client received (toolgate's own, when it blocked).
+    pub status: StatusCode,
+    /// Every call the client received (blocked calls are not here).
+    pub delivered_calls: &'a [crate::ToolCall],
+    pub elapsed: Duration,
+}

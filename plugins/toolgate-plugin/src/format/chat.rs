@@ -1,0 +1,398 @@
+//! The OpenAI Chat Completions adapter: `tools[]` (function and custom), legacy `functions[]`,
+//! and calls from every choice's `message.tool_calls[]` and legacy `message.function_call`.
+
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::raw_object::RawObject;
+use super::{ParseError, ToolRequest, ToolResponse, WireFormat, text_or_raw_json};
+use crate::tool::{DeclaredTool, ToolCall, ToolKind};
+use crate::verdict::Edit;
+
+#[derive(Deserialize)]
+struct RequestWire {
+    #[serde(default)]
+    tools: Option<Vec<ToolWire>>,
+    #[serde(default)]
+    functions: Option<Vec<FunctionWire>>,
+    #[serde(default)]
+    stream: Option<bool>,
+    #[serde(default)]
+    model: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ToolWire {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    function: Option<FunctionWire>,
+    #[serde(default)]
+    custom: Option<CustomWire>,
+}
+
+#[derive(Deserialize)]
+struct FunctionWire {
+    name: String,
+    #[serde(default)]
+    parameters: Option<Box<RawValue>>,
+}
+
+#[derive(Deserialize)]
+struct CustomWire {
+    name: String,
+}
+
+pub(super) fn parse_request(body: Bytes) -> Result<ToolRequest, ParseError> {
+    let wire: RequestWire = serde_json::from_slice(&body)?;
+    let mut declared_tools = Vec::new();
+    for (index, tool) in wire.tools.into_iter().flatten().enumerate() {
+        let declared = match (tool.kind.as_str(), tool.function, tool.custom) {
+            ("function", Some(function), _) => DeclaredTool {
+                name: function.name,
+                kind: ToolKind::Function,
+                parameters: function.parameters,
+            },
+            ("custom", _, Some(custom)) => DeclaredTool {
+                name: custom.name,
+                kind: ToolKind::Custom,
+                parameters: None,
+            },
+            (kind, _, _) => {
+                return Err(ParseError::new(format!(
+                    "tools[{index}]: a tool of type '{kind}' without its '{kind}' object"
+                )));
+            }
+        };
+        declared_tools.push(declared);
+    }
+    for function in wire.functions.into_iter().flatten() {
+        declared_tools.push(DeclaredTool {
+            name: function.name,
+            kind: ToolKind::LegacyFunction,
+            parameters: function.parameters,
+        });
+    }
+    Ok(ToolRequest {
+        format: WireFormat::ChatCompletions,
+        declared_tools,
+        stream: wire.stream.unwrap_or(false),
+        model: wire.model,
+        body,
+    })
+}
+
+#[derive(Deserialize)]
+struct ResponseWire {
+    choices: Vec<ChoiceWire>,
+}
+
+#[derive(Deserialize)]
+struct ChoiceWire {
+    #[serde(default)]
+    index: Option<u32>,
+    #[serde(default)]
+    message: Option<MessageWire>,
+}
+
+#[derive(Deserialize)]
+pub(crate) struct MessageWire {
+    #[serde(default)]
+    tool_calls: Option<Vec<ToolCallWire>>,
+    #[serde(default)]
+    function_call: Option<FunctionCallWire>,
+    /// The reasoning summary, as vLLM, DeepSeek and llama.cpp name it.
+    #[serde(default)]
+    reasoning_content: Option<String>,
+    /// The reasoning summary, as Ollama and OpenRouter name it.
+    #[serde(default)]
+    reasoning: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ToolCallWire {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    #[serde(default)]
+    function: Option<FunctionCallWire>,
+    #[serde(default)]
+    custom: Option<CustomCallWire>,
+}
+
+#[derive(Deserialize)]
+struct FunctionCallWire {
+    name: String,
+    #[serde(default)]
+    arguments: Option<Box<RawValue>>,
+}
+
+#[derive(Deserialize)]
+struct CustomCallWire {
+    name: String,
+    #[serde(default)]
+    input: Option<String>,
+}
+
+pub(super) fn parse_response(body: &[u8]) -> Result<ToolResponse, ParseError> {
+    let wire: ResponseWire = serde_json::from_slice(body)?;
+    let mut response = ToolResponse::default();
+    for (position, choice) in wire.choices.into_iter().enumerate() {
+        let index = choice.index.unwrap_or(position as u32);
+        let Some(message) = choice.message else {
+            continue;
+        };
+        if response.reasoning.is_none() {
+            response.reasoning = message.reasoning_content.or(message.reasoning);
+        }
+        for (call_index, call) in message.tool_calls.into_iter().flatten().enumerate() {
+            response.calls.push(tool_call(index, call_index, call)?);
+        }
+        if let Some(function) = message.function_call {
+            response.calls.push(ToolCall {
+                choice: index,
+                id: None,
+                name: function.name,
+                kind: ToolKind::LegacyFunction,
+                arguments: function.arguments.as_deref().map(text_or_raw_json).unwrap_or_default(),
+            });
+        }
+    }
+    Ok(response)
+}
+
+fn tool_call(choice: u32, position: usize, call: ToolCallWire) -> Result<ToolCall, ParseError> {
+    match (call.kind.as_deref(), call.function, call.custom) {
+        (Some("custom"), _, Some(custom)) | (None, None, Some(custom)) => Ok(ToolCall {
+            choice,
+            id: call.id,
+            name: custom.name,
+            kind: ToolKind::Custom,
+            arguments: custom.input.unwrap_or_default(),
+        }),
+        (Some("function") | None, Some(function), _) => Ok(ToolCall {
+            choice,
+            id: call.id,
+            name: function.name,
+            kind: ToolKind::Function,
+            arguments: function.arguments.as_deref().map(text_or_raw_json).unwrap_or_default(),
+        }),
+        (kind, _, _) => Err(ParseError::new(format!(
+            "choices[{choice}].message.tool_calls[{position}]: a call of type '{}' without its object",
+            kind.unwrap_or("function")
+        ))),
+    }
+}
+
+#[derive(Deserialize)]
+struct ConversationWire<'a> {
+    #[serde(borrow, default)]
+    messages: Vec<ChatMessageWire<'a>>,
+}
+
+#[derive(Deserialize)]
+struct ChatMessageWire<'a> {
+    #[serde(borrow, default)]
+    role: Option<&'a str>,
+    #[serde(borrow, default)]
+    content: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct ContentPartWire {
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    #[serde(default)]
+    text: Option<String>,
+}
+
+pub(super) fn latest_user_text(body: &[u8]) -> Option<String> {
+    let conversation: ConversationWire = serde_json::from_slice(body).ok()?;
+    let content = conversation
+        .messages
+        .iter()
+        .rev()
+        .find(|message| message.role == Some("user"))?
+        .content?;
+    if let Ok(text) = serde_json::from_str::<String>(content.get()) {
+        return Some(text);
+    }
+    let parts: Vec<ContentPartWire> = serde_json::from_str(content.get()).ok()?;
+    let texts: Vec<String> = parts
+        .into_iter()
+        .filter(|part| part.kind.as_deref() == Some("text"))
+        .filter_map(|part| part.text)
+        .collect();
+    (!texts.is_empty()).then(|| texts.join("\n"))
+}
+
+#[derive(Deserialize)]
+struct NamedToolWire<'a> {
+    #[serde(borrow, default)]
+    function: Option<NameWire<'a>>,
+    #[serde(borrow, default)]
+    custom: Option<NameWire<'a>>,
+    #[serde(borrow, default)]
+    name: Option<&'a str>,
+}
+
+#[derive(Deserialize)]
+struct NameWire<'a> {
+    #[serde(borrow)]
+    name: &'a str,
+}
+
+impl NamedToolWire<'_> {
+    fn name(&self) -> Option<&str> {
+        self.function
+            .as_ref()
+            .or(self.custom.as_ref())
+            .map(|named| named.name)
+            .or(self.name)
+    }
+}
+
+pub(super) fn apply_request_edits(body: &[u8], edits: &[Edit]) -> Result<Option<Bytes>, ParseError> {
+    let removed: Vec<&str> = edits
+        .iter()
+        .filter_map(|edit| match edit {
+            Edit::RemoveDeclaredTools(names) => Some(names.iter().map(String::as_str)),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    if removed.is_empty() {
+        return Ok(None);
+    }
+    let object: RawObject = serde_json::from_slice(body)?;
+    let mut replacements: Vec<(&str, Option<String>)> = Vec::new();
+    for field in ["tools", "functions"] {
+        let Some((_, raw)) = object.0.iter().find(|(key, _)| key == field) else {
+            continue;
+        };
+        let entries: Vec<&RawValue> = serde_json::from_str(raw.get())?;
+        let mut kept = Vec::with_capacity(entries.len());
+        for entry in &entries {
+            let named: NamedToolWire = serde_json::from_str(entry.get())?;
+            if !named.name().is_some_and(|name| removed.contains(&name)) {
+                kept.push(entry.get());
+            }
+        }
+        if kept.len() != entries.len() {
+            replacements.push((field, Some(format!("[{}]", kept.join(",")))));
+        }
+    }
+    if replacements.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(Bytes::from(object.write(&replacements))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(json: &str) -> ToolRequest {
+        parse_request(Bytes::from(json.to_owned())).expect("request parses")
+    }
+
+    #[test]
+    fn declared_tools_come_from_tools_custom_and_legacy_functions() {
+        let parsed = request(
+            r#"{"model":"m","messages":[],"stream":true,
+                "tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}},
+                         {"type":"custom","custom":{"name":"sql","description":"free text"}}],
+                "functions":[{"name":"legacy_fn"}]}"#,
+        );
+        let names: Vec<(&str, ToolKind)> =
+            parsed.declared_tools.iter().map(|t| (t.name.as_str(), t.kind)).collect();
+        assert_eq!(
+            names,
+            [
+                ("get_weather", ToolKind::Function),
+                ("sql", ToolKind::Custom),
+                ("legacy_fn", ToolKind::LegacyFunction)
+            ]
+        );
+        assert_eq!(parsed.declared_tools[0].schema_text(), Some(r#"{"type":"object"}"#));
+        assert!(parsed.declared_tools[1].schema_text().is_none());
+        assert!(parsed.stream);
+    }
+
+    #[test]
+    fn a_request_without_tools_declares_none() {
+        let parsed = request(r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"tools":null}"#);
+        assert!(!parsed.declares_tools());
+        assert!(!parsed.stream);
+    }
+
+    #[test]
+    fn calls_come_from_every_choice_and_the_legacy_field() {
+        let response = parse_response(
+            br#"{"choices":[
+                {"index":0,"message":{"role":"assistant","content":null,"reasoning_content":"think",
+                  "tool_calls":[{"id":"call_1","type":"function","function":{"name":"a","arguments":"{\"x\":1}"}},
+                                {"id":"call_2","type":"custom","custom":{"name":"sql","input":"select 1"}}]}},
+                {"index":1,"message":{"role":"assistant","function_call":{"name":"legacy","arguments":"{}"}}}]}"#,
+        )
+        .expect("response parses");
+        assert_eq!(response.reasoning.as_deref(), Some("think"));
+        let calls: Vec<(u32, Option<&str>, &str, &str)> = response
+            .calls
+            .iter()
+            .map(|c| (c.choice, c.id.as_deref(), c.name.as_str(), c.arguments.as_str()))
+            .collect();
+        assert_eq!(
+            calls,
+            [
+                (0, Some("call_1"), "a", r#"{"x":1}"#),
+                (0, Some("call_2"), "sql", "select 1"),
+                (1, None, "legacy", "{}")
+            ]
+        );
+    }
+
+    #[test]
+    fn object_arguments_from_lenient_servers_are_kept_as_json_text() {
+        let response = parse_response(
+            br#"{"choices":[{"message":{"tool_calls":[{"id":"c","type":"function","function":{"name":"a","arguments":{"x":1}}}]}}]}"#,
+        )
+        .unwrap();
+        assert_eq!(response.calls[0].arguments, r#"{"x":1}"#);
+    }
+
+    #[test]
+    fn not_a_chat_completion_is_a_parse_error() {
+        assert!(parse_response(b"{\"data\":[]}").is_err());
+        assert!(parse_response(b"not json").is_err());
+        assert!(parse_request(Bytes::from_static(b"[1,2]")).is_err());
+    }
+
+    #[test]
+    fn the_latest_user_text_is_found_in_strings_and_parts() {
+        let plain = request(
+            r#"{"messages":[{"role":"user","content":"first"},{"role":"assistant","content":"x"},{"role":"user","content":"second"}]}"#,
+        );
+        assert_eq!(plain.user_request().as_deref(), Some("second"));
+        let parts = request(
+            r#"{"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url","image_url":{}},{"type":"text","text":"b"}]}]}"#,
+        );
+        assert_eq!(parts.user_request().as_deref(), Some("a\nb"));
+    }
+
+    #[test]
+    fn removing_tools_rewrites_only_the_tools_field() {
+        let body = br#"{"model":"m",  "tools":[{"type":"function","function":{"name":"keep"}},{"type":"function","function":{"name":"drop"}}],"temperature":0.50}"#;
+        let edited = apply_request_edits(body, &[Edit::RemoveDeclaredTools(vec!["drop".into()])])
+            .unwrap()
+            .expect("a tool was removed");
+        assert_eq!(
+            std::str::from_utf8(&edited).unwrap(),
+            r#"{"model":"m","tools":[{"type":"function","function":{"name":"keep"}}],"temperature":0.50}"#
+        );
+        let untouched = apply_request_edits(body, &[Edit::RemoveDeclaredTools(vec!["absent".into()])]).unwrap();
+        assert!(untouched.is_none(), "nothing removed means the original bytes are kept");
+    }
+}

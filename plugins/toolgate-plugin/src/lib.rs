@@ -1,0 +1,40 @@
+//! toolgate-plugin: the vocabulary every toolgate plugin speaks.
+//!
+//! A plugin sees an exchange (request, then response) through format-neutral views —
+//! [`DeclaredTool`]s and [`ToolCall`]s — and answers with a [`Verdict`]. It never touches sockets,
+//! never parses a wire format itself, and never decides how its verdict is enforced: the gateway
+//! applies the route's mode (enforce / observe) in one place.
+//!
+//! Design choices:
+//! - Wire formats are parsed in exactly one place, [`format`], so a new format is one adapter and
+//!   every plugin sees it. Parsing types only the fields the checks use; everything else is skipped,
+//!   and an allowed body is forwarded as the original bytes, never re-serialized.
+//! - Blocking is a verdict, not an error: [`Verdict::Block`] carries [`Violation`]s that the gateway
+//!   turns into the OpenAI error envelope.
+//! - Plugins are built by a [`PluginFactory`] from their per-route settings, once per config load.
+//!
+//! # Layout
+//! - [`tool`]: `DeclaredTool`, `ToolCall` and their kinds, the nouns of every check.
+//! - [`exchange`]: what a plugin sees at each stage (`RequestExchange`, `ResponseExchange`, …).
+//! - [`verdict`]: `Verdict`, `Rejection`, `Violation`, `Check`, `Edit`.
+//! - [`plugin`]: the `Plugin` trait (one method per stage) and `PluginFactory`.
+//! - [`format`]: wire-format adapters that turn bodies into tools and calls, and apply edits.
+//! - [`sse`]: an incremental Server-Sent Events parser that keeps each event's exact bytes.
+//! - [`stream`]: stream assemblers that rebuild tool calls from streamed fragments.
+
+pub mod exchange;
+pub mod format;
+pub mod plugin;
+pub mod sse;
+pub mod stream;
+pub mod tool;
+pub mod verdict;
+
+pub use exchange::{CompletedExchange, ExchangeMeta, Parsed, RequestExchange, ResponseExchange};
+pub use format::{ParseError, ToolRequest, ToolResponse, WireFormat};
+pub use plugin::{Plugin, PluginFactory, SettingsError, parse_settings};
+pub use tool::{DeclaredTool, ToolCall, ToolKind};
+pub use verdict::{Check, Edit, Rejection, Verdict, Violation};
+
+/// Re-exported so plugins register metrics against the same registry type as the gateway.
+pub use prometheus_client;

@@ -1,0 +1,121 @@
+//! The `Plugin` trait — one method per stage of an exchange — and the factory that builds a
+//! plugin from its per-route settings.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::de::DeserializeOwned;
+
+use crate::exchange::{CompletedExchange, RequestExchange, ResponseExchange};
+use crate::verdict::Verdict;
+
+/// Which bodies a plugin reads. The gateway buffers and parses a body only when some plugin on
+/// the route needs it; otherwise it streams through untouched.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BodyNeeds {
+    pub request: bool,
+    pub response: bool,
+}
+
+/// A guardrail. Only [`Plugin::name`] is required: every stage defaults to "continue".
+///
+/// Stages run in priority order (lower first) across the route's chain. The first `Block` in
+/// enforce mode ends the stage; in observe mode it is recorded and the chain goes on.
+#[async_trait]
+pub trait Plugin: Send + Sync + 'static {
+    /// The plugin's registered name, as written in `gateway.toml`.
+    fn name(&self) -> &str;
+
+    /// The bodies this plugin reads. Default: none, so the exchange streams untouched.
+    fn body_needs(&self) -> BodyNeeds {
+        BodyNeeds::default()
+    }
+
+    /// Runs before the request goes upstream. May block (answered without contacting the
+    /// upstream) or modify the request (declared tools, headers). Default: continue.
+    async fn pre_request(&self, _exchange: &RequestExchange<'_>) -> Verdict {
+        Verdict::Continue
+    }
+
+    /// Runs on a successful (2xx) upstream answer before any of it reaches the client. For
+    /// streams it runs each time a set of tool calls is complete. Non-2xx answers pass through
+    /// without this stage. Default: continue.
+    async fn pre_response(&self, _exchange: &ResponseExchange<'_>) -> Verdict {
+        Verdict::Continue
+    }
+
+    /// Runs after the client got its answer, for accounting; it cannot change anything.
+    async fn post_response(&self, _exchange: &CompletedExchange<'_>) {}
+}
+
+/// Builds a plugin from the `settings` table of one route's entry. Registered once per process;
+/// `build` runs at every config load, so it must be cheap and must not do I/O.
+pub trait PluginFactory: Send + Sync + 'static {
+    /// The name users write in `[[plugins]] name = "…"`.
+    fn name(&self) -> &'static str;
+
+    /// Where the plugin runs in the chain when the config does not say (lower runs first).
+    fn default_priority(&self) -> i32 {
+        0
+    }
+
+    /// Validates `settings` and builds the plugin. Unknown keys must be refused.
+    fn build(&self, settings: &serde_json::Value) -> Result<Arc<dyn Plugin>, SettingsError>;
+}
+
+/// A settings error, located by the key path inside the plugin's `settings` table so the gateway
+/// can point at the file, line and column.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct SettingsError {
+    /// Dotted key path inside `settings` (`judge.timeout_ms`), empty for the table itself.
+    pub path: String,
+    pub message: String,
+}
+
+impl SettingsError {
+    pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
+        SettingsError {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Deserializes a settings table into `T`, reporting the failing key's path.
+pub fn parse_settings<T: DeserializeOwned>(
+    settings: &serde_json::Value,
+) -> Result<T, SettingsError> {
+    serde_path_to_error::deserialize(settings).map_err(|error| {
+        let path = error.path().to_string();
+        let path = if path == "." { String::new() } else { path };
+        SettingsError::new(path, error.into_inner().to_string())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Example {
+        timeout_ms: u64,
+    }
+
+    #[test]
+    fn settings_errors_name_the_key() {
+        let error = parse_settings::<Example>(&serde_json::json!({"timeout_ms": "soon"}))
+            .expect_err("a string is not a number");
+        assert_eq!(error.path, "timeout_ms");
+        assert!(error.message.contains("invalid type"), "{}", error.message);
+    }
+
+    #[test]
+    fn unknown_keys_are_refused() {
+        let error = parse_settings::<Example>(&serde_json::json!({"timeout_ms": 1, "colour": 2}))
+            .expect_err("unknown key");
+        assert!(error.message.contains("colour"), "{}", error.message);
+    }
+}

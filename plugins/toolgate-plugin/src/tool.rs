@@ -1,0 +1,49 @@
+//! The nouns of every check: the tools a client declared and the calls a model made,
+//! independent of the wire format they arrived in.
+
+use serde::Serialize;
+use serde_json::value::RawValue;
+
+/// How a tool was declared, or how a call names its tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolKind {
+    /// A function tool with an optional JSON Schema for its arguments.
+    Function,
+    /// A custom tool: free-form text input, no schema (name only).
+    Custom,
+    /// The legacy `functions[]` / `function_call` fields of chat completions.
+    LegacyFunction,
+}
+
+/// A tool the client declared in its request.
+#[derive(Debug, Clone)]
+pub struct DeclaredTool {
+    pub name: String,
+    pub kind: ToolKind,
+    /// The JSON Schema of the arguments exactly as the client wrote it. Kept as raw text so a
+    /// schema cache can key on its bytes without building a JSON tree on every request.
+    pub parameters: Option<Box<RawValue>>,
+}
+
+impl DeclaredTool {
+    /// The schema text, if the tool declares one.
+    pub fn schema_text(&self) -> Option<&str> {
+        self.parameters.as_deref().map(RawValue::get)
+    }
+}
+
+/// A tool call the model made in its response.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ToolCall {
+    /// Index of the choice the call belongs to (0 for formats without choices).
+    pub choice: u32,
+    /// The call's id (`tool_calls[].id`); legacy `function_call` has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub name: String,
+    pub kind: ToolKind,
+    /// The arguments as the model produced them: a JSON text for functions, free text for custom
+    /// tools. Kept verbatim; checks parse it.
+    pub arguments: String,
+}

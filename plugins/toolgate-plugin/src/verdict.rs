@@ -1,0 +1,155 @@
+//! What a plugin answers: continue, block with violations, or modify the exchange.
+
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use serde::Serialize;
+
+/// A plugin's answer at one stage.
+#[derive(Debug, Clone, Default)]
+pub enum Verdict {
+    /// Nothing to object to; the next plugin runs.
+    #[default]
+    Continue,
+    /// Stop the exchange and answer the client with this rejection (unless the route observes).
+    Block(Rejection),
+    /// Change the exchange and continue; the gateway applies edits in the exchange's own format.
+    Modify(Vec<Edit>),
+}
+
+/// Which check found a violation. Serialized as the `check` field of the 403 body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Check {
+    Membership,
+    Schema,
+    /// Arguments that are not valid JSON for a tool that declares a schema.
+    Arguments,
+    Semantic,
+    Permission,
+    Group,
+    State,
+    Budget,
+    Rule,
+    /// A body that could not be parsed on a route that requires parsing (`strict`).
+    Parse,
+}
+
+impl Check {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Check::Membership => "membership",
+            Check::Schema => "schema",
+            Check::Arguments => "arguments",
+            Check::Semantic => "semantic",
+            Check::Permission => "permission",
+            Check::Group => "group",
+            Check::State => "state",
+            Check::Budget => "budget",
+            Check::Rule => "rule",
+            Check::Parse => "parse",
+        }
+    }
+}
+
+/// One failed check on one call (or on the exchange as a whole).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Violation {
+    pub check: Check,
+    /// A stable, machine-readable reason, e.g. `undeclared_tool`, `schema_violation`.
+    pub code: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub choice: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// JSON Pointer into the arguments (schema violations).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instance_path: Option<String>,
+    /// The JSON Schema keyword that failed (schema violations).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub keyword: Option<String>,
+    pub message: String,
+}
+
+impl Violation {
+    /// A violation not tied to any call.
+    pub fn new(check: Check, code: impl Into<String>, message: impl Into<String>) -> Self {
+        Violation {
+            check,
+            code: code.into(),
+            choice: None,
+            tool_call_id: None,
+            tool: None,
+            instance_path: None,
+            keyword: None,
+            message: message.into(),
+        }
+    }
+
+    /// A violation about one tool call.
+    pub fn on_call(
+        check: Check,
+        code: impl Into<String>,
+        call: &crate::ToolCall,
+        message: impl Into<String>,
+    ) -> Self {
+        Violation {
+            choice: Some(call.choice),
+            tool_call_id: call.id.clone(),
+            tool: Some(call.name.clone()),
+            ..Violation::new(check, code, message)
+        }
+    }
+}
+
+/// How the gateway answers a blocked exchange: status, error type, violations and extra headers.
+/// The message and code of the envelope are derived from the first violation.
+#[derive(Debug, Clone)]
+pub struct Rejection {
+    pub status: StatusCode,
+    /// The envelope's `type`, e.g. `tool_call_blocked`.
+    pub error_type: &'static str,
+    pub violations: Vec<Violation>,
+    pub headers: HeaderMap,
+}
+
+impl Rejection {
+    /// 403 `tool_call_blocked`: the usual answer of a guardrail.
+    pub fn forbidden(violations: Vec<Violation>) -> Self {
+        Rejection {
+            status: StatusCode::FORBIDDEN,
+            error_type: "tool_call_blocked",
+            violations,
+            headers: HeaderMap::new(),
+        }
+    }
+
+    pub fn with_status(mut self, status: StatusCode, error_type: &'static str) -> Self {
+        self.status = status;
+        self.error_type = error_type;
+        self
+    }
+
+    pub fn with_header(mut self, name: HeaderName, value: HeaderValue) -> Self {
+        self.headers.insert(name, value);
+        self
+    }
+}
+
+/// A change a plugin asks for. The gateway applies it through the exchange's format adapter,
+/// so the body stays in the client's format and untouched parts keep their bytes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Edit {
+    /// Remove these declared tools from the request before it goes upstream.
+    RemoveDeclaredTools(Vec<String>),
+    /// Replace one call's arguments in the response (e.g. a redacted value).
+    ReplaceArguments {
+        choice: u32,
+        call_id: Option<String>,
+        arguments: String,
+    },
+    /// Set a header on the request sent upstream.
+    SetRequestHeader(HeaderName, HeaderValue),
+    /// Set a header on the response sent to the client.
+    SetResponseHeader(HeaderName, HeaderValue),
+}
