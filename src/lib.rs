@@ -1,1 +1,42 @@
-//! placeholder
+//! toolgate: a reverse proxy for OpenAI-format LLM APIs that enforces tool-call guardrails.
+//!
+//! A client points its base URL at toolgate; each route forwards to an upstream and runs a chain
+//! of plugins on the exchange. The gateway knows no plugin's rules and a plugin never touches a
+//! socket: they meet in the vocabulary crate `toolgate_plugin` (stages, views, verdicts, wire
+//! formats). Bodies are read only when a plugin on the route needs them, and an allowed body is
+//! forwarded as the bytes it arrived as.
+//!
+//! # Layout
+//! - [`cli`]: the `toolgate` command (`serve`, `check`, `explain`, `demo`).
+//! - [`config`]: `gateway.toml` — format, `${VAR}` expansion, located errors, runtime `Config`.
+//! - [`server`]: listeners, connection tasks, graceful shutdown; `Gateway` and `Runtime`.
+//! - [`proxy`]: the request path: route, read, `pre_request`, forward, check, answer.
+//! - [`streaming`]: the stream guard that holds tool calls back until they are checked.
+//! - [`pipeline`]: a route's plugin chain and how its verdicts are enforced.
+//! - [`router`]: longest-prefix routes.
+//! - [`upstream`]: pooled HTTP/TLS clients per upstream, and header hygiene.
+//! - [`exchange`]: one exchange's record and how it is closed (audit, metrics, `post_response`).
+//! - [`error`]: who is to blame, the status, and the OpenAI error envelope.
+//! - [`telemetry`]: Prometheus metrics and the audit log.
+//! - [`admin`]: `/health`, `/ready`, `/metrics`.
+//! - [`body`]: the body type used both ways.
+//! - [`explain`], [`demo`]: offline verdicts on recorded exchanges, and a guided tour.
+
+pub mod admin;
+pub mod body;
+pub mod cli;
+pub mod config;
+pub mod demo;
+pub mod error;
+pub mod exchange;
+pub mod explain;
+pub mod pipeline;
+pub mod proxy;
+pub mod router;
+pub mod server;
+pub mod streaming;
+pub mod telemetry;
+pub mod upstream;
+
+pub use config::{Config, ConfigErrors, PluginRegistry};
+pub use server::{Gateway, Runtime};

@@ -156,7 +156,11 @@ pub(super) fn parse_response(body: &[u8]) -> Result<ToolResponse, ParseError> {
                 id: None,
                 name: function.name,
                 kind: ToolKind::LegacyFunction,
-                arguments: function.arguments.as_deref().map(text_or_raw_json).unwrap_or_default(),
+                arguments: function
+                    .arguments
+                    .as_deref()
+                    .map(text_or_raw_json)
+                    .unwrap_or_default(),
             });
         }
     }
@@ -177,7 +181,11 @@ fn tool_call(choice: u32, position: usize, call: ToolCallWire) -> Result<ToolCal
             id: call.id,
             name: function.name,
             kind: ToolKind::Function,
-            arguments: function.arguments.as_deref().map(text_or_raw_json).unwrap_or_default(),
+            arguments: function
+                .arguments
+                .as_deref()
+                .map(text_or_raw_json)
+                .unwrap_or_default(),
         }),
         (kind, _, _) => Err(ParseError::new(format!(
             "choices[{choice}].message.tool_calls[{position}]: a call of type '{}' without its object",
@@ -254,7 +262,10 @@ impl NamedToolWire<'_> {
     }
 }
 
-pub(super) fn apply_request_edits(body: &[u8], edits: &[Edit]) -> Result<Option<Bytes>, ParseError> {
+pub(super) fn apply_request_edits(
+    body: &[u8],
+    edits: &[Edit],
+) -> Result<Option<Bytes>, ParseError> {
     let removed: Vec<&str> = edits
         .iter()
         .filter_map(|edit| match edit {
@@ -306,8 +317,11 @@ mod tests {
                          {"type":"custom","custom":{"name":"sql","description":"free text"}}],
                 "functions":[{"name":"legacy_fn"}]}"#,
         );
-        let names: Vec<(&str, ToolKind)> =
-            parsed.declared_tools.iter().map(|t| (t.name.as_str(), t.kind)).collect();
+        let names: Vec<(&str, ToolKind)> = parsed
+            .declared_tools
+            .iter()
+            .map(|t| (t.name.as_str(), t.kind))
+            .collect();
         assert_eq!(
             names,
             [
@@ -316,14 +330,18 @@ mod tests {
                 ("legacy_fn", ToolKind::LegacyFunction)
             ]
         );
-        assert_eq!(parsed.declared_tools[0].schema_text(), Some(r#"{"type":"object"}"#));
+        assert_eq!(
+            parsed.declared_tools[0].schema_text(),
+            Some(r#"{"type":"object"}"#)
+        );
         assert!(parsed.declared_tools[1].schema_text().is_none());
         assert!(parsed.stream);
     }
 
     #[test]
     fn a_request_without_tools_declares_none() {
-        let parsed = request(r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"tools":null}"#);
+        let parsed =
+            request(r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"tools":null}"#);
         assert!(!parsed.declares_tools());
         assert!(!parsed.stream);
     }
@@ -342,7 +360,14 @@ mod tests {
         let calls: Vec<(u32, Option<&str>, &str, &str)> = response
             .calls
             .iter()
-            .map(|c| (c.choice, c.id.as_deref(), c.name.as_str(), c.arguments.as_str()))
+            .map(|c| {
+                (
+                    c.choice,
+                    c.id.as_deref(),
+                    c.name.as_str(),
+                    c.arguments.as_str(),
+                )
+            })
             .collect();
         assert_eq!(
             calls,
@@ -392,7 +417,11 @@ mod tests {
             std::str::from_utf8(&edited).unwrap(),
             r#"{"model":"m","tools":[{"type":"function","function":{"name":"keep"}}],"temperature":0.50}"#
         );
-        let untouched = apply_request_edits(body, &[Edit::RemoveDeclaredTools(vec!["absent".into()])]).unwrap();
-        assert!(untouched.is_none(), "nothing removed means the original bytes are kept");
+        let untouched =
+            apply_request_edits(body, &[Edit::RemoveDeclaredTools(vec!["absent".into()])]).unwrap();
+        assert!(
+            untouched.is_none(),
+            "nothing removed means the original bytes are kept"
+        );
     }
 }

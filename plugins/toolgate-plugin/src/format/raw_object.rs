@@ -32,7 +32,12 @@ impl<'de: 'a, 'a> Deserialize<'de> for RawObject<'a> {
 impl RawObject<'_> {
     /// Writes the object back: `{"key":<raw>,…}` with the original raw values.
     pub(crate) fn write(&self, replacements: &[(&str, Option<String>)]) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.0.iter().map(|(k, v)| k.len() + v.get().len() + 4).sum());
+        let mut out = Vec::with_capacity(
+            self.0
+                .iter()
+                .map(|(k, v)| k.len() + v.get().len() + 4)
+                .sum(),
+        );
         out.push(b'{');
         let mut first = true;
         for (key, value) in &self.0 {

@@ -1,0 +1,138 @@
+//! The plugin's Prometheus metrics: judge outcomes and latency, and schema compilations.
+//! Registered once by the factory; every plugin instance it builds shares the handles.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
+
+/// How one judge review ended, the `outcome` label of `toolgate_judge_calls_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JudgeOutcome {
+    Allow,
+    Deny,
+    CachedAllow,
+    CachedDeny,
+    /// Transport error, error status, or an answer that is not a verdict.
+    Error,
+    Timeout,
+}
+
+impl JudgeOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JudgeOutcome::Allow => "allow",
+            JudgeOutcome::Deny => "deny",
+            JudgeOutcome::CachedAllow => "cached_allow",
+            JudgeOutcome::CachedDeny => "cached_deny",
+            JudgeOutcome::Error => "error",
+            JudgeOutcome::Timeout => "timeout",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct JudgeCallLabels {
+    outcome: &'static str,
+}
+
+/// Handles to the plugin's metrics. Cloning shares the underlying series.
+#[derive(Debug, Clone)]
+pub struct Metrics {
+    judge_calls: Family<JudgeCallLabels, Counter>,
+    judge_latency: Histogram,
+    schema_compilations: Counter,
+}
+
+impl Metrics {
+    pub fn register(registry: &mut Registry) -> Self {
+        let metrics = Metrics {
+            judge_calls: Family::default(),
+            // 5 ms … ~10 s: a cached-nothing judge call to a hosted model sits in the middle.
+            judge_latency: Histogram::new(exponential_buckets(0.005, 2.0, 12)),
+            schema_compilations: Counter::default(),
+        };
+        registry.register(
+            "toolgate_judge_calls",
+            "Semantic judge reviews of tool calls, by outcome",
+            metrics.judge_calls.clone(),
+        );
+        registry.register_with_unit(
+            "toolgate_judge_latency",
+            "Time the semantic judge added to a tool call it was asked about (cache misses)",
+            Unit::Seconds,
+            metrics.judge_latency.clone(),
+        );
+        registry.register(
+            "toolgate_schema_compilations",
+            "JSON Schemas compiled (each distinct schema text once while it stays cached)",
+            metrics.schema_compilations.clone(),
+        );
+        metrics
+    }
+
+    pub fn judge_call(&self, outcome: JudgeOutcome) {
+        self.judge_calls
+            .get_or_create(&JudgeCallLabels {
+                outcome: outcome.as_str(),
+            })
+            .inc();
+    }
+
+    pub fn judge_latency(&self, seconds: f64) {
+        self.judge_latency.observe(seconds);
+    }
+
+    pub fn schema_compiled(&self) {
+        self.schema_compilations.inc();
+    }
+
+    #[cfg(test)]
+    pub fn judge_calls(&self, outcome: JudgeOutcome) -> u64 {
+        self.judge_calls
+            .get_or_create(&JudgeCallLabels {
+                outcome: outcome.as_str(),
+            })
+            .get()
+    }
+
+    #[cfg(test)]
+    pub fn schema_compilations(&self) -> u64 {
+        self.schema_compilations.get()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use prometheus_client::encoding::text::encode;
+
+    use super::*;
+
+    #[test]
+    fn series_are_exposed_under_their_documented_names() {
+        let mut registry = Registry::default();
+        let metrics = Metrics::register(&mut registry);
+        metrics.judge_call(JudgeOutcome::CachedDeny);
+        metrics.judge_call(JudgeOutcome::CachedDeny);
+        metrics.judge_latency(0.2);
+        metrics.schema_compiled();
+
+        let mut text = String::new();
+        encode(&mut text, &registry).expect("encoding into a String cannot fail");
+        assert!(
+            text.contains("toolgate_judge_calls_total{outcome=\"cached_deny\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("toolgate_judge_latency_seconds_count 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("toolgate_schema_compilations_total 1"),
+            "{text}"
+        );
+        assert_eq!(metrics.judge_calls(JudgeOutcome::CachedDeny), 2);
+        assert_eq!(metrics.judge_calls(JudgeOutcome::Allow), 0);
+    }
+}

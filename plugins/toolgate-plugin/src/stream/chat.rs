@@ -1,0 +1,576 @@
+//! The chat-completions stream assembler: classifies each `chat.completion.chunk` event for the
+//! gateway's hold-back logic and rebuilds tool calls keyed by (choice, `tool_calls[].index`),
+//! accumulating fragments the way OpenAI's SDKs do (strings concatenated, `type` replaced), so
+//! the calls validated are the calls the client will execute.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use serde_json::value::RawValue;
+
+use super::{StreamAssembler, StreamStep};
+use crate::format::text_or_raw_json;
+use crate::sse::SseEvent;
+use crate::tool::{ToolCall, ToolKind};
+
+#[derive(Deserialize)]
+struct ChunkWire<'a> {
+    #[serde(borrow, default)]
+    choices: Option<Vec<ChoiceWire<'a>>>,
+    /// `null` on every chunk but the last when `stream_options.include_usage` is set.
+    #[serde(default)]
+    usage: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct ChoiceWire<'a> {
+    #[serde(default)]
+    index: Option<u32>,
+    #[serde(borrow, default)]
+    delta: Option<DeltaWire<'a>>,
+    #[serde(default)]
+    finish_reason: Option<IgnoredAny>,
+}
+
+/// Text fields stay raw: only their emptiness matters, except for reasoning.
+#[derive(Deserialize)]
+struct DeltaWire<'a> {
+    #[serde(borrow, default)]
+    content: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    refusal: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    reasoning_content: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    reasoning: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    tool_calls: Option<Vec<ToolCallDeltaWire<'a>>>,
+    #[serde(borrow, default)]
+    function_call: Option<FunctionDeltaWire<'a>>,
+}
+
+#[derive(Deserialize)]
+struct ToolCallDeltaWire<'a> {
+    #[serde(default)]
+    index: Option<u32>,
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(rename = "type", borrow, default)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    function: Option<FunctionDeltaWire<'a>>,
+    #[serde(borrow, default)]
+    custom: Option<CustomDeltaWire<'a>>,
+}
+
+#[derive(Deserialize)]
+struct FunctionDeltaWire<'a> {
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    arguments: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct CustomDeltaWire<'a> {
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    input: Option<&'a RawValue>,
+}
+
+/// Where a call sits in its choice; the derived order puts `tool_calls` before the legacy
+/// `function_call`, as `parse_response` lists them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Slot {
+    Tool(u32),
+    Legacy,
+}
+
+/// A call being reassembled. Function and custom parts are kept apart so that the part the
+/// call's final `type` selects is the one validated, whatever else a hostile stream sent.
+#[derive(Debug, Default)]
+struct PendingCall {
+    id: Option<String>,
+    declared: Option<ToolKind>,
+    function: Option<NamedText>,
+    custom: Option<NamedText>,
+}
+
+#[derive(Debug, Default)]
+struct NamedText {
+    name: String,
+    text: String,
+}
+
+#[derive(Debug, Default)]
+struct ChoiceState {
+    finished: bool,
+    /// For servers that omit `tool_calls[].index`: the call their next fragment continues,
+    /// and the index a new call gets.
+    last_tool: Option<u32>,
+    next_tool: u32,
+}
+
+/// Rebuilds the tool calls of one streamed chat completion.
+#[derive(Debug, Default)]
+pub struct ChatStreamAssembler {
+    calls: BTreeMap<(u32, Slot), PendingCall>,
+    choices: BTreeMap<u32, ChoiceState>,
+    reasoning: String,
+    done: bool,
+}
+
+impl ChatStreamAssembler {
+    pub fn new() -> Self {
+        ChatStreamAssembler::default()
+    }
+
+    fn has_pending(&self, choice: u32) -> bool {
+        self.calls
+            .range((choice, Slot::Tool(0))..=(choice, Slot::Legacy))
+            .next()
+            .is_some()
+    }
+
+    /// Reads one choice's delta; returns (shows the client something, carries a call fragment).
+    fn read_delta(&mut self, choice: u32, delta: DeltaWire<'_>) -> (bool, bool) {
+        let reasoning = delta.reasoning_content.filter(|raw| is_nonempty(raw));
+        let reasoning = reasoning.or(delta.reasoning.filter(|raw| is_nonempty(raw)));
+        if let (0, Some(raw)) = (choice, reasoning) {
+            self.reasoning.push_str(&text_or_raw_json(raw));
+        }
+        let visible = reasoning.is_some()
+            || delta.content.is_some_and(is_nonempty)
+            || delta.refusal.is_some_and(is_nonempty);
+        let mut fragment = false;
+        for call in delta.tool_calls.into_iter().flatten() {
+            fragment = true;
+            self.read_tool_fragment(choice, call);
+        }
+        if let Some(function) = delta.function_call {
+            fragment = true;
+            let pending = self.calls.entry((choice, Slot::Legacy)).or_default();
+            append_part(
+                pending.function.get_or_insert_default(),
+                function.name,
+                function.arguments,
+            );
+        }
+        (visible, fragment)
+    }
+
+    fn read_tool_fragment(&mut self, choice: u32, call: ToolCallDeltaWire<'_>) {
+        let id = call.id.filter(|id| !id.is_empty());
+        let index = call
+            .index
+            .unwrap_or_else(|| self.guess_index(choice, id.as_deref()));
+        let state = self.choices.entry(choice).or_default();
+        state.last_tool = Some(index);
+        state.next_tool = state.next_tool.max(index.saturating_add(1));
+        let pending = self.calls.entry((choice, Slot::Tool(index))).or_default();
+        if pending.id.is_none() {
+            pending.id = id.map(Cow::into_owned);
+        }
+        if let Some(kind) = call.kind {
+            pending.declared = Some(match kind.as_ref() {
+                "custom" => ToolKind::Custom,
+                _ => ToolKind::Function,
+            });
+        }
+        if let Some(function) = call.function {
+            append_part(
+                pending.function.get_or_insert_default(),
+                function.name,
+                function.arguments,
+            );
+        }
+        if let Some(custom) = call.custom {
+            append_part(
+                pending.custom.get_or_insert_default(),
+                custom.name,
+                custom.input,
+            );
+        }
+    }
+
+    /// The call a fragment without `index` belongs to: the pending call with its id, else a new
+    /// call when it brings an id, else the call the previous fragment continued.
+    fn guess_index(&self, choice: u32, id: Option<&str>) -> u32 {
+        let state = self.choices.get(&choice);
+        let next = state.map_or(0, |state| state.next_tool);
+        let pending_index = |(&(_, slot), _): (&(u32, Slot), &PendingCall)| match slot {
+            Slot::Tool(index) => Some(index),
+            Slot::Legacy => None,
+        };
+        let in_choice = self
+            .calls
+            .range((choice, Slot::Tool(0))..(choice, Slot::Legacy));
+        match id {
+            Some(id) => in_choice
+                .filter(|(_, call)| call.id.as_deref() == Some(id))
+                .find_map(pending_index)
+                .unwrap_or(next),
+            None => state
+                .and_then(|state| state.last_tool)
+                .filter(|&last| self.calls.contains_key(&(choice, Slot::Tool(last))))
+                .unwrap_or(next),
+        }
+    }
+}
+
+fn is_nonempty(raw: &RawValue) -> bool {
+    raw.get() != "\"\""
+}
+
+fn append_part(part: &mut NamedText, name: Option<Cow<'_, str>>, text: Option<&RawValue>) {
+    if let Some(name) = name {
+        part.name.push_str(&name);
+    }
+    if let Some(raw) = text {
+        part.text.push_str(&text_or_raw_json(raw));
+    }
+}
+
+impl PendingCall {
+    fn into_call(self, choice: u32, slot: Slot) -> ToolCall {
+        let kind = match (slot, self.declared, &self.function, &self.custom) {
+            (Slot::Legacy, ..) => ToolKind::LegacyFunction,
+            (Slot::Tool(_), Some(kind), ..) => kind,
+            (Slot::Tool(_), None, None, Some(_)) => ToolKind::Custom,
+            (Slot::Tool(_), None, ..) => ToolKind::Function,
+        };
+        let part = match kind {
+            ToolKind::Custom => self.custom,
+            ToolKind::Function | ToolKind::LegacyFunction => self.function,
+        };
+        let part = part.unwrap_or_default();
+        ToolCall {
+            choice,
+            id: self.id,
+            name: part.name,
+            kind,
+            arguments: part.text,
+        }
+    }
+}
+
+impl StreamAssembler for ChatStreamAssembler {
+    fn observe(&mut self, event: &SseEvent) -> StreamStep {
+        let Some(data) = event.data.as_deref() else {
+            return StreamStep::Preamble;
+        };
+        let data = data.trim();
+        if data == "[DONE]" {
+            self.done = true;
+            return StreamStep::Done;
+        }
+        // serde would also read a struct from a JSON array; a chunk is an object.
+        if !data.starts_with('{') {
+            return StreamStep::Unrecognized;
+        }
+        let Ok(chunk) = serde_json::from_str::<ChunkWire>(data) else {
+            return StreamStep::Unrecognized;
+        };
+        // An object without choices is an error the upstream sent mid-stream or an extension
+        // event: the client must see it.
+        let Some(choices) = chunk.choices else {
+            return StreamStep::Content;
+        };
+        let mut visible = chunk.usage.is_some();
+        let mut holds_calls = false;
+        for (position, choice) in choices.into_iter().enumerate() {
+            let index = choice.index.unwrap_or(position as u32);
+            if let Some(delta) = choice.delta {
+                let (shows, fragment) = self.read_delta(index, delta);
+                visible |= shows;
+                holds_calls |= fragment;
+            }
+            if choice.finish_reason.is_some() {
+                self.choices.entry(index).or_default().finished = true;
+                // The finish of a choice with calls completes them: held with them.
+                if self.has_pending(index) {
+                    holds_calls = true;
+                } else {
+                    visible = true;
+                }
+            }
+        }
+        match (holds_calls, visible) {
+            (true, _) => StreamStep::ToolFragment,
+            (false, true) => StreamStep::Content,
+            (false, false) => StreamStep::Preamble,
+        }
+    }
+
+    fn calls_ready(&self) -> bool {
+        !self.calls.is_empty()
+            && (self.done
+                || self.calls.keys().all(|(choice, _)| {
+                    self.choices.get(choice).is_some_and(|state| state.finished)
+                }))
+    }
+
+    fn take_calls(&mut self) -> Vec<ToolCall> {
+        std::mem::take(&mut self.calls)
+            .into_iter()
+            .map(|((choice, slot), call)| call.into_call(choice, slot))
+            .collect()
+    }
+
+    fn reasoning(&self) -> Option<&str> {
+        (!self.reasoning.is_empty()).then_some(self.reasoning.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::*;
+
+    fn event(data: Option<&str>) -> SseEvent {
+        SseEvent {
+            event: None,
+            data: data.map(str::to_owned),
+            raw: Bytes::new(),
+        }
+    }
+
+    fn observe_all(assembler: &mut ChatStreamAssembler, chunks: &[&str]) -> Vec<StreamStep> {
+        chunks
+            .iter()
+            .map(|data| assembler.observe(&event(Some(data))))
+            .collect()
+    }
+
+    fn delta(choice: u32, delta: &str, finish: &str) -> String {
+        format!(
+            r#"{{"object":"chat.completion.chunk","choices":[{{"index":{choice},"delta":{delta},"finish_reason":{finish}}}]}}"#
+        )
+    }
+
+    #[test]
+    fn events_are_classified_for_holding_back() {
+        use StreamStep::*;
+        let mut assembler = ChatStreamAssembler::new();
+        let cases = [
+            (None, Preamble),
+            (
+                Some(delta(0, r#"{"role":"assistant","content":""}"#, "null")),
+                Preamble,
+            ),
+            (
+                Some(r#"{"choices":[],"prompt_filter_results":[]}"#.to_owned()),
+                Preamble,
+            ),
+            (Some(delta(0, r#"{"content":"Hi"}"#, "null")), Content),
+            (Some(delta(0, r#"{"refusal":"No."}"#, "null")), Content),
+            (Some(delta(0, r#"{"reasoning":"hmm"}"#, "null")), Content),
+            (
+                Some(r#"{"choices":[],"usage":{"total_tokens":3}}"#.to_owned()),
+                Content,
+            ),
+            (
+                Some(r#"{"error":{"message":"overloaded","type":"server_error"}}"#.to_owned()),
+                Content,
+            ),
+            (Some(delta(1, "{}", r#""stop""#)), Content),
+            (
+                Some(delta(
+                    0,
+                    r#"{"content":"x","tool_calls":[{"index":0,"id":"c","function":{"name":"f"}}]}"#,
+                    "null",
+                )),
+                ToolFragment,
+            ),
+            (Some(delta(0, "{}", r#""tool_calls""#)), ToolFragment),
+            (Some(" [DONE] ".to_owned()), Done),
+            (Some("not json".to_owned()), Unrecognized),
+            (Some("[1,2]".to_owned()), Unrecognized),
+            (Some(String::new()), Unrecognized),
+            (Some(r#"{"choices":"nope"}"#.to_owned()), Unrecognized),
+            (
+                Some(delta(0, r#"{"tool_calls":[{"index":-1}]}"#, "null")),
+                Unrecognized,
+            ),
+        ];
+        for (data, expected) in cases {
+            assert_eq!(
+                assembler.observe(&event(data.as_deref())),
+                expected,
+                "{data:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn readiness_waits_for_every_choice_holding_calls() {
+        let mut assembler = ChatStreamAssembler::new();
+        let call = r#"{"tool_calls":[{"index":0,"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]}"#;
+        observe_all(
+            &mut assembler,
+            &[&delta(0, call, "null"), &delta(1, call, "null")],
+        );
+        assert!(!assembler.calls_ready());
+        observe_all(&mut assembler, &[&delta(0, "{}", r#""tool_calls""#)]);
+        assert!(
+            !assembler.calls_ready(),
+            "choice 1 is still streaming its call"
+        );
+        observe_all(&mut assembler, &[&delta(1, "{}", r#""tool_calls""#)]);
+        assert!(assembler.calls_ready());
+        assert_eq!(assembler.take_calls().len(), 2);
+        assert!(!assembler.calls_ready(), "nothing pending after take");
+
+        let mut cut_short = ChatStreamAssembler::new();
+        observe_all(&mut cut_short, &[&delta(0, call, "null")]);
+        assert!(!cut_short.calls_ready());
+        observe_all(&mut cut_short, &["[DONE]"]);
+        assert!(
+            cut_short.calls_ready(),
+            "[DONE] completes calls whose choice never finished"
+        );
+    }
+
+    #[test]
+    fn names_in_pieces_and_missing_indexes_are_reassembled() {
+        let mut assembler = ChatStreamAssembler::new();
+        observe_all(
+            &mut assembler,
+            &[
+                &delta(
+                    0,
+                    r#"{"tool_calls":[{"id":"a","type":"function","function":{"name":"get_","arguments":"{\"x\""}}]}"#,
+                    "null",
+                ),
+                &delta(
+                    0,
+                    r#"{"tool_calls":[{"function":{"name":"weather","arguments":":1}"}}]}"#,
+                    "null",
+                ),
+                &delta(
+                    0,
+                    r#"{"tool_calls":[{"id":"b","function":{"name":"now","arguments":{"tz":"UTC"}}}]}"#,
+                    "null",
+                ),
+                &delta(
+                    0,
+                    r#"{"tool_calls":[{"id":"a","function":{"arguments":""}}]}"#,
+                    "null",
+                ),
+            ],
+        );
+        let taken = assembler.take_calls();
+        let summary: Vec<(Option<&str>, &str, &str)> = taken
+            .iter()
+            .map(|c| (c.id.as_deref(), c.name.as_str(), c.arguments.as_str()))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                (Some("a"), "get_weather", r#"{"x":1}"#),
+                (Some("b"), "now", r#"{"tz":"UTC"}"#)
+            ]
+        );
+    }
+
+    #[test]
+    fn the_final_type_selects_the_part_that_is_validated() {
+        let mut assembler = ChatStreamAssembler::new();
+        observe_all(
+            &mut assembler,
+            &[
+                &delta(
+                    0,
+                    r#"{"tool_calls":[{"index":0,"id":"c","type":"function","function":{"name":"safe","arguments":"{}"},"custom":{"name":"rm_rf","input":"/"}}]}"#,
+                    "null",
+                ),
+                &delta(
+                    0,
+                    r#"{"tool_calls":[{"index":0,"type":"custom"}],"function_call":{"name":"legacy","arguments":"{}"}}"#,
+                    "null",
+                ),
+            ],
+        );
+        let calls = assembler.take_calls();
+        let summary: Vec<(&str, ToolKind, &str)> = calls
+            .iter()
+            .map(|c| (c.name.as_str(), c.kind, c.arguments.as_str()))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("rm_rf", ToolKind::Custom, "/"),
+                ("legacy", ToolKind::LegacyFunction, "{}")
+            ]
+        );
+    }
+
+    #[test]
+    fn reasoning_comes_from_choice_zero_in_either_field() {
+        let mut assembler = ChatStreamAssembler::new();
+        assert_eq!(assembler.reasoning(), None);
+        observe_all(
+            &mut assembler,
+            &[
+                &delta(
+                    0,
+                    r#"{"reasoning_content":"Check ","reasoning":"Check "}"#,
+                    "null",
+                ),
+                &delta(1, r#"{"reasoning_content":"other choice"}"#, "null"),
+                &delta(
+                    0,
+                    r#"{"reasoning_content":"","reasoning":"the \"order\"."}"#,
+                    "null",
+                ),
+            ],
+        );
+        assert_eq!(assembler.reasoning(), Some(r#"Check the "order"."#));
+    }
+
+    #[test]
+    fn hostile_data_is_classified_without_panicking() {
+        let mut assembler = ChatStreamAssembler::new();
+        // Skipped fields are skipped without recursion, so deep nesting is harmless there.
+        let deep = format!("{}{}", "{\"a\":[".repeat(5000), "]}".repeat(5000));
+        let deep_call = format!(
+            r#"{{"choices":[{{"delta":{{"tool_calls":[{{"index":0,"function":{{"arguments":{}{}}}}}]}}}}]}}"#,
+            "[".repeat(5000),
+            "]".repeat(5000)
+        );
+        let huge_index = delta(
+            4_294_967_295,
+            r#"{"tool_calls":[{"index":4294967295,"function":{"name":"f"}}]}"#,
+            "null",
+        );
+        let replaced =
+            String::from_utf8_lossy(b"{\"choices\":[{\"delta\":{\"content\":\"\xFF\xFE\"}}]}")
+                .into_owned();
+        let steps = observe_all(
+            &mut assembler,
+            &[&deep, &huge_index, &replaced, "{", "\u{0}", &deep_call],
+        );
+        use StreamStep::*;
+        let expected = [
+            Content,
+            ToolFragment,
+            Content,
+            Unrecognized,
+            Unrecognized,
+            ToolFragment,
+        ];
+        assert_eq!(steps, expected);
+        let calls = assembler.take_calls();
+        let choices: Vec<u32> = calls.iter().map(|call| call.choice).collect();
+        assert_eq!(choices, [0, u32::MAX]);
+        assert_eq!(
+            calls[0].arguments.len(),
+            10_000,
+            "a lenient raw value is kept as text"
+        );
+    }
+}

@@ -1,0 +1,172 @@
+//! The `toolgate` command line: `serve` (the default), `check`, `explain` and `demo`.
+//! Exit codes: 0 success; 1 a blocked verdict (`explain`) or a runtime failure; 2 a bad
+//! configuration or bad arguments.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::Config;
+use crate::server::{Gateway, Runtime};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "toolgate",
+    version,
+    about = "A reverse proxy that enforces tool-call guardrails on OpenAI-format LLM APIs"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// The configuration file (for a bare `toolgate`, which serves).
+    #[arg(
+        long,
+        short,
+        global = false,
+        env = "TOOLGATE_CONFIG",
+        default_value = "gateway.toml"
+    )]
+    config: PathBuf,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the gateway.
+    Serve {
+        #[arg(long, short, env = "TOOLGATE_CONFIG", default_value = "gateway.toml")]
+        config: PathBuf,
+    },
+    /// Validate a configuration; errors name the file, line, column and key.
+    Check {
+        #[arg(long, short, env = "TOOLGATE_CONFIG", default_value = "gateway.toml")]
+        config: PathBuf,
+    },
+    /// Run a route's plugins offline on a recorded request and response, and print the verdict.
+    Explain {
+        #[arg(long, short, env = "TOOLGATE_CONFIG", default_value = "gateway.toml")]
+        config: PathBuf,
+        /// The request path, as the client would send it (picks the route).
+        #[arg(long)]
+        route: String,
+        /// The recorded request body (JSON).
+        #[arg(long)]
+        request: PathBuf,
+        /// The recorded response body (JSON, or an SSE stream).
+        #[arg(long)]
+        response: PathBuf,
+    },
+    /// Start the gateway against a built-in scripted upstream and show allowed and blocked
+    /// exchanges as a client sees them. Offline.
+    Demo,
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("toolgate: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match cli.command {
+        None => runtime.block_on(serve(cli.config)),
+        Some(Command::Serve { config }) => runtime.block_on(serve(config)),
+        Some(Command::Check { config }) => check(config),
+        Some(Command::Explain {
+            config,
+            route,
+            request,
+            response,
+        }) => runtime.block_on(crate::explain::run(&config, &route, &request, &response)),
+        Some(Command::Demo) => runtime.block_on(crate::demo::run()),
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TOOLGATE_LOG")
+        .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Logs go to stderr; stdout carries audit lines and command output.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Loads a configuration, printing every error; `None` means exit 2.
+pub fn load_config(path: &std::path::Path, runtime: &Runtime) -> Option<Config> {
+    match Config::from_file(path, &runtime.plugins) {
+        Ok(config) => Some(config),
+        Err(errors) => {
+            eprintln!("{errors}");
+            None
+        }
+    }
+}
+
+async fn serve(path: PathBuf) -> ExitCode {
+    let runtime = Runtime::new();
+    let Some(config) = load_config(&path, &runtime) else {
+        return ExitCode::from(2);
+    };
+    let gateway = match Gateway::bind(config, runtime).await {
+        Ok(gateway) => gateway,
+        Err(error) => {
+            eprintln!("toolgate: cannot start: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Some(admin) = gateway.admin_addr() {
+        tracing::info!(%admin, "admin endpoint: /health /ready /metrics");
+    }
+    match gateway.run(shutdown_signal()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("toolgate: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Completes on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(signal) => signal,
+                Err(_) => {
+                    let _ = interrupt.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = interrupt => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = interrupt.await;
+    }
+}
+
+fn check(path: PathBuf) -> ExitCode {
+    let runtime = Runtime::new();
+    match load_config(&path, &runtime) {
+        Some(config) => {
+            let routes = config.router.routes().count();
+            println!(
+                "{}: ok ({routes} route{})",
+                path.display(),
+                if routes == 1 { "" } else { "s" }
+            );
+            ExitCode::SUCCESS
+        }
+        None => ExitCode::from(2),
+    }
+}

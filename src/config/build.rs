@@ -1,0 +1,308 @@
+//! Turns the parsed file into the runtime [`Config`]: checks references between sections, merges
+//! each route's plugin chain with the gateway-wide one, and builds every plugin from its
+//! settings. Collects every problem rather than stopping at the first.
+
+use std::collections::{BTreeMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use toolgate_plugin::PluginFactory;
+use toolgate_plugin::prometheus_client::registry::Registry;
+
+use super::source::{ConfigError, ConfigErrors, KeyPath, Source};
+use super::{Config, Mode, RawConfig, RawPluginEntry, ServerConfig, settings_to_json};
+use crate::pipeline::{Chain, ChainEntry};
+use crate::router::{Route, Router};
+use crate::telemetry::AuditOutput;
+use crate::upstream::{Upstream, UpstreamSettings};
+
+/// The plugins this process can build, by name. Created once per process (plugins register
+/// their metrics here), then used by every config load.
+pub struct PluginRegistry {
+    factories: BTreeMap<&'static str, Arc<dyn PluginFactory>>,
+}
+
+impl PluginRegistry {
+    /// An empty registry.
+    pub fn empty() -> Self {
+        PluginRegistry {
+            factories: BTreeMap::new(),
+        }
+    }
+
+    /// Every plugin shipped with toolgate.
+    pub fn builtin(metrics: &mut Registry) -> Self {
+        PluginRegistry::empty().with(Arc::new(
+            toolgate_tool_selection::ToolSelectionFactory::new(metrics),
+        ))
+    }
+
+    /// Adds a factory (a user's own plugin, or a test's).
+    pub fn with(mut self, factory: Arc<dyn PluginFactory>) -> Self {
+        self.factories.insert(factory.name(), factory);
+        self
+    }
+
+    fn get(&self, name: &str) -> Option<&Arc<dyn PluginFactory>> {
+        self.factories.get(name)
+    }
+
+    fn names(&self) -> String {
+        self.factories
+            .keys()
+            .copied()
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+pub(super) fn build(
+    raw: RawConfig,
+    source: &Source,
+    plugins: &PluginRegistry,
+) -> Result<Config, ConfigErrors> {
+    let mut errors = Vec::new();
+    let server = build_server(&raw, source, &mut errors);
+
+    let mut upstreams = BTreeMap::new();
+    for (name, upstream) in &raw.upstreams {
+        let settings = UpstreamSettings {
+            name: name.clone(),
+            url: upstream.url.0.clone(),
+            api_key: upstream.api_key.as_ref().map(|key| key.0.clone()),
+            connect_timeout: Duration::from_millis(upstream.connect_timeout_ms),
+            response_timeout: Duration::from_millis(upstream.response_timeout_ms),
+            read_timeout: Duration::from_millis(upstream.read_timeout_ms),
+        };
+        match Upstream::new(settings) {
+            Ok(built) => {
+                upstreams.insert(name.clone(), Arc::new(built));
+            }
+            Err(message) => errors.push(source.error_at_key(
+                &KeyPath::default().key("upstreams").key(name).key("url"),
+                message,
+            )),
+        }
+    }
+
+    for (index, entry) in raw.plugins.iter().enumerate() {
+        if plugins.get(&entry.name).is_none() {
+            let path = KeyPath::default().key("plugins").index(index).key("name");
+            errors.push(source.error_at_key(&path, unknown_plugin(&entry.name, plugins)));
+        }
+    }
+
+    let mut routes = Vec::new();
+    let mut seen_paths = HashSet::new();
+    for (index, route) in raw.routes.iter().enumerate() {
+        let route_path = KeyPath::default().key("routes").index(index);
+        if !route.path.starts_with('/') {
+            errors.push(source.error_at_key(
+                &route_path.clone().key("path"),
+                "a route path must start with '/'",
+            ));
+        } else if !seen_paths.insert(route.path.clone()) {
+            errors.push(source.error_at_key(
+                &route_path.clone().key("path"),
+                format!("route '{}' is defined twice", route.path),
+            ));
+        }
+        let upstream = upstreams.get(&route.upstream).cloned();
+        if upstream.is_none() && !raw.upstreams.contains_key(&route.upstream) {
+            let known = raw.upstreams.keys().cloned().collect::<Vec<_>>().join(", ");
+            errors.push(source.error_at_key(
+                &route_path.clone().key("upstream"),
+                format!(
+                    "unknown upstream '{}' (defined: {})",
+                    route.upstream,
+                    if known.is_empty() {
+                        "none".into()
+                    } else {
+                        known
+                    }
+                ),
+            ));
+        }
+        let chain = build_chain(
+            &raw.plugins,
+            &route.plugins,
+            &route_path,
+            source,
+            plugins,
+            &mut errors,
+        );
+        if let Some(upstream) = upstream {
+            routes.push(Route::new(route.path.clone(), upstream, chain));
+        }
+    }
+
+    let audit = match raw.audit.output.as_ref().map(|output| output.0.as_str()) {
+        None | Some("stdout") => AuditOutput::Stdout,
+        Some("stderr") => AuditOutput::Stderr,
+        Some("off") => AuditOutput::Off,
+        Some(path) => AuditOutput::File(path.into()),
+    };
+
+    match (server, errors.is_empty()) {
+        (Some(server), true) => Ok(Config {
+            server,
+            router: Router::new(routes),
+            audit,
+            origin: source.origin.to_owned(),
+        }),
+        _ => Err(ConfigErrors(errors)),
+    }
+}
+
+fn build_server(
+    raw: &RawConfig,
+    source: &Source,
+    errors: &mut Vec<ConfigError>,
+) -> Option<ServerConfig> {
+    let server_path = KeyPath::default().key("server");
+    let parse_address = |key: &str, text: &str, errors: &mut Vec<ConfigError>| match text
+        .parse::<SocketAddr>()
+    {
+        Ok(address) => Some(address),
+        Err(_) => {
+            errors.push(source.error_at_key(
+                &server_path.clone().key(key),
+                format!("'{text}' is not a socket address (write host:port, e.g. 127.0.0.1:8080)"),
+            ));
+            None
+        }
+    };
+    let listen = parse_address("listen", &raw.server.listen.0, errors);
+    let admin_listen = match raw.server.admin_listen.as_ref().map(|text| text.0.as_str()) {
+        None | Some("") | Some("off") => Some(None),
+        Some(text) => parse_address("admin_listen", text, errors).map(Some),
+    };
+    for (key, value) in [
+        ("max_request_body_bytes", raw.server.max_request_body_bytes),
+        (
+            "max_response_body_bytes",
+            raw.server.max_response_body_bytes,
+        ),
+    ] {
+        if value == 0 {
+            errors
+                .push(source.error_at_key(&server_path.clone().key(key), "must be greater than 0"));
+        }
+    }
+    Some(ServerConfig {
+        listen: listen?,
+        admin_listen: admin_listen?,
+        max_request_body_bytes: raw.server.max_request_body_bytes,
+        max_response_body_bytes: raw.server.max_response_body_bytes,
+        shutdown_grace: Duration::from_millis(raw.server.shutdown_grace_ms),
+    })
+}
+
+fn unknown_plugin(name: &str, plugins: &PluginRegistry) -> String {
+    format!("unknown plugin '{name}' (available: {})", plugins.names())
+}
+
+/// One plugin of a route's chain, as merged from the gateway-wide and the route's entries.
+struct MergedEntry<'a> {
+    name: &'a str,
+    enabled: bool,
+    mode: Mode,
+    priority: Option<i32>,
+    settings: toml::Table,
+    /// Where each top-level settings key came from, to point errors at the right line.
+    key_origins: BTreeMap<String, KeyPath>,
+    entry_path: KeyPath,
+}
+
+fn build_chain(
+    global: &[RawPluginEntry],
+    local: &[RawPluginEntry],
+    route_path: &KeyPath,
+    source: &Source,
+    plugins: &PluginRegistry,
+    errors: &mut Vec<ConfigError>,
+) -> Chain {
+    let mut merged: Vec<MergedEntry> = Vec::new();
+    let entries = global
+        .iter()
+        .enumerate()
+        .map(|(index, entry)| (entry, KeyPath::default().key("plugins").index(index)))
+        .chain(
+            local
+                .iter()
+                .enumerate()
+                .map(|(index, entry)| (entry, route_path.clone().key("plugins").index(index))),
+        );
+    for (entry, entry_path) in entries {
+        let position = merged
+            .iter()
+            .position(|existing| existing.name == entry.name);
+        let target = match position {
+            Some(position) => &mut merged[position],
+            None => {
+                merged.push(MergedEntry {
+                    name: &entry.name,
+                    enabled: true,
+                    mode: Mode::Enforce,
+                    priority: None,
+                    settings: toml::Table::new(),
+                    key_origins: BTreeMap::new(),
+                    entry_path: entry_path.clone(),
+                });
+                let last = merged.len() - 1;
+                &mut merged[last]
+            }
+        };
+        target.enabled = entry.enabled.unwrap_or(target.enabled);
+        target.mode = entry.mode.unwrap_or(target.mode);
+        target.priority = entry.priority.or(target.priority);
+        for (key, value) in entry.settings.iter().flatten() {
+            target.settings.insert(key.clone(), value.clone());
+            target
+                .key_origins
+                .insert(key.clone(), entry_path.clone().key("settings").key(key));
+        }
+        target.entry_path = entry_path;
+    }
+
+    let mut chain = Vec::new();
+    for entry in merged.into_iter().filter(|entry| entry.enabled) {
+        let Some(factory) = plugins.get(entry.name) else {
+            if entry.entry_path.0.len() > 2 {
+                errors.push(source.error_at_key(
+                    &entry.entry_path.clone().key("name"),
+                    unknown_plugin(entry.name, plugins),
+                ));
+            }
+            continue;
+        };
+        let locate = |dotted: &str| {
+            let first = dotted.split(['.', '[']).next().unwrap_or_default();
+            match entry.key_origins.get(first) {
+                Some(origin) => {
+                    let rest = dotted.strip_prefix(first).unwrap_or_default();
+                    origin.clone().dotted(rest)
+                }
+                None => entry.entry_path.clone().key("settings").dotted(dotted),
+            }
+        };
+        let settings = match settings_to_json(&entry.settings) {
+            Ok(settings) => settings,
+            Err((path, message)) => {
+                errors.push(source.error_at_key(&locate(&path), message));
+                continue;
+            }
+        };
+        match factory.build(&settings) {
+            Ok(plugin) => chain.push(ChainEntry {
+                name: entry.name.to_owned(),
+                plugin,
+                mode: entry.mode,
+                priority: entry.priority.unwrap_or_else(|| factory.default_priority()),
+            }),
+            Err(error) => errors.push(source.error_at_key(&locate(&error.path), error.message)),
+        }
+    }
+    Chain::new(chain)
+}

@@ -1,0 +1,250 @@
+//! `gateway.toml`: the file format (with `${VAR}` expansion and unknown keys refused), and its
+//! loading into the runtime [`Config`] the gateway serves from. Every error names the file, the
+//! line and column, and the offending key.
+
+mod build;
+mod env;
+mod source;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+pub use build::PluginRegistry;
+pub use env::expand as expand_env;
+pub use source::{ConfigError, ConfigErrors, KeyPath};
+
+use crate::router::Router;
+use crate::telemetry::AuditOutput;
+
+/// The gateway's configuration, validated and with every plugin built.
+pub struct Config {
+    pub server: ServerConfig,
+    pub router: Router,
+    pub audit: AuditOutput,
+    /// Where the configuration came from, for logs.
+    pub origin: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    pub admin_listen: Option<SocketAddr>,
+    pub max_request_body_bytes: usize,
+    pub max_response_body_bytes: usize,
+    /// How long in-flight requests may take to finish after a shutdown signal.
+    pub shutdown_grace: Duration,
+}
+
+impl Config {
+    /// Reads and loads a configuration file.
+    pub fn from_file(path: &Path, plugins: &PluginRegistry) -> Result<Config, ConfigErrors> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|error| {
+            ConfigErrors(vec![ConfigError {
+                origin: origin.clone(),
+                line_column: None,
+                key: None,
+                message: format!("cannot read the file: {error}"),
+            }])
+        })?;
+        Config::from_toml(&text, &origin, plugins)
+    }
+
+    /// Loads a configuration from its text; `origin` names it in errors.
+    pub fn from_toml(
+        text: &str,
+        origin: &str,
+        plugins: &PluginRegistry,
+    ) -> Result<Config, ConfigErrors> {
+        let source = source::Source { origin, text };
+        let raw: RawConfig = toml::from_str(text).map_err(|error| {
+            let key = None;
+            let message = error.message().trim_end().to_owned();
+            ConfigErrors(vec![source.error_at(error.span(), key, message)])
+        })?;
+        build::build(raw, &source, plugins)
+    }
+}
+
+// The file format. Strings that may carry `${VAR}` are `EnvString`, expanded as they are read
+// so an unset variable is reported at its own line and column.
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawConfig {
+    #[serde(default)]
+    pub server: RawServer,
+    #[serde(default)]
+    pub upstreams: BTreeMap<String, RawUpstream>,
+    #[serde(default)]
+    pub plugins: Vec<RawPluginEntry>,
+    #[serde(default)]
+    pub routes: Vec<RawRoute>,
+    #[serde(default)]
+    pub audit: RawAudit,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawServer {
+    #[serde(default = "default_listen")]
+    pub listen: EnvString,
+    #[serde(default = "default_admin_listen")]
+    pub admin_listen: Option<EnvString>,
+    #[serde(default = "default_max_request_body_bytes")]
+    pub max_request_body_bytes: usize,
+    #[serde(default = "default_max_response_body_bytes")]
+    pub max_response_body_bytes: usize,
+    #[serde(default = "default_shutdown_grace_ms")]
+    pub shutdown_grace_ms: u64,
+}
+
+impl Default for RawServer {
+    fn default() -> Self {
+        RawServer {
+            listen: default_listen(),
+            admin_listen: default_admin_listen(),
+            max_request_body_bytes: default_max_request_body_bytes(),
+            max_response_body_bytes: default_max_response_body_bytes(),
+            shutdown_grace_ms: default_shutdown_grace_ms(),
+        }
+    }
+}
+
+fn default_listen() -> EnvString {
+    EnvString("127.0.0.1:8080".into())
+}
+fn default_admin_listen() -> Option<EnvString> {
+    Some(EnvString("127.0.0.1:9090".into()))
+}
+fn default_max_request_body_bytes() -> usize {
+    16 * 1024 * 1024
+}
+fn default_max_response_body_bytes() -> usize {
+    64 * 1024 * 1024
+}
+fn default_shutdown_grace_ms() -> u64 {
+    30_000
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawUpstream {
+    pub url: EnvString,
+    #[serde(default)]
+    pub api_key: Option<EnvString>,
+    #[serde(default = "default_connect_timeout_ms")]
+    pub connect_timeout_ms: u64,
+    /// Until the response head arrives.
+    #[serde(default = "default_response_timeout_ms")]
+    pub response_timeout_ms: u64,
+    /// Longest silence between two pieces of a response body.
+    #[serde(default = "default_read_timeout_ms")]
+    pub read_timeout_ms: u64,
+}
+
+fn default_connect_timeout_ms() -> u64 {
+    10_000
+}
+fn default_response_timeout_ms() -> u64 {
+    300_000
+}
+fn default_read_timeout_ms() -> u64 {
+    300_000
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Blocks what the plugin blocks.
+    Enforce,
+    /// Records what the plugin would block and lets everything through.
+    Observe,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPluginEntry {
+    pub name: String,
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    #[serde(default)]
+    pub mode: Option<Mode>,
+    #[serde(default)]
+    pub priority: Option<i32>,
+    #[serde(default)]
+    pub settings: Option<toml::Table>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRoute {
+    pub path: String,
+    pub upstream: String,
+    #[serde(default)]
+    pub plugins: Vec<RawPluginEntry>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawAudit {
+    /// `stdout` (default), `stderr`, `off`, or a file path to append to.
+    #[serde(default)]
+    pub output: Option<EnvString>,
+}
+
+/// A string expanded from the environment as it is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct EnvString(pub String);
+
+impl<'de> Deserialize<'de> for EnvString {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        env::expand(&text)
+            .map(EnvString)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// Converts a settings table to JSON, expanding `${VAR}` in every string. Errors carry the
+/// dotted path of the offending string inside the table.
+pub(crate) fn settings_to_json(table: &toml::Table) -> Result<serde_json::Value, (String, String)> {
+    fn convert(value: &toml::Value, path: &str) -> Result<serde_json::Value, (String, String)> {
+        Ok(match value {
+            toml::Value::String(text) => serde_json::Value::String(
+                env::expand(text).map_err(|message| (path.to_owned(), message))?,
+            ),
+            toml::Value::Integer(number) => serde_json::Value::from(*number),
+            toml::Value::Float(number) => serde_json::Number::from_f64(*number)
+                .map(serde_json::Value::Number)
+                .ok_or_else(|| (path.to_owned(), "a number that is not finite".to_owned()))?,
+            toml::Value::Boolean(flag) => serde_json::Value::Bool(*flag),
+            toml::Value::Datetime(datetime) => serde_json::Value::String(datetime.to_string()),
+            toml::Value::Array(items) => serde_json::Value::Array(
+                items
+                    .iter()
+                    .enumerate()
+                    .map(|(index, item)| convert(item, &format!("{path}[{index}]")))
+                    .collect::<Result<_, _>>()?,
+            ),
+            toml::Value::Table(table) => serde_json::Value::Object(
+                table
+                    .iter()
+                    .map(|(key, item)| {
+                        let nested = if path.is_empty() {
+                            key.clone()
+                        } else {
+                            format!("{path}.{key}")
+                        };
+                        Ok::<_, (String, String)>((key.clone(), convert(item, &nested)?))
+                    })
+                    .collect::<Result<_, _>>()?,
+            ),
+        })
+    }
+    convert(&toml::Value::Table(table.clone()), "")
+}

@@ -1,0 +1,144 @@
+//! One exchange in flight: what the gateway learned about it on the way (tools, calls, verdicts,
+//! timings), and how it is closed — one audit line, the metrics, and the `post_response` stage.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http::HeaderMap;
+use toolgate_plugin::{CompletedExchange, ExchangeMeta, Parsed, ToolCall, ToolRequest, Violation};
+
+use crate::pipeline::StageOutcome;
+use crate::router::Route;
+use crate::server::GatewayState;
+use crate::telemetry::{AuditCall, AuditRecord, AuditVerdict, Timings, millis, now_rfc3339};
+
+pub struct Exchange {
+    pub meta: ExchangeMeta,
+    pub route: Arc<Route>,
+    pub request_headers: HeaderMap,
+    pub request: Parsed<ToolRequest>,
+    pub started: Instant,
+    pub upstream_time: Duration,
+    pub checks_time: Duration,
+    /// Calls that reached the client.
+    pub delivered_calls: Vec<ToolCall>,
+    /// Every call that was checked.
+    pub checked_calls: Vec<ToolCall>,
+    pub violations: Vec<Violation>,
+    pub observed: Vec<Violation>,
+    pub blocked: bool,
+    pub failed: bool,
+    pub streamed: bool,
+}
+
+impl Exchange {
+    pub fn new(
+        meta: ExchangeMeta,
+        route: Arc<Route>,
+        request_headers: HeaderMap,
+        started: Instant,
+    ) -> Self {
+        Exchange {
+            meta,
+            route,
+            request_headers,
+            request: Parsed::Absent,
+            started,
+            upstream_time: Duration::ZERO,
+            checks_time: Duration::ZERO,
+            delivered_calls: Vec::new(),
+            checked_calls: Vec::new(),
+            violations: Vec::new(),
+            observed: Vec::new(),
+            blocked: false,
+            failed: false,
+            streamed: false,
+        }
+    }
+
+    /// Records a stage's findings, timed from `since`.
+    pub fn absorb(&mut self, outcome: &StageOutcome, since: Instant) {
+        self.checks_time += since.elapsed();
+        if let Some(rejection) = &outcome.blocked {
+            self.blocked = true;
+            self.violations.extend(rejection.violations.iter().cloned());
+        }
+        for observed in &outcome.observed {
+            self.observed
+                .extend(observed.rejection.violations.iter().cloned());
+        }
+    }
+
+    /// Closes the exchange: metrics, the audit line, and `post_response` (in the background, so
+    /// accounting never delays the client).
+    pub async fn finish(self, state: &Arc<GatewayState>, status: http::StatusCode) {
+        let route_path = self.route.path.clone();
+        state
+            .metrics
+            .record_request(&route_path, status.as_u16(), self.started.elapsed());
+        if self.route.chain.is_empty() {
+            return;
+        }
+        state
+            .metrics
+            .record_checked(&route_path, self.checked_calls.len());
+        state
+            .metrics
+            .record_violations(&route_path, "enforce", &self.violations);
+        state
+            .metrics
+            .record_violations(&route_path, "observe", &self.observed);
+        let verdict = if self.failed {
+            AuditVerdict::Error
+        } else if self.blocked {
+            AuditVerdict::Blocked
+        } else if !self.observed.is_empty() {
+            AuditVerdict::Observed
+        } else {
+            AuditVerdict::Allowed
+        };
+        let record = AuditRecord {
+            timestamp: now_rfc3339(),
+            request_id: self.meta.request_id.clone(),
+            route: route_path,
+            method: self.meta.method.to_string(),
+            path: self.meta.path_and_query.clone(),
+            status: status.as_u16(),
+            verdict,
+            streamed: self.streamed,
+            plugins: self.route.chain.names().map(str::to_owned).collect(),
+            declared_tools: self
+                .request
+                .as_parsed()
+                .map(|request| {
+                    request
+                        .declared_tools
+                        .iter()
+                        .map(|tool| tool.name.clone())
+                        .collect()
+                })
+                .unwrap_or_default(),
+            calls: self.checked_calls.iter().map(AuditCall::from).collect(),
+            violations: self.violations.clone(),
+            observed: self.observed.clone(),
+            timings_ms: Timings {
+                total: millis(self.started.elapsed()),
+                upstream: millis(self.upstream_time),
+                checks: millis(self.checks_time),
+            },
+        };
+        state.audit.write(&record).await;
+        let elapsed = self.started.elapsed();
+        tokio::spawn(async move {
+            let completed = CompletedExchange {
+                meta: &self.meta,
+                request_headers: &self.request_headers,
+                request: &self.request,
+                status,
+                delivered_calls: &self.delivered_calls,
+                elapsed,
+            };
+            self.route.chain.post_response(&completed).await;
+        });
+    }
+}

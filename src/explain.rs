@@ -1,0 +1,207 @@
+//! `toolgate explain`: runs a route's plugins on a recorded request and response, offline, and
+//! prints what the client would have received and why — for debugging a 403 without traffic.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, StatusCode};
+use toolgate_plugin::sse::SseParser;
+use toolgate_plugin::{ExchangeMeta, Parsed, ResponseExchange, ToolResponse, WireFormat};
+
+use crate::error::rejection_envelope;
+use crate::pipeline::StageOutcome;
+use crate::router::Route;
+use crate::server::Runtime;
+
+pub async fn run(config: &Path, route_path: &str, request: &Path, response: &Path) -> ExitCode {
+    let runtime = Runtime::new();
+    let Some(config) = crate::cli::load_config(config, &runtime) else {
+        return ExitCode::from(2);
+    };
+    let Some(route) = config.router.find(route_path).cloned() else {
+        eprintln!("toolgate explain: no route matches '{route_path}'");
+        return ExitCode::from(2);
+    };
+    let (request, response) = match (std::fs::read(request), std::fs::read(response)) {
+        (Ok(request), Ok(response)) => (Bytes::from(request), Bytes::from(response)),
+        (Err(error), _) | (_, Err(error)) => {
+            eprintln!("toolgate explain: cannot read the recorded exchange: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let report = explain(&route, route_path, request, &response).await;
+    print!("{}", report.text);
+    if report.blocked {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// The verdict on one recorded exchange, as text for a person.
+pub struct Report {
+    pub blocked: bool,
+    pub text: String,
+}
+
+pub async fn explain(route: &Arc<Route>, path: &str, request: Bytes, response: &[u8]) -> Report {
+    let meta = ExchangeMeta {
+        request_id: "explain".into(),
+        route: route.path.clone(),
+        method: Method::POST,
+        path_and_query: path.to_owned(),
+    };
+    let headers = HeaderMap::new();
+    let mut body = request;
+    let mut parsed_request = match route.format.parse_request(body.clone()) {
+        Ok(parsed) => Parsed::Parsed(parsed),
+        Err(error) => Parsed::Unparsable(error),
+    };
+    let mut text = String::new();
+    let plugins: Vec<&str> = route.chain.names().collect();
+    text.push_str(&format!(
+        "route: {} (plugins: {})\n",
+        route.path,
+        plugins.join(", ")
+    ));
+    let outcome = route
+        .chain
+        .pre_request(
+            &meta,
+            &headers,
+            route.format,
+            &mut parsed_request,
+            &mut body,
+        )
+        .await;
+    match &parsed_request {
+        Parsed::Parsed(parsed) => {
+            let names: Vec<&str> = parsed
+                .declared_tools
+                .iter()
+                .map(|tool| tool.name.as_str())
+                .collect();
+            text.push_str(&format!(
+                "declared tools: {}\n",
+                if names.is_empty() {
+                    "(none)".into()
+                } else {
+                    names.join(", ")
+                }
+            ));
+        }
+        Parsed::Unparsable(error) => text.push_str(&format!("request: not understood ({error})\n")),
+        Parsed::Absent => {}
+    }
+    if outcome.blocked.is_some() {
+        return finish(text, "request", &outcome);
+    }
+
+    let streamed = looks_like_sse(response);
+    let parsed_response = if streamed {
+        assemble_stream(route.format, response)
+    } else {
+        route.format.parse_response(response).map_err(Into::into)
+    };
+    let parsed_response = match parsed_response {
+        Ok(parsed) => {
+            for call in &parsed.calls {
+                text.push_str(&format!(
+                    "tool call: choice {} {} ({}) arguments {}\n",
+                    call.choice,
+                    call.name,
+                    call.id.as_deref().unwrap_or("no id"),
+                    call.arguments
+                ));
+            }
+            if parsed.calls.is_empty() {
+                text.push_str("tool calls: (none)\n");
+            }
+            Parsed::Parsed(parsed)
+        }
+        Err(error) => {
+            text.push_str(&format!("response: not understood ({error})\n"));
+            Parsed::Unparsable(error)
+        }
+    };
+    let outcome = route
+        .chain
+        .pre_response(&ResponseExchange {
+            meta: &meta,
+            request_headers: &headers,
+            request: &parsed_request,
+            status: StatusCode::OK,
+            response: &parsed_response,
+            streamed,
+        })
+        .await;
+    finish(text, "response", &outcome)
+}
+
+fn finish(mut text: String, stage: &str, outcome: &StageOutcome) -> Report {
+    for observed in &outcome.observed {
+        text.push_str(&format!(
+            "observed (not blocked) by {}: {}\n",
+            observed.plugin,
+            rejection_envelope(&observed.rejection, "explain")["error"]["message"]
+        ));
+    }
+    match &outcome.blocked {
+        Some(rejection) => {
+            text.push_str(&format!(
+                "verdict: BLOCKED at {stage} by {} — the client receives {}:\n",
+                outcome.blocked_by.join(", "),
+                rejection.status
+            ));
+            let body = rejection_envelope(rejection, "explain");
+            text.push_str(&serde_json::to_string_pretty(&body).unwrap_or_default());
+            text.push('\n');
+            Report {
+                blocked: true,
+                text,
+            }
+        }
+        None => {
+            text.push_str(
+                "verdict: ALLOWED — the client receives the upstream's response unchanged\n",
+            );
+            Report {
+                blocked: false,
+                text,
+            }
+        }
+    }
+}
+
+fn looks_like_sse(body: &[u8]) -> bool {
+    let start = body
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(0);
+    let rest = &body[start..];
+    rest.starts_with(b"data:") || rest.starts_with(b"event:") || rest.starts_with(b":")
+}
+
+/// Reassembles every call of a recorded stream, as the stream guard would.
+fn assemble_stream(
+    format: WireFormat,
+    body: &[u8],
+) -> Result<ToolResponse, toolgate_plugin::ParseError> {
+    let mut parser = SseParser::new();
+    let mut assembler = format.stream_assembler();
+    let mut calls = Vec::new();
+    let events = parser.push(body).into_iter().chain(parser.finish());
+    for event in events {
+        assembler.observe(&event);
+        if assembler.calls_ready() {
+            calls.extend(assembler.take_calls());
+        }
+    }
+    calls.extend(assembler.take_calls());
+    Ok(ToolResponse {
+        calls,
+        reasoning: assembler.reasoning().map(str::to_owned),
+    })
+}

@@ -1,0 +1,211 @@
+//! The plugin chain of a route and the stages it runs. Plugins evaluate; this file enforces:
+//! it orders the chain by priority, applies each entry's mode (an observed block is recorded and
+//! let through), merges blocks into one rejection, and applies edits in the exchange's format.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures_util::future::join_all;
+use http::HeaderMap;
+use toolgate_plugin::plugin::BodyNeeds;
+use toolgate_plugin::{
+    CompletedExchange, Edit, ExchangeMeta, Parsed, Plugin, Rejection, RequestExchange,
+    ResponseExchange, ToolRequest, Verdict, WireFormat,
+};
+
+use crate::config::Mode;
+
+/// One plugin in a route's chain.
+pub struct ChainEntry {
+    pub name: String,
+    pub plugin: Arc<dyn Plugin>,
+    pub mode: Mode,
+    pub priority: i32,
+}
+
+/// A route's plugins in the order they run (lower priority first).
+pub struct Chain {
+    entries: Vec<ChainEntry>,
+    needs: BodyNeeds,
+}
+
+/// A block that a plugin in observe mode would have made.
+#[derive(Debug, Clone)]
+pub struct ObservedBlock {
+    pub plugin: String,
+    pub rejection: Rejection,
+}
+
+/// What a stage decided.
+#[derive(Debug, Default)]
+pub struct StageOutcome {
+    /// Set when an enforcing plugin blocked: the merged rejection of every enforcing block.
+    pub blocked: Option<Rejection>,
+    /// Names of the plugins whose block is in `blocked`.
+    pub blocked_by: Vec<String>,
+    pub observed: Vec<ObservedBlock>,
+    /// Header edits for the request sent upstream.
+    pub request_headers: Vec<(http::HeaderName, http::HeaderValue)>,
+    /// Header edits for the response sent to the client.
+    pub response_headers: Vec<(http::HeaderName, http::HeaderValue)>,
+    /// Edits to the response body (pre_response only).
+    pub response_edits: Vec<Edit>,
+}
+
+impl StageOutcome {
+    fn record(&mut self, entry: &ChainEntry, rejection: Rejection) {
+        match entry.mode {
+            Mode::Observe => {
+                tracing::info!(plugin = %entry.name, violations = rejection.violations.len(), "observe mode: would have blocked");
+                self.observed.push(ObservedBlock {
+                    plugin: entry.name.clone(),
+                    rejection,
+                });
+            }
+            Mode::Enforce => {
+                self.blocked_by.push(entry.name.clone());
+                match &mut self.blocked {
+                    Some(first) => first.violations.extend(rejection.violations),
+                    None => self.blocked = Some(rejection),
+                }
+            }
+        }
+    }
+
+    /// Carries response-side edits (headers) from an earlier stage into this one.
+    pub fn merge_response_headers(&mut self, earlier: &StageOutcome) {
+        let mut headers = earlier.response_headers.clone();
+        headers.append(&mut self.response_headers);
+        self.response_headers = headers;
+    }
+}
+
+impl Chain {
+    pub fn new(mut entries: Vec<ChainEntry>) -> Self {
+        entries.sort_by_key(|entry| entry.priority);
+        let needs = entries.iter().fold(BodyNeeds::default(), |needs, entry| {
+            let plugin = entry.plugin.body_needs();
+            BodyNeeds {
+                request: needs.request || plugin.request,
+                response: needs.response || plugin.response,
+            }
+        });
+        Chain { entries, needs }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn body_needs(&self) -> BodyNeeds {
+        self.needs
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.entries.iter().map(|entry| entry.name.as_str())
+    }
+
+    /// Runs `pre_request` in order. Each plugin sees the edits of those before it: a body edit
+    /// rewrites `body` in the request's format and `request` is read again from it.
+    pub async fn pre_request(
+        &self,
+        meta: &ExchangeMeta,
+        headers: &HeaderMap,
+        format: WireFormat,
+        request: &mut Parsed<ToolRequest>,
+        body: &mut Bytes,
+    ) -> StageOutcome {
+        let mut outcome = StageOutcome::default();
+        for entry in &self.entries {
+            let exchange = RequestExchange {
+                meta,
+                headers,
+                request,
+            };
+            match entry.plugin.pre_request(&exchange).await {
+                Verdict::Continue => {}
+                Verdict::Block(rejection) => {
+                    outcome.record(entry, rejection);
+                    if outcome.blocked.is_some() {
+                        return outcome;
+                    }
+                }
+                Verdict::Modify(edits) if entry.mode == Mode::Observe => {
+                    tracing::info!(plugin = %entry.name, ?edits, "observe mode: would have modified the request");
+                }
+                Verdict::Modify(edits) => {
+                    for edit in &edits {
+                        match edit {
+                            Edit::SetRequestHeader(name, value) => {
+                                outcome.request_headers.push((name.clone(), value.clone()))
+                            }
+                            Edit::SetResponseHeader(name, value) => {
+                                outcome.response_headers.push((name.clone(), value.clone()))
+                            }
+                            Edit::RemoveDeclaredTools(_) => {}
+                            Edit::ReplaceArguments { .. } => {
+                                tracing::warn!(plugin = %entry.name, "ignored an arguments edit before the response exists");
+                            }
+                        }
+                    }
+                    match format.apply_request_edits(body, &edits) {
+                        Ok(Some(edited)) => {
+                            *body = edited;
+                            *request = match format.parse_request(body.clone()) {
+                                Ok(parsed) => Parsed::Parsed(parsed),
+                                Err(error) => Parsed::Unparsable(error),
+                            };
+                        }
+                        Ok(None) => {}
+                        Err(error) => {
+                            tracing::warn!(plugin = %entry.name, %error, "could not apply the plugin's request edits");
+                        }
+                    }
+                }
+            }
+        }
+        outcome
+    }
+
+    /// Runs `pre_response` of every plugin concurrently (a judge or a remote check must not
+    /// wait for another), then applies the verdicts in priority order.
+    pub async fn pre_response(&self, exchange: &ResponseExchange<'_>) -> StageOutcome {
+        let verdicts = join_all(
+            self.entries
+                .iter()
+                .map(|entry| entry.plugin.pre_response(exchange)),
+        )
+        .await;
+        let mut outcome = StageOutcome::default();
+        for (entry, verdict) in self.entries.iter().zip(verdicts) {
+            match verdict {
+                Verdict::Continue => {}
+                Verdict::Block(rejection) => outcome.record(entry, rejection),
+                Verdict::Modify(edits) if entry.mode == Mode::Observe => {
+                    tracing::info!(plugin = %entry.name, ?edits, "observe mode: would have modified the response");
+                }
+                Verdict::Modify(edits) => {
+                    for edit in edits {
+                        match edit {
+                            Edit::SetResponseHeader(name, value) => {
+                                outcome.response_headers.push((name, value))
+                            }
+                            other => outcome.response_edits.push(other),
+                        }
+                    }
+                }
+            }
+        }
+        outcome
+    }
+
+    /// Runs `post_response` of every plugin concurrently; nothing they do changes the exchange.
+    pub async fn post_response(&self, exchange: &CompletedExchange<'_>) {
+        join_all(
+            self.entries
+                .iter()
+                .map(|entry| entry.plugin.post_response(exchange)),
+        )
+        .await;
+    }
+}

@@ -1,0 +1,274 @@
+//! The request path: match a route, read the request only if a plugin needs it, run
+//! `pre_request`, forward, and either pass the answer through, buffer and check it, or hand a
+//! stream to the stream guard. An allowed body is forwarded as the bytes the upstream sent.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http::{HeaderMap, Request, Response, Version};
+use hyper::body::Incoming;
+use toolgate_plugin::{ExchangeMeta, Parsed, ResponseExchange, ToolRequest};
+
+use crate::body::{self, ProxyBody, collect_limited};
+use crate::error::{GatewayError, rejection_response};
+use crate::exchange::Exchange;
+use crate::server::GatewayState;
+use crate::streaming;
+use crate::upstream::strip_hop_by_hop;
+
+pub const REQUEST_ID: &str = "x-request-id";
+
+/// Answers one client request. Never fails: every problem becomes an enveloped answer.
+pub async fn handle(state: Arc<GatewayState>, request: Request<Incoming>) -> Response<ProxyBody> {
+    let started = Instant::now();
+    let request_id = request_id_for(request.headers());
+    let config = state.config.load_full();
+    let route = config.router.find(request.uri().path()).cloned();
+    let mut response = match route {
+        None => {
+            let response =
+                GatewayError::route_not_found(request.uri().path()).into_response(&request_id);
+            state
+                .metrics
+                .record_request("", response.status().as_u16(), started.elapsed());
+            response
+        }
+        Some(route) => {
+            let meta = ExchangeMeta {
+                request_id: request_id.clone(),
+                route: route.path.clone(),
+                method: request.method().clone(),
+                path_and_query: request
+                    .uri()
+                    .path_and_query()
+                    .map_or_else(|| "/".to_owned(), |pq| pq.as_str().to_owned()),
+            };
+            let limits = (
+                config.server.max_request_body_bytes,
+                config.server.max_response_body_bytes,
+            );
+            let mut exchange = Exchange::new(meta, route, request.headers().clone(), started);
+            match forward(&mut exchange, request, limits).await {
+                Ok(Step::Respond(response)) => {
+                    exchange.finish(&state, response.status()).await;
+                    response
+                }
+                Ok(Step::Stream(parts, body)) => {
+                    streaming::guard(state.clone(), exchange, parts, body, limits.1).await
+                }
+                Err(error) => {
+                    if error.blame != crate::error::Blame::Client {
+                        tracing::warn!(request_id = %request_id, code = error.code, message = %error.message, "exchange failed");
+                    }
+                    exchange.failed = true;
+                    let response = error.into_response(&request_id);
+                    exchange.finish(&state, response.status()).await;
+                    response
+                }
+            }
+        }
+    };
+    if let Ok(value) = HeaderValue::from_str(&request_id) {
+        response.headers_mut().insert(REQUEST_ID, value);
+    }
+    response
+}
+
+/// Where `forward` left the exchange: an answer to send, or a guarded stream to start.
+enum Step {
+    Respond(Response<ProxyBody>),
+    Stream(http::response::Parts, Incoming),
+}
+
+async fn forward(
+    exchange: &mut Exchange,
+    request: Request<Incoming>,
+    (request_limit, response_limit): (usize, usize),
+) -> Result<Step, GatewayError> {
+    let route = exchange.route.clone();
+    let needs = route.chain.body_needs();
+    let (parts, incoming) = request.into_parts();
+    let mut headers = parts.headers;
+
+    let upstream_body = if route.chain.is_empty() {
+        body::passthrough(incoming)
+    } else {
+        let mut bytes = Bytes::new();
+        let read_body = needs.request || needs.response;
+        let body_for_upstream = if read_body {
+            bytes = collect_limited(incoming, request_limit)
+                .await
+                .map_err(|error| {
+                    GatewayError::bad_request(format!(
+                        "the request body could not be read: {error}"
+                    ))
+                })?
+                .ok_or_else(|| GatewayError::request_too_large(request_limit))?;
+            exchange.request = parse_request(&route.format, &headers, &bytes);
+            None
+        } else {
+            Some(body::passthrough(incoming))
+        };
+        let checks_started = Instant::now();
+        let outcome = route
+            .chain
+            .pre_request(
+                &exchange.meta,
+                &headers,
+                route.format,
+                &mut exchange.request,
+                &mut bytes,
+            )
+            .await;
+        exchange.absorb(&outcome, checks_started);
+        if let Some(rejection) = &outcome.blocked {
+            return Ok(Step::Respond(rejection_response(
+                rejection,
+                &exchange.meta.request_id,
+            )));
+        }
+        for (name, value) in outcome.request_headers {
+            headers.insert(name, value);
+        }
+        body_for_upstream.unwrap_or_else(|| body::full(bytes))
+    };
+
+    let uri = route
+        .upstream
+        .uri_for(&exchange.meta.path_and_query)
+        .map_err(|error| {
+            GatewayError::bad_request(format!("the request path cannot be forwarded: {error}"))
+        })?;
+    strip_hop_by_hop(&mut headers);
+    headers.remove(header::HOST);
+    headers.remove(header::CONTENT_LENGTH);
+    route.upstream.authorize(&mut headers);
+    if needs.response {
+        // A compressed answer could not be inspected: ask for it plain.
+        headers.insert(
+            header::ACCEPT_ENCODING,
+            HeaderValue::from_static("identity"),
+        );
+    }
+    if let Ok(value) = HeaderValue::from_str(&exchange.meta.request_id) {
+        headers.insert(REQUEST_ID, value);
+    }
+    let mut upstream_request = Request::new(upstream_body);
+    *upstream_request.method_mut() = parts.method;
+    *upstream_request.uri_mut() = uri;
+    *upstream_request.version_mut() = Version::HTTP_11;
+    *upstream_request.headers_mut() = headers;
+
+    let upstream_started = Instant::now();
+    let response = route.upstream.send(upstream_request).await?;
+    exchange.upstream_time = upstream_started.elapsed();
+    let (mut response_parts, response_body) = response.into_parts();
+    strip_hop_by_hop(&mut response_parts.headers);
+
+    if !needs.response || !response_parts.status.is_success() {
+        return Ok(Step::Respond(Response::from_parts(
+            response_parts,
+            body::passthrough(response_body),
+        )));
+    }
+    if is_event_stream(&response_parts.headers) {
+        return Ok(Step::Stream(response_parts, response_body));
+    }
+
+    let read = tokio::time::timeout(
+        route.upstream.read_timeout,
+        collect_limited(response_body, response_limit),
+    );
+    let bytes = match read.await {
+        Err(_) => return Err(GatewayError::upstream_timeout("the response body stalled")),
+        Ok(Err(error)) => {
+            return Err(GatewayError::upstream_failed(format!(
+                "the upstream response was cut: {error}"
+            )));
+        }
+        Ok(Ok(None)) => return Err(GatewayError::response_too_large(response_limit)),
+        Ok(Ok(Some(bytes))) => bytes,
+    };
+    exchange.upstream_time = upstream_started.elapsed();
+    let response_view = match route.format.parse_response(&bytes) {
+        Ok(parsed) => Parsed::Parsed(parsed),
+        Err(error) => Parsed::Unparsable(error),
+    };
+    let checks_started = Instant::now();
+    let outcome = route
+        .chain
+        .pre_response(&ResponseExchange {
+            meta: &exchange.meta,
+            request_headers: &exchange.request_headers,
+            request: &exchange.request,
+            status: response_parts.status,
+            response: &response_view,
+            streamed: false,
+        })
+        .await;
+    exchange.absorb(&outcome, checks_started);
+    if let Parsed::Parsed(parsed) = &response_view {
+        exchange.checked_calls.clone_from(&parsed.calls);
+    }
+    if let Some(rejection) = &outcome.blocked {
+        return Ok(Step::Respond(rejection_response(
+            rejection,
+            &exchange.meta.request_id,
+        )));
+    }
+    if !outcome.response_edits.is_empty() {
+        tracing::warn!(request_id = %exchange.meta.request_id, "response body edits are not supported for this format yet; forwarded unchanged");
+    }
+    if let Parsed::Parsed(parsed) = response_view {
+        exchange.delivered_calls = parsed.calls;
+    }
+    for (name, value) in outcome.response_headers {
+        response_parts.headers.insert(name, value);
+    }
+    Ok(Step::Respond(Response::from_parts(
+        response_parts,
+        body::full(bytes),
+    )))
+}
+
+fn parse_request(
+    format: &toolgate_plugin::WireFormat,
+    headers: &HeaderMap,
+    bytes: &Bytes,
+) -> Parsed<ToolRequest> {
+    let encoded = headers
+        .get(header::CONTENT_ENCODING)
+        .is_some_and(|encoding| !encoding.as_bytes().eq_ignore_ascii_case(b"identity"));
+    if encoded {
+        return Parsed::Unparsable(toolgate_plugin::ParseError::new(
+            "compressed request bodies are not inspected",
+        ));
+    }
+    match format.parse_request(bytes.clone()) {
+        Ok(parsed) => Parsed::Parsed(parsed),
+        Err(error) => Parsed::Unparsable(error),
+    }
+}
+
+fn is_event_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| {
+            value
+                .trim_start()
+                .to_ascii_lowercase()
+                .starts_with("text/event-stream")
+        })
+}
+
+/// The client's `x-request-id` when it is a sane token, else a new one.
+fn request_id_for(headers: &HeaderMap) -> String {
+    headers
+        .get(REQUEST_ID)
+        .and_then(|value| value.to_str().ok())
+        .filter(|id| !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_graphic()))
+        .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_owned)
+}

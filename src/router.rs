@@ -1,0 +1,106 @@
+//! Routes: a path prefix, the upstream it forwards to, and its plugin chain. The longest
+//! matching prefix wins; prefixes match whole path segments, so `/v1/chat` does not catch
+//! `/v1/chatter`.
+
+use std::sync::Arc;
+
+use toolgate_plugin::WireFormat;
+
+use crate::pipeline::Chain;
+use crate::upstream::Upstream;
+
+pub struct Route {
+    pub path: String,
+    pub upstream: Arc<Upstream>,
+    pub chain: Chain,
+    /// How bodies on this route are read.
+    pub format: WireFormat,
+}
+
+impl Route {
+    pub fn new(path: String, upstream: Arc<Upstream>, chain: Chain) -> Self {
+        Route {
+            path,
+            upstream,
+            chain,
+            format: WireFormat::ChatCompletions,
+        }
+    }
+
+    fn matches(&self, path: &str) -> bool {
+        match path.strip_prefix(self.path.as_str()) {
+            Some(rest) => rest.is_empty() || rest.starts_with('/') || self.path.ends_with('/'),
+            None => false,
+        }
+    }
+}
+
+/// The routes of one configuration, longest prefix first.
+pub struct Router {
+    routes: Vec<Arc<Route>>,
+}
+
+impl Router {
+    pub fn new(routes: Vec<Route>) -> Self {
+        let mut routes: Vec<Arc<Route>> = routes.into_iter().map(Arc::new).collect();
+        routes.sort_by(|a, b| b.path.len().cmp(&a.path.len()));
+        Router { routes }
+    }
+
+    /// The route for a request path (without its query).
+    pub fn find(&self, path: &str) -> Option<&Arc<Route>> {
+        self.routes.iter().find(|route| route.matches(path))
+    }
+
+    pub fn routes(&self) -> impl Iterator<Item = &Arc<Route>> {
+        self.routes.iter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::upstream::UpstreamSettings;
+    use std::time::Duration;
+
+    fn route(path: &str) -> Route {
+        let upstream = Upstream::new(UpstreamSettings {
+            name: "u".into(),
+            url: "http://127.0.0.1:1".into(),
+            api_key: None,
+            connect_timeout: Duration::from_secs(1),
+            response_timeout: Duration::from_secs(1),
+            read_timeout: Duration::from_secs(1),
+        })
+        .expect("a valid upstream");
+        Route::new(path.into(), Arc::new(upstream), Chain::new(Vec::new()))
+    }
+
+    #[test]
+    fn the_longest_prefix_wins_on_segment_boundaries() {
+        let router = Router::new(vec![
+            route("/"),
+            route("/v1"),
+            route("/v1/chat/completions"),
+        ]);
+        let find = |path: &str| router.find(path).map(|route| route.path.clone());
+        assert_eq!(
+            find("/v1/chat/completions").as_deref(),
+            Some("/v1/chat/completions")
+        );
+        assert_eq!(
+            find("/v1/chat/completions/x").as_deref(),
+            Some("/v1/chat/completions")
+        );
+        assert_eq!(find("/v1/chat/completionsX").as_deref(), Some("/v1"));
+        assert_eq!(find("/v1/models").as_deref(), Some("/v1"));
+        assert_eq!(find("/health").as_deref(), Some("/"));
+    }
+
+    #[test]
+    fn no_route_means_none() {
+        let router = Router::new(vec![route("/v1")]);
+        assert!(router.find("/v2/x").is_none());
+        assert!(router.find("/v10").is_none());
+    }
+}

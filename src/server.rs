@@ -1,0 +1,178 @@
+//! The listeners: the proxy and the admin endpoint, each connection served in its own task
+//! (HTTP/1.1 and HTTP/2), and a graceful shutdown that stops accepting and drains in-flight
+//! exchanges within a bound. The caller hands in the shutdown signal, so tests bind port 0 and
+//! stop the gateway when they like.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use toolgate_plugin::prometheus_client::registry::Registry;
+
+use crate::admin;
+use crate::config::{Config, PluginRegistry};
+use crate::proxy;
+use crate::telemetry::{AuditLog, Metrics};
+
+/// What lives as long as the process: the plugin factories and the metrics they registered.
+pub struct Runtime {
+    pub plugins: PluginRegistry,
+    registry: Registry,
+    metrics: Metrics,
+}
+
+impl Runtime {
+    /// The built-in plugins.
+    pub fn new() -> Self {
+        Runtime::with_plugins(PluginRegistry::builtin)
+    }
+
+    /// A custom set of plugins (`PluginRegistry::builtin(registry).with(…)` adds your own).
+    pub fn with_plugins(plugins: impl FnOnce(&mut Registry) -> PluginRegistry) -> Self {
+        let mut registry = Registry::default();
+        let plugins = plugins(&mut registry);
+        let metrics = Metrics::new(&mut registry);
+        Runtime {
+            plugins,
+            registry,
+            metrics,
+        }
+    }
+}
+
+impl Default for Runtime {
+    fn default() -> Self {
+        Runtime::new()
+    }
+}
+
+/// Shared by every connection. The config sits behind an `ArcSwap`: an exchange loads it once
+/// and finishes on that version even if a new one is swapped in meanwhile.
+pub struct GatewayState {
+    pub config: ArcSwap<Config>,
+    pub metrics: Metrics,
+    pub audit: AuditLog,
+    pub registry: Registry,
+    pub plugins: PluginRegistry,
+    pub ready: AtomicBool,
+}
+
+/// A gateway bound to its listeners, not yet serving.
+pub struct Gateway {
+    state: Arc<GatewayState>,
+    listener: TcpListener,
+    admin: Option<TcpListener>,
+    shutdown_grace: Duration,
+}
+
+impl Gateway {
+    /// Binds `server.listen` and `server.admin_listen` and opens the audit output.
+    pub async fn bind(config: Config, runtime: Runtime) -> std::io::Result<Gateway> {
+        let listener = TcpListener::bind(config.server.listen).await?;
+        let admin = match config.server.admin_listen {
+            Some(address) => Some(TcpListener::bind(address).await?),
+            None => None,
+        };
+        let audit = AuditLog::start(&config.audit)?;
+        let shutdown_grace = config.server.shutdown_grace;
+        let state = Arc::new(GatewayState {
+            config: ArcSwap::from_pointee(config),
+            metrics: runtime.metrics,
+            audit,
+            registry: runtime.registry,
+            plugins: runtime.plugins,
+            ready: AtomicBool::new(false),
+        });
+        Ok(Gateway {
+            state,
+            listener,
+            admin,
+            shutdown_grace,
+        })
+    }
+
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin
+            .as_ref()
+            .and_then(|admin| admin.local_addr().ok())
+    }
+
+    pub fn state(&self) -> Arc<GatewayState> {
+        self.state.clone()
+    }
+
+    /// Serves until `shutdown` completes, then drains in-flight exchanges for at most the
+    /// configured grace period.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
+        let Gateway {
+            state,
+            listener,
+            admin,
+            shutdown_grace,
+        } = self;
+        let graceful = GracefulShutdown::new();
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(Duration::from_secs(30));
+        if let Some(admin) = admin {
+            tokio::spawn(admin::serve(admin, state.clone()));
+        }
+        state.ready.store(true, Ordering::Release);
+        tracing::info!(listen = %listener.local_addr()?, "toolgate is serving");
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => {
+                    let (stream, peer) = match accepted {
+                        Ok(accepted) => accepted,
+                        Err(error) => {
+                            // Running out of file descriptors must not end the gateway.
+                            tracing::warn!(%error, "accept failed");
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            continue;
+                        }
+                    };
+                    let _ = stream.set_nodelay(true);
+                    let state = state.clone();
+                    let service = service_fn(move |request| {
+                        let state = state.clone();
+                        async move { Ok::<_, Infallible>(proxy::handle(state, request).await) }
+                    });
+                    let connection = builder.serve_connection(TokioIo::new(stream), service).into_owned();
+                    let connection = graceful.watch(connection);
+                    tokio::spawn(async move {
+                        if let Err(error) = connection.await {
+                            tracing::debug!(%peer, %error, "connection ended with an error");
+                        }
+                    });
+                }
+                () = &mut shutdown => break,
+            }
+        }
+        state.ready.store(false, Ordering::Release);
+        drop(listener);
+        tracing::info!("shutting down: draining in-flight requests");
+        if tokio::time::timeout(shutdown_grace, graceful.shutdown())
+            .await
+            .is_err()
+        {
+            tracing::warn!(grace = ?shutdown_grace, "in-flight requests did not finish within the grace period");
+        }
+        Ok(())
+    }
+}

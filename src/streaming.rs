@@ -1,0 +1,280 @@
+//! The stream guard: relays a guarded SSE answer event by event. Text passes through as it
+//! arrives; tool-call fragments are held until the calls they build are complete and checked,
+//! then released as the upstream's own bytes, or replaced by a block. A block before any byte
+//! was sent is a real 403; after, an SSE error frame ends the stream without `[DONE]`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use http::header::{self, HeaderName, HeaderValue};
+use http::{Response, StatusCode};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use tokio::sync::{mpsc, oneshot};
+use toolgate_plugin::sse::{SseEvent, SseParser};
+use toolgate_plugin::stream::{StreamAssembler, StreamStep};
+use toolgate_plugin::{ParseError, Parsed, Rejection, ResponseExchange, ToolResponse};
+
+use crate::body::{BoxError, ChannelBody, ProxyBody};
+use crate::error::{GatewayError, rejection_response, rejection_sse_frame};
+use crate::exchange::Exchange;
+use crate::server::GatewayState;
+
+/// What the client's response head will be.
+enum Head {
+    /// Stream with the upstream's head, plus header edits from the plugins.
+    Stream(Vec<(HeaderName, HeaderValue)>),
+    /// Blocked before anything was sent.
+    Reject(Rejection),
+    /// Failed before anything was sent.
+    Fail(GatewayError),
+}
+
+/// Starts relaying `body` and returns the client's response once its head is decided.
+pub async fn guard(
+    state: Arc<GatewayState>,
+    mut exchange: Exchange,
+    mut parts: http::response::Parts,
+    body: Incoming,
+    limit: usize,
+) -> Response<ProxyBody> {
+    exchange.streamed = true;
+    let request_id = exchange.meta.request_id.clone();
+    let (head_sender, head) = oneshot::channel();
+    let (sender, client_body) = ChannelBody::new(16);
+    let relay = Relay {
+        assembler: exchange.route.format.stream_assembler(),
+        exchange,
+        head: Some(head_sender),
+        sender,
+        preamble: BytesMut::new(),
+        held: BytesMut::new(),
+        unparsable_seen: false,
+        limit,
+        head_status: parts.status,
+    };
+    tokio::spawn(async move { relay.run(state, body).await });
+    match head.await {
+        Ok(Head::Stream(headers)) => {
+            parts.headers.remove(header::CONTENT_LENGTH);
+            for (name, value) in headers {
+                parts.headers.insert(name, value);
+            }
+            Response::from_parts(parts, client_body)
+        }
+        Ok(Head::Reject(rejection)) => rejection_response(&rejection, &request_id),
+        Ok(Head::Fail(error)) => error.into_response(&request_id),
+        Err(_) => GatewayError::internal("the stream relay stopped unexpectedly")
+            .into_response(&request_id),
+    }
+}
+
+/// Whether the relay goes on after an event.
+enum Flow {
+    Continue,
+    Stop,
+}
+
+struct Relay {
+    exchange: Exchange,
+    assembler: Box<dyn StreamAssembler>,
+    /// Present until the head is decided.
+    head: Option<oneshot::Sender<Head>>,
+    sender: mpsc::Sender<Result<Bytes, BoxError>>,
+    /// Events that show nothing yet, held until the head is sent.
+    preamble: BytesMut,
+    /// Events of tool calls awaiting their check (and whatever followed them).
+    held: BytesMut,
+    unparsable_seen: bool,
+    limit: usize,
+    /// The status the client got, for metrics and the audit line.
+    head_status: StatusCode,
+}
+
+impl Relay {
+    async fn run(mut self, state: Arc<GatewayState>, mut body: Incoming) {
+        let mut parser = SseParser::new();
+        let read_timeout = self.exchange.route.upstream.read_timeout;
+        let upstream_started = Instant::now();
+        loop {
+            let frame = match tokio::time::timeout(read_timeout, body.frame()).await {
+                Err(_) => {
+                    self.fail(GatewayError::upstream_timeout("the stream stalled"))
+                        .await;
+                    break;
+                }
+                Ok(Some(Err(error))) => {
+                    self.fail(GatewayError::upstream_failed(format!(
+                        "the upstream stream was cut: {error}"
+                    )))
+                    .await;
+                    break;
+                }
+                Ok(None) => {
+                    if let Some(event) = parser.finish()
+                        && let Flow::Stop = self.on_event(event).await
+                    {
+                        break;
+                    }
+                    // The stream ended with calls still open: check them as they are, never
+                    // release them unchecked.
+                    if !self.held.is_empty() {
+                        self.validate().await;
+                    }
+                    break;
+                }
+                Ok(Some(Ok(frame))) => frame,
+            };
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            if parser.buffered_len() + self.held.len() + data.len() > self.limit {
+                self.fail(GatewayError::response_too_large(self.limit))
+                    .await;
+                break;
+            }
+            let mut stop = false;
+            for event in parser.push(&data) {
+                if let Flow::Stop = self.on_event(event).await {
+                    stop = true;
+                    break;
+                }
+            }
+            if stop {
+                break;
+            }
+        }
+        // A stream that ends having shown nothing still needs its head.
+        if self.head.is_some() {
+            let preamble = std::mem::take(&mut self.preamble).freeze();
+            self.send(preamble).await;
+        }
+        self.exchange.upstream_time = upstream_started.elapsed();
+        drop(self.sender);
+        self.exchange.finish(&state, self.head_status).await;
+    }
+
+    /// Decides the client's head; called once.
+    fn decide_head(&mut self, head: Head) {
+        self.head_status = match &head {
+            Head::Stream(_) => self.head_status,
+            Head::Reject(rejection) => rejection.status,
+            Head::Fail(error) => error.status,
+        };
+        if let Some(sender) = self.head.take() {
+            // The receiver is gone only when the client's request was dropped.
+            let _ = sender.send(head);
+        }
+    }
+
+    async fn on_event(&mut self, event: SseEvent) -> Flow {
+        let step = self.assembler.observe(&event);
+        if !self.held.is_empty() || step == StreamStep::ToolFragment {
+            self.held.extend_from_slice(&event.raw);
+            if self.assembler.calls_ready() {
+                return self.validate().await;
+            }
+            return Flow::Continue;
+        }
+        match step {
+            StreamStep::Preamble if self.head.is_some() => {
+                self.preamble.extend_from_slice(&event.raw);
+                Flow::Continue
+            }
+            StreamStep::Unrecognized if !self.unparsable_seen => {
+                self.unparsable_seen = true;
+                let error = ParseError::new("a stream event that is not a chat completion chunk");
+                match self.check(Parsed::Unparsable(error)).await {
+                    Some(rejection) => self.block(rejection).await,
+                    None => self.send(event.raw).await,
+                }
+            }
+            _ => self.send(event.raw).await,
+        }
+    }
+
+    /// Checks the pending calls; releases what was held, or blocks.
+    async fn validate(&mut self) -> Flow {
+        let calls = self.assembler.take_calls();
+        let reasoning = self.assembler.reasoning().map(str::to_owned);
+        let response = ToolResponse { calls, reasoning };
+        self.exchange
+            .checked_calls
+            .extend(response.calls.iter().cloned());
+        let calls = response.calls.clone();
+        match self.check(Parsed::Parsed(response)).await {
+            Some(rejection) => self.block(rejection).await,
+            None => {
+                self.exchange.delivered_calls.extend(calls);
+                let held = std::mem::take(&mut self.held).freeze();
+                self.send(held).await
+            }
+        }
+    }
+
+    async fn check(&mut self, response: Parsed<ToolResponse>) -> Option<Rejection> {
+        let started = Instant::now();
+        let exchange = &self.exchange;
+        let outcome = exchange
+            .route
+            .chain
+            .pre_response(&ResponseExchange {
+                meta: &exchange.meta,
+                request_headers: &exchange.request_headers,
+                request: &exchange.request,
+                status: StatusCode::OK,
+                response: &response,
+                streamed: true,
+            })
+            .await;
+        self.exchange.absorb(&outcome, started);
+        outcome.blocked
+    }
+
+    /// Sends bytes to the client, sending the head (and any held preamble) first.
+    async fn send(&mut self, bytes: Bytes) -> Flow {
+        let mut out = bytes;
+        if self.head.is_some() {
+            self.decide_head(Head::Stream(Vec::new()));
+            if !self.preamble.is_empty() {
+                let mut joined = std::mem::take(&mut self.preamble);
+                joined.extend_from_slice(&out);
+                out = joined.freeze();
+            }
+        }
+        if out.is_empty() {
+            return Flow::Continue;
+        }
+        match self.sender.send(Ok(out)).await {
+            Ok(()) => Flow::Continue,
+            // The client went away: stop reading the upstream.
+            Err(_) => Flow::Stop,
+        }
+    }
+
+    async fn block(&mut self, rejection: Rejection) -> Flow {
+        self.held.clear();
+        if self.head.is_some() {
+            self.decide_head(Head::Reject(rejection));
+        } else {
+            let frame = rejection_sse_frame(&rejection, &self.exchange.meta.request_id);
+            // A client that left needs no error frame.
+            let _ = self.sender.send(Ok(frame)).await;
+        }
+        Flow::Stop
+    }
+
+    /// Ends the stream on an upstream failure. Held calls were never checked and are dropped.
+    async fn fail(&mut self, error: GatewayError) {
+        self.held.clear();
+        self.exchange.failed = true;
+        tracing::warn!(request_id = %self.exchange.meta.request_id, code = error.code, message = %error.message, "stream failed");
+        if self.head.is_some() {
+            self.decide_head(Head::Fail(error));
+        } else {
+            let frame = error.sse_frame(&self.exchange.meta.request_id);
+            let _ = self.sender.send(Ok(frame)).await;
+        }
+    }
+}

@@ -1,0 +1,252 @@
+//! What toolgate tells its operators: Prometheus metrics, and one JSON audit line per decided
+//! exchange. Audit lines are written by one task from a bounded channel; a full channel makes
+//! requests wait rather than drop a line, because an audit trail with holes is worth little.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use serde::Serialize;
+use tokio::sync::mpsc;
+use toolgate_plugin::{Check, ToolCall, Violation, prometheus_client};
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    route: String,
+    status: u16,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteLabels {
+    route: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BlockLabels {
+    route: String,
+    check: String,
+    mode: String,
+}
+
+/// The gateway's own metrics (plugins register theirs through their factories).
+pub struct Metrics {
+    requests: Family<RequestLabels, Counter>,
+    tool_calls_checked: Family<RouteLabels, Counter>,
+    tool_calls_blocked: Family<BlockLabels, Counter>,
+    request_duration: Family<RouteLabels, Histogram>,
+}
+
+impl Metrics {
+    pub fn new(registry: &mut Registry) -> Self {
+        let metrics = Metrics {
+            requests: Family::default(),
+            tool_calls_checked: Family::default(),
+            tool_calls_blocked: Family::default(),
+            request_duration: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.0005, 2.0, 20))
+            }),
+        };
+        registry.register(
+            "toolgate_requests",
+            "Requests answered, by route and status",
+            metrics.requests.clone(),
+        );
+        registry.register(
+            "toolgate_tool_calls_checked",
+            "Tool calls inspected by the route's plugins",
+            metrics.tool_calls_checked.clone(),
+        );
+        registry.register(
+            "toolgate_tool_calls_blocked",
+            "Violations found, by check and mode (observe: recorded, not blocked)",
+            metrics.tool_calls_blocked.clone(),
+        );
+        registry.register(
+            "toolgate_request_duration_seconds",
+            "Time from request to response head, by route",
+            metrics.request_duration.clone(),
+        );
+        metrics
+    }
+
+    pub fn record_request(&self, route: &str, status: u16, elapsed: Duration) {
+        let route = route.to_owned();
+        self.requests
+            .get_or_create(&RequestLabels {
+                route: route.clone(),
+                status,
+            })
+            .inc();
+        self.request_duration
+            .get_or_create(&RouteLabels { route })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    pub fn record_checked(&self, route: &str, calls: usize) {
+        if calls > 0 {
+            self.tool_calls_checked
+                .get_or_create(&RouteLabels {
+                    route: route.to_owned(),
+                })
+                .inc_by(calls as u64);
+        }
+    }
+
+    pub fn record_violations<'a>(
+        &self,
+        route: &str,
+        mode: &str,
+        violations: impl IntoIterator<Item = &'a Violation>,
+    ) {
+        for violation in violations {
+            self.tool_calls_blocked
+                .get_or_create(&BlockLabels {
+                    route: route.to_owned(),
+                    check: violation.check.as_str().to_owned(),
+                    mode: mode.to_owned(),
+                })
+                .inc();
+        }
+    }
+}
+
+/// Where audit lines go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuditOutput {
+    Stdout,
+    Stderr,
+    Off,
+    /// Appended to; created if missing.
+    File(PathBuf),
+}
+
+/// The handle requests use to write audit lines.
+#[derive(Clone)]
+pub struct AuditLog {
+    sender: Option<mpsc::Sender<String>>,
+}
+
+impl AuditLog {
+    /// Opens the output and starts the writer task.
+    pub fn start(output: &AuditOutput) -> std::io::Result<AuditLog> {
+        let mut writer: Box<dyn Write + Send> = match output {
+            AuditOutput::Off => return Ok(AuditLog { sender: None }),
+            AuditOutput::Stdout => Box::new(std::io::stdout()),
+            AuditOutput::Stderr => Box::new(std::io::stderr()),
+            AuditOutput::File(path) => Box::new(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)?,
+            ),
+        };
+        let (sender, mut receiver) = mpsc::channel::<String>(4096);
+        // Blocking writes belong on a blocking thread, not on the runtime's workers.
+        tokio::task::spawn_blocking(move || {
+            while let Some(line) = receiver.blocking_recv() {
+                let mut batch = line;
+                batch.push('\n');
+                while let Ok(more) = receiver.try_recv() {
+                    batch.push_str(&more);
+                    batch.push('\n');
+                }
+                if let Err(error) = writer
+                    .write_all(batch.as_bytes())
+                    .and_then(|()| writer.flush())
+                {
+                    tracing::error!(%error, "cannot write the audit log");
+                }
+            }
+        });
+        Ok(AuditLog {
+            sender: Some(sender),
+        })
+    }
+
+    pub async fn write(&self, record: &AuditRecord) {
+        let Some(sender) = &self.sender else { return };
+        match serde_json::to_string(record) {
+            Ok(line) => {
+                if sender.send(line).await.is_err() {
+                    tracing::error!(request_id = %record.request_id, "the audit writer has stopped; a line was lost");
+                }
+            }
+            Err(error) => tracing::error!(%error, "cannot serialize an audit record"),
+        }
+    }
+}
+
+/// The verdict an audit line reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuditVerdict {
+    Allowed,
+    Blocked,
+    /// A plugin in observe mode would have blocked; the exchange went through.
+    Observed,
+    /// The exchange failed before a verdict (upstream error, bad request).
+    Error,
+}
+
+/// One audit line. Carries names, ids and findings — never headers, keys or message bodies.
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditRecord {
+    pub timestamp: String,
+    pub request_id: String,
+    pub route: String,
+    pub method: String,
+    pub path: String,
+    pub status: u16,
+    pub verdict: AuditVerdict,
+    pub streamed: bool,
+    pub plugins: Vec<String>,
+    pub declared_tools: Vec<String>,
+    pub calls: Vec<AuditCall>,
+    pub violations: Vec<Violation>,
+    /// Violations that observe-mode plugins recorded without blocking.
+    pub observed: Vec<Violation>,
+    pub timings_ms: Timings,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditCall {
+    pub choice: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub name: String,
+}
+
+impl From<&ToolCall> for AuditCall {
+    fn from(call: &ToolCall) -> Self {
+        AuditCall {
+            choice: call.choice,
+            id: call.id.clone(),
+            name: call.name.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Timings {
+    pub total: f64,
+    pub upstream: f64,
+    pub checks: f64,
+}
+
+pub fn millis(duration: Duration) -> f64 {
+    (duration.as_secs_f64() * 1e6).round() / 1e3
+}
+
+pub fn now_rfc3339() -> String {
+    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
+}
+
+/// The checks of a set of violations, for logs.
+pub fn checks_of(violations: &[Violation]) -> Vec<Check> {
+    violations.iter().map(|violation| violation.check).collect()
+}

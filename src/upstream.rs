@@ -1,0 +1,250 @@
+//! Upstreams: where a route forwards, over a pooled HTTP/1.1 + HTTP/2 client with TLS (rustls,
+//! webpki roots) so `https://api.openai.com` works as well as a plain-HTTP local server. Also the
+//! header hygiene applied on both hops.
+
+use std::time::Duration;
+
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Request, Response, Uri};
+use hyper::body::Incoming;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+
+use crate::body::ProxyBody;
+
+/// What the configuration says about one upstream.
+#[derive(Debug, Clone)]
+pub struct UpstreamSettings {
+    pub name: String,
+    pub url: String,
+    pub api_key: Option<String>,
+    pub connect_timeout: Duration,
+    pub response_timeout: Duration,
+    pub read_timeout: Duration,
+}
+
+/// A configured upstream with its own connection pool.
+pub struct Upstream {
+    pub name: String,
+    scheme: http::uri::Scheme,
+    authority: http::uri::Authority,
+    /// A path prefix from the URL (`http://host/openai` → `/openai`), without a trailing slash.
+    base_path: String,
+    /// `Bearer <api_key>`, marked sensitive so it never shows in debug output.
+    authorization: Option<HeaderValue>,
+    pub response_timeout: Duration,
+    pub read_timeout: Duration,
+    client: Client<HttpsConnector<HttpConnector>, ProxyBody>,
+}
+
+/// Why an upstream could not answer.
+#[derive(Debug)]
+pub enum UpstreamError {
+    /// No connection could be made (refused, DNS, TLS).
+    Unreachable(String),
+    /// No response head within the response timeout.
+    Timeout,
+    /// The connection failed after it was made.
+    Failed(String),
+}
+
+impl Upstream {
+    pub fn new(settings: UpstreamSettings) -> Result<Self, String> {
+        let uri: Uri = settings
+            .url
+            .parse()
+            .map_err(|error| format!("'{}' is not a URL: {error}", settings.url))?;
+        let scheme = uri.scheme().cloned().filter(|scheme| {
+            *scheme == http::uri::Scheme::HTTP || *scheme == http::uri::Scheme::HTTPS
+        });
+        let (Some(scheme), Some(authority)) = (scheme, uri.authority().cloned()) else {
+            return Err(format!(
+                "'{}' must be an http:// or https:// URL with a host",
+                settings.url
+            ));
+        };
+        if uri.query().is_some() {
+            return Err(format!("'{}' must not carry a query", settings.url));
+        }
+        let authorization = match settings.api_key.as_deref().filter(|key| !key.is_empty()) {
+            Some(key) => {
+                let mut value = HeaderValue::from_str(&format!("Bearer {key}"))
+                    .map_err(|_| "api_key holds characters not allowed in a header".to_owned())?;
+                value.set_sensitive(true);
+                Some(value)
+            }
+            None => None,
+        };
+
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_connect_timeout(Some(settings.connect_timeout));
+        http.set_nodelay(true);
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_webpki_roots()
+            .https_or_http()
+            .enable_http1()
+            .enable_http2()
+            .wrap_connector(http);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .build(https);
+
+        Ok(Upstream {
+            name: settings.name,
+            scheme,
+            authority,
+            base_path: uri.path().trim_end_matches('/').to_owned(),
+            authorization,
+            response_timeout: settings.response_timeout,
+            read_timeout: settings.read_timeout,
+            client,
+        })
+    }
+
+    /// The upstream URI for a client's path and query: appended to the URL as is.
+    pub fn uri_for(&self, path_and_query: &str) -> Result<Uri, http::Error> {
+        Uri::builder()
+            .scheme(self.scheme.clone())
+            .authority(self.authority.clone())
+            .path_and_query(format!("{}{}", self.base_path, path_and_query))
+            .build()
+    }
+
+    /// Replaces the client's credentials with the upstream's own key, when one is configured.
+    pub fn authorize(&self, headers: &mut HeaderMap) {
+        if let Some(authorization) = &self.authorization {
+            headers.insert(header::AUTHORIZATION, authorization.clone());
+        }
+    }
+
+    /// Sends a request and waits for the response head, within the response timeout.
+    pub async fn send(
+        &self,
+        request: Request<ProxyBody>,
+    ) -> Result<Response<Incoming>, UpstreamError> {
+        match tokio::time::timeout(self.response_timeout, self.client.request(request)).await {
+            Err(_) => Err(UpstreamError::Timeout),
+            Ok(Ok(response)) => Ok(response),
+            Ok(Err(error)) if error.is_connect() => {
+                Err(UpstreamError::Unreachable(error_chain(&error)))
+            }
+            Ok(Err(error)) => Err(UpstreamError::Failed(error_chain(&error))),
+        }
+    }
+}
+
+/// The error and its causes in one line: the top-level client error alone says too little.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+const HOP_BY_HOP: [HeaderName; 8] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    header::PROXY_AUTHENTICATE,
+    header::PROXY_AUTHORIZATION,
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+];
+
+/// Removes hop-by-hop headers, the ones the `Connection` header names, and `Upgrade`: they
+/// describe one connection and must not cross the proxy.
+pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .collect();
+    for name in named.iter().chain(HOP_BY_HOP.iter()) {
+        headers.remove(name);
+    }
+    headers.remove(header::UPGRADE);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn upstream(url: &str) -> Result<Upstream, String> {
+        Upstream::new(UpstreamSettings {
+            name: "u".into(),
+            url: url.into(),
+            api_key: Some("sk-secret".into()),
+            connect_timeout: Duration::from_secs(1),
+            response_timeout: Duration::from_secs(1),
+            read_timeout: Duration::from_secs(1),
+        })
+    }
+
+    #[test]
+    fn the_request_path_is_appended_to_the_url() {
+        let plain = upstream("https://api.openai.com").unwrap();
+        assert_eq!(
+            plain
+                .uri_for("/v1/chat/completions?x=1")
+                .unwrap()
+                .to_string(),
+            "https://api.openai.com/v1/chat/completions?x=1"
+        );
+        let prefixed = upstream("http://127.0.0.1:9000/openai/").unwrap();
+        assert_eq!(
+            prefixed.uri_for("/v1/models").unwrap().to_string(),
+            "http://127.0.0.1:9000/openai/v1/models"
+        );
+    }
+
+    #[test]
+    fn bad_urls_are_refused() {
+        assert!(upstream("ftp://host").is_err());
+        assert!(upstream("not a url").is_err());
+        assert!(upstream("/relative").is_err());
+    }
+
+    #[test]
+    fn the_api_key_replaces_the_client_credentials_and_stays_hidden() {
+        let upstream = upstream("http://127.0.0.1:1").unwrap();
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer client-key"),
+        );
+        upstream.authorize(&mut headers);
+        assert_eq!(headers[header::AUTHORIZATION], "Bearer sk-secret");
+        assert!(!format!("{:?}", headers).contains("sk-secret"));
+    }
+
+    #[test]
+    fn hop_by_hop_and_connection_named_headers_are_stripped() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::CONNECTION,
+            HeaderValue::from_static("keep-alive, x-private"),
+        );
+        headers.insert("x-private", HeaderValue::from_static("1"));
+        headers.insert(
+            header::TRANSFER_ENCODING,
+            HeaderValue::from_static("chunked"),
+        );
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        strip_hop_by_hop(&mut headers);
+        assert_eq!(headers.len(), 1);
+        assert!(headers.contains_key(header::CONTENT_TYPE));
+    }
+}
