@@ -386,17 +386,4 @@ mod tests {
         assert_eq!(violations(&verdict)[0].code, "schema_violation");
         assert_eq!(judge.received().len(), 0);
     }
-
-    #[tokio::test]
-    async fn an_unreachable_judge_is_unavailable() {
-        // Bind then drop a listener: nothing answers on that port any more.
-        let port = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
-            Ok(listener) => listener.local_addr().map(|a| a.port()).unwrap_or(9),
-            Err(_) => 9,
-        };
-        let harness = Harness::new(json!({"openai_api_key": API_KEY,
-            "base_url": format!("http://127.0.0.1:{port}/v1"), "judge_timeout_ms": 3000}));
-        let verdict = harness.run(&calling(&[("send_email", TO_BOB)])).await;
-        assert_eq!(violations(&verdict)[0].code, "semantic_unavailable");
-    }
 }

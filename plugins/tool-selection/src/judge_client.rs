@@ -206,6 +206,8 @@ mod tests {
     use toolgate_plugin::ToolKind;
 
     use super::*;
+    use crate::metrics::JudgeOutcome;
+    use crate::testing::{API_KEY, Harness, calling, violations};
 
     #[test]
     fn verdicts_are_read_strictly_but_not_pedantically() {
@@ -273,5 +275,21 @@ mod tests {
             json!({"user_request": "pay my rent", "tool": "wire_money",
                    "arguments": "{\"amount\": 5}", "reasoning": null})
         );
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_judge_is_unavailable() {
+        // Bind then drop a listener: nothing answers on that port any more.
+        let port = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
+            Ok(listener) => listener.local_addr().map(|a| a.port()).unwrap_or(9),
+            Err(_) => 9,
+        };
+        let harness = Harness::new(json!({"openai_api_key": API_KEY,
+            "base_url": format!("http://127.0.0.1:{port}/v1"), "judge_timeout_ms": 3000}));
+        let verdict = harness
+            .run(&calling(&[("send_email", r#"{"to":"bob"}"#)]))
+            .await;
+        assert_eq!(violations(&verdict)[0].code, "semantic_unavailable");
+        assert_eq!(harness.outcomes(JudgeOutcome::Error), 1);
     }
 }

@@ -18,6 +18,9 @@ use toolgate_plugin::{
     Verdict, Violation, WireFormat,
 };
 
+use crate::ToolSelectionFactory;
+use crate::metrics::JudgeOutcome;
+
 pub const USER_REQUEST: &str = "Email Bob the quarterly report";
 pub const API_KEY: &str = "sk-test-4242";
 
