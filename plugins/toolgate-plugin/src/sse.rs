@@ -161,7 +161,11 @@ impl EventFields {
         };
         // Line endings are ASCII and never inside a UTF-8 sequence, so decoding line by line is
         // the same as decoding the stream; invalid bytes become U+FFFD, as the spec says.
-        let value = String::from_utf8_lossy(value);
+        // `from_utf8` first: it is several times faster than the lossy decoder on valid text.
+        let value = match std::str::from_utf8(value) {
+            Ok(text) => Cow::Borrowed(text),
+            Err(_) => String::from_utf8_lossy(value),
+        };
         match field {
             b"data" => match &mut self.data {
                 Some(data) => {
@@ -178,31 +182,26 @@ impl EventFields {
 }
 
 /// The position of the first `\n` or `\r`. Event lines are long JSON texts, so the search
-/// tests eight bytes at a time and looks at single bytes only in the word that has a hit.
+/// tests 32 bytes at a time without branching (the compiler turns that block test into vector
+/// compares) and looks at single bytes only in the block that has a hit.
 fn find_line_end(haystack: &[u8]) -> Option<usize> {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    const BLOCK: usize = 32;
     let is_line_end = |byte: &u8| *byte == b'\n' || *byte == b'\r';
-    let mut words = haystack.chunks_exact(8);
+    let mut blocks = haystack.chunks_exact(BLOCK);
     let mut offset = 0;
-    for word in &mut words {
-        // chunks_exact yields 8 bytes, so the conversion always succeeds.
-        let Ok(bytes) = <[u8; 8]>::try_from(word) else {
-            break;
-        };
-        let value = u64::from_le_bytes(bytes);
-        let lf = value ^ (ONES * u64::from(b'\n'));
-        let cr = value ^ (ONES * u64::from(b'\r'));
-        // Nonzero exactly when some byte of `lf` or `cr` is zero (a "has zero byte" test).
-        let hit = (lf.wrapping_sub(ONES) & !lf | cr.wrapping_sub(ONES) & !cr) & HIGHS;
-        if hit != 0 {
-            if let Some(position) = word.iter().position(is_line_end) {
-                return Some(offset + position);
-            }
+    for block in &mut blocks {
+        let hits = block.iter().fold(0u8, |hits, &byte| {
+            hits | u8::from(byte == b'\n') | u8::from(byte == b'\r')
+        });
+        if hits != 0 {
+            return block
+                .iter()
+                .position(is_line_end)
+                .map(|position| offset + position);
         }
-        offset += 8;
+        offset += BLOCK;
     }
-    let rest = haystack.get(offset..).unwrap_or_default();
+    let rest = blocks.remainder();
     rest.iter()
         .position(is_line_end)
         .map(|position| offset + position)
