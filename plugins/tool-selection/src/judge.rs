@@ -123,15 +123,12 @@ impl Judge {
     ) -> Option<Violation> {
         let (summary, cause) = match failure {
             Failure::Timeout => (
-                format!(
-                    "did not answer within {} ms",
-                    self.settings.timeout.as_millis()
-                ),
+                format!("no answer within {} ms", self.settings.timeout.as_millis()),
                 "timeout".to_owned(),
             ),
             // A server may echo what it was sent; the key is scrubbed before anything is logged.
             Failure::Error(error) => (
-                "did not give a usable answer".to_owned(),
+                "no usable answer".to_owned(),
                 truncate(error.replace(&self.settings.api_key, "[redacted]")),
             ),
         };
@@ -148,7 +145,8 @@ impl Judge {
                     "semantic_unavailable",
                     call,
                     format!(
-                        "the semantic judge {summary} about '{}', so the call is blocked",
+                        "the semantic judge could not review '{}' ({summary}), so the call is \
+                         blocked",
                         call.name
                     ),
                 ))

@@ -20,6 +20,15 @@
 //!   verdict cache stores only real answers, so an outage is never remembered as an "allow".
 //! - The plugin evaluates; the gateway enforces (enforce / observe) in one place.
 //!
+//! # Settings (all optional; unknown keys are refused)
+//! - `strict` (false): block calls when the request declared no tools or could not be read,
+//!   and block responses that cannot be parsed.
+//! - `openai_api_key`: turns the judge on when non-empty. `model` ("gpt-4o-mini"), `base_url`
+//!   ("https://api.openai.com/v1", any OpenAI-compatible server).
+//! - `judge_timeout_ms` (5000, permit wait included), `judge_concurrency` (16 requests in
+//!   flight per plugin), `judge_cache_size` (10000 verdicts, 0 = off), `semantic_fail_mode`
+//!   ("block" | "allow").
+//!
 //! # Layout
 //! - `settings`: the settings table, its defaults and validation.
 //! - `plugin`: the `Plugin` impl — the order of the checks and the `strict` rules.
@@ -44,8 +53,6 @@ use std::sync::Arc;
 
 use prometheus_client::registry::Registry;
 use toolgate_plugin::{Plugin, PluginFactory, SettingsError};
-
-pub use settings::SemanticFailMode;
 
 use crate::metrics::Metrics;
 use crate::plugin::ToolSelection;

@@ -327,250 +327,112 @@ impl StreamAssembler for ChatStreamAssembler {
 
 #[cfg(test)]
 mod tests {
-    use bytes::Bytes;
-
     use super::*;
+    use crate::stream::tests::{chunk, observe_all};
 
-    fn event(data: Option<&str>) -> SseEvent {
-        SseEvent {
-            event: None,
-            data: data.map(str::to_owned),
-            raw: Bytes::new(),
-        }
+    fn calls_of(chunks: &[&str]) -> Vec<(Option<String>, String, ToolKind, String)> {
+        let mut assembler = ChatStreamAssembler::new();
+        observe_all(&mut assembler, chunks);
+        let calls = assembler.take_calls().into_iter();
+        calls.map(|c| (c.id, c.name, c.kind, c.arguments)).collect()
     }
 
-    fn observe_all(assembler: &mut ChatStreamAssembler, chunks: &[&str]) -> Vec<StreamStep> {
-        chunks
-            .iter()
-            .map(|data| assembler.observe(&event(Some(data))))
-            .collect()
-    }
-
-    fn delta(choice: u32, delta: &str, finish: &str) -> String {
-        format!(
-            r#"{{"object":"chat.completion.chunk","choices":[{{"index":{choice},"delta":{delta},"finish_reason":{finish}}}]}}"#
+    fn call(
+        id: Option<&str>,
+        name: &str,
+        kind: ToolKind,
+        arguments: &str,
+    ) -> (Option<String>, String, ToolKind, String) {
+        (
+            id.map(str::to_owned),
+            name.to_owned(),
+            kind,
+            arguments.to_owned(),
         )
     }
 
     #[test]
-    fn events_are_classified_for_holding_back() {
-        use StreamStep::*;
-        let mut assembler = ChatStreamAssembler::new();
-        let cases = [
-            (None, Preamble),
-            (
-                Some(delta(0, r#"{"role":"assistant","content":""}"#, "null")),
-                Preamble,
-            ),
-            (
-                Some(r#"{"choices":[],"prompt_filter_results":[]}"#.to_owned()),
-                Preamble,
-            ),
-            (Some(delta(0, r#"{"content":"Hi"}"#, "null")), Content),
-            (Some(delta(0, r#"{"refusal":"No."}"#, "null")), Content),
-            (Some(delta(0, r#"{"reasoning":"hmm"}"#, "null")), Content),
-            (
-                Some(r#"{"choices":[],"usage":{"total_tokens":3}}"#.to_owned()),
-                Content,
-            ),
-            (
-                Some(r#"{"error":{"message":"overloaded","type":"server_error"}}"#.to_owned()),
-                Content,
-            ),
-            (Some(delta(1, "{}", r#""stop""#)), Content),
-            (
-                Some(delta(
-                    0,
-                    r#"{"content":"x","tool_calls":[{"index":0,"id":"c","function":{"name":"f"}}]}"#,
-                    "null",
-                )),
-                ToolFragment,
-            ),
-            (Some(delta(0, "{}", r#""tool_calls""#)), ToolFragment),
-            (Some(" [DONE] ".to_owned()), Done),
-            (Some("not json".to_owned()), Unrecognized),
-            (Some("[1,2]".to_owned()), Unrecognized),
-            (Some(String::new()), Unrecognized),
-            (Some(r#"{"choices":"nope"}"#.to_owned()), Unrecognized),
-            (
-                Some(delta(0, r#"{"tool_calls":[{"index":-1}]}"#, "null")),
-                Unrecognized,
-            ),
-        ];
-        for (data, expected) in cases {
-            assert_eq!(
-                assembler.observe(&event(data.as_deref())),
-                expected,
-                "{data:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn readiness_waits_for_every_choice_holding_calls() {
-        let mut assembler = ChatStreamAssembler::new();
-        let call = r#"{"tool_calls":[{"index":0,"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]}"#;
-        observe_all(
-            &mut assembler,
-            &[&delta(0, call, "null"), &delta(1, call, "null")],
-        );
-        assert!(!assembler.calls_ready());
-        observe_all(&mut assembler, &[&delta(0, "{}", r#""tool_calls""#)]);
-        assert!(
-            !assembler.calls_ready(),
-            "choice 1 is still streaming its call"
-        );
-        observe_all(&mut assembler, &[&delta(1, "{}", r#""tool_calls""#)]);
-        assert!(assembler.calls_ready());
-        assert_eq!(assembler.take_calls().len(), 2);
-        assert!(!assembler.calls_ready(), "nothing pending after take");
-
-        let mut cut_short = ChatStreamAssembler::new();
-        observe_all(&mut cut_short, &[&delta(0, call, "null")]);
-        assert!(!cut_short.calls_ready());
-        observe_all(&mut cut_short, &["[DONE]"]);
-        assert!(
-            cut_short.calls_ready(),
-            "[DONE] completes calls whose choice never finished"
-        );
-    }
-
-    #[test]
     fn names_in_pieces_and_missing_indexes_are_reassembled() {
-        let mut assembler = ChatStreamAssembler::new();
-        observe_all(
-            &mut assembler,
-            &[
-                &delta(
-                    0,
-                    r#"{"tool_calls":[{"id":"a","type":"function","function":{"name":"get_","arguments":"{\"x\""}}]}"#,
-                    "null",
-                ),
-                &delta(
-                    0,
-                    r#"{"tool_calls":[{"function":{"name":"weather","arguments":":1}"}}]}"#,
-                    "null",
-                ),
-                &delta(
-                    0,
-                    r#"{"tool_calls":[{"id":"b","function":{"name":"now","arguments":{"tz":"UTC"}}}]}"#,
-                    "null",
-                ),
-                &delta(
-                    0,
-                    r#"{"tool_calls":[{"id":"a","function":{"arguments":""}}]}"#,
-                    "null",
-                ),
-            ],
-        );
-        let taken = assembler.take_calls();
-        let summary: Vec<(Option<&str>, &str, &str)> = taken
-            .iter()
-            .map(|c| (c.id.as_deref(), c.name.as_str(), c.arguments.as_str()))
-            .collect();
-        assert_eq!(
-            summary,
-            [
-                (Some("a"), "get_weather", r#"{"x":1}"#),
-                (Some("b"), "now", r#"{"tz":"UTC"}"#)
-            ]
-        );
+        let calls = calls_of(&[
+            &chunk(
+                0,
+                r#"{"tool_calls":[{"id":"a","type":"function","function":{"name":"get_","arguments":"{\"x\""}}]}"#,
+                "null",
+            ),
+            &chunk(
+                0,
+                r#"{"tool_calls":[{"function":{"name":"weather","arguments":":1}"}}]}"#,
+                "null",
+            ),
+            &chunk(
+                0,
+                r#"{"tool_calls":[{"id":"b","function":{"name":"now","arguments":{"tz":"UTC"}}}]}"#,
+                "null",
+            ),
+            &chunk(
+                0,
+                r#"{"tool_calls":[{"id":"a","function":{"arguments":""}}]}"#,
+                "null",
+            ),
+        ]);
+        let function = ToolKind::Function;
+        let expected = [
+            call(Some("a"), "get_weather", function, r#"{"x":1}"#),
+            call(Some("b"), "now", function, r#"{"tz":"UTC"}"#),
+        ];
+        assert_eq!(calls, expected);
     }
 
     #[test]
     fn the_final_type_selects_the_part_that_is_validated() {
-        let mut assembler = ChatStreamAssembler::new();
-        observe_all(
-            &mut assembler,
-            &[
-                &delta(
-                    0,
-                    r#"{"tool_calls":[{"index":0,"id":"c","type":"function","function":{"name":"safe","arguments":"{}"},"custom":{"name":"rm_rf","input":"/"}}]}"#,
-                    "null",
-                ),
-                &delta(
-                    0,
-                    r#"{"tool_calls":[{"index":0,"type":"custom"}],"function_call":{"name":"legacy","arguments":"{}"}}"#,
-                    "null",
-                ),
-            ],
-        );
-        let calls = assembler.take_calls();
-        let summary: Vec<(&str, ToolKind, &str)> = calls
-            .iter()
-            .map(|c| (c.name.as_str(), c.kind, c.arguments.as_str()))
-            .collect();
-        assert_eq!(
-            summary,
-            [
-                ("rm_rf", ToolKind::Custom, "/"),
-                ("legacy", ToolKind::LegacyFunction, "{}")
-            ]
-        );
-    }
-
-    #[test]
-    fn reasoning_comes_from_choice_zero_in_either_field() {
-        let mut assembler = ChatStreamAssembler::new();
-        assert_eq!(assembler.reasoning(), None);
-        observe_all(
-            &mut assembler,
-            &[
-                &delta(
-                    0,
-                    r#"{"reasoning_content":"Check ","reasoning":"Check "}"#,
-                    "null",
-                ),
-                &delta(1, r#"{"reasoning_content":"other choice"}"#, "null"),
-                &delta(
-                    0,
-                    r#"{"reasoning_content":"","reasoning":"the \"order\"."}"#,
-                    "null",
-                ),
-            ],
-        );
-        assert_eq!(assembler.reasoning(), Some(r#"Check the "order"."#));
-    }
-
-    #[test]
-    fn hostile_data_is_classified_without_panicking() {
-        let mut assembler = ChatStreamAssembler::new();
-        // Skipped fields are skipped without recursion, so deep nesting is harmless there.
-        let deep = format!("{}{}", "{\"a\":[".repeat(5000), "]}".repeat(5000));
-        let deep_call = format!(
-            r#"{{"choices":[{{"delta":{{"tool_calls":[{{"index":0,"function":{{"arguments":{}{}}}}}]}}}}]}}"#,
-            "[".repeat(5000),
-            "]".repeat(5000)
-        );
-        let huge_index = delta(
-            4_294_967_295,
-            r#"{"tool_calls":[{"index":4294967295,"function":{"name":"f"}}]}"#,
-            "null",
-        );
-        let replaced =
-            String::from_utf8_lossy(b"{\"choices\":[{\"delta\":{\"content\":\"\xFF\xFE\"}}]}")
-                .into_owned();
-        let steps = observe_all(
-            &mut assembler,
-            &[&deep, &huge_index, &replaced, "{", "\u{0}", &deep_call],
-        );
-        use StreamStep::*;
+        let calls = calls_of(&[
+            &chunk(
+                0,
+                r#"{"tool_calls":[{"index":0,"id":"c","type":"function","function":{"name":"safe","arguments":"{}"},"custom":{"name":"rm_rf","input":"/"}}]}"#,
+                "null",
+            ),
+            &chunk(
+                0,
+                r#"{"tool_calls":[{"index":0,"type":"custom"}],"function_call":{"name":"legacy","arguments":"{}"}}"#,
+                "null",
+            ),
+        ]);
         let expected = [
-            Content,
-            ToolFragment,
-            Content,
-            Unrecognized,
-            Unrecognized,
-            ToolFragment,
+            call(Some("c"), "rm_rf", ToolKind::Custom, "/"),
+            call(None, "legacy", ToolKind::LegacyFunction, "{}"),
         ];
-        assert_eq!(steps, expected);
-        let calls = assembler.take_calls();
-        let choices: Vec<u32> = calls.iter().map(|call| call.choice).collect();
-        assert_eq!(choices, [0, u32::MAX]);
-        assert_eq!(
-            calls[0].arguments.len(),
-            10_000,
-            "a lenient raw value is kept as text"
-        );
+        assert_eq!(calls, expected);
+    }
+
+    #[test]
+    fn a_custom_call_without_type_is_custom_and_calls_sort_by_choice_and_index() {
+        let calls = calls_of(&[
+            &chunk(
+                1,
+                r#"{"tool_calls":[{"index":0,"id":"z","function":{"name":"late","arguments":""}}]}"#,
+                "null",
+            ),
+            &chunk(
+                0,
+                r#"{"tool_calls":[{"index":1,"id":"y","custom":{"name":"sql","input":"select"}}]}"#,
+                "null",
+            ),
+            &chunk(
+                0,
+                r#"{"tool_calls":[{"index":0,"id":"x","function":{"name":"first"}}]}"#,
+                "null",
+            ),
+            &chunk(
+                0,
+                r#"{"tool_calls":[{"index":1,"custom":{"input":" 1"}}]}"#,
+                r#""tool_calls""#,
+            ),
+        ]);
+        let expected = [
+            call(Some("x"), "first", ToolKind::Function, ""),
+            call(Some("y"), "sql", ToolKind::Custom, "select 1"),
+            call(Some("z"), "late", ToolKind::Function, ""),
+        ];
+        assert_eq!(calls, expected);
     }
 }

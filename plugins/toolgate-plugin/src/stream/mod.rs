@@ -43,13 +43,40 @@ pub trait StreamAssembler: Send {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::path::PathBuf;
+
+    use bytes::Bytes;
 
     use super::*;
     use crate::format::{ToolResponse, WireFormat};
     use crate::sse::SseParser;
     use crate::sse::tests::chunkings;
+
+    fn event(data: Option<&str>) -> SseEvent {
+        let data = data.map(str::to_owned);
+        SseEvent {
+            event: None,
+            data,
+            raw: Bytes::new(),
+        }
+    }
+
+    pub(crate) fn observe_all(
+        assembler: &mut dyn StreamAssembler,
+        data: &[&str],
+    ) -> Vec<StreamStep> {
+        data.iter()
+            .map(|data| assembler.observe(&event(Some(data))))
+            .collect()
+    }
+
+    /// A `chat.completion.chunk` with one choice.
+    pub(crate) fn chunk(choice: u32, delta: &str, finish_reason: &str) -> String {
+        format!(
+            r#"{{"object":"chat.completion.chunk","choices":[{{"index":{choice},"delta":{delta},"finish_reason":{finish_reason}}}]}}"#
+        )
+    }
 
     /// The golden pairs: NAME.sse (a recorded stream) and NAME.json (the same answer unstreamed).
     fn fixture_pairs() -> Vec<(String, Vec<u8>, Vec<u8>)> {
@@ -148,5 +175,146 @@ mod tests {
             "role-only opening"
         );
         assert_eq!(ready_at[1], (StreamStep::Content, false), "text passes");
+    }
+
+    #[test]
+    fn events_are_classified_for_holding_back() {
+        use StreamStep::*;
+        let call = r#"{"content":"x","tool_calls":[{"index":0,"id":"c","function":{"name":"f"}}]}"#;
+        let cases = [
+            (
+                chunk(0, r#"{"role":"assistant","content":""}"#, "null"),
+                Preamble,
+            ),
+            (
+                r#"{"choices":[],"prompt_filter_results":[]}"#.to_owned(),
+                Preamble,
+            ),
+            (
+                chunk(0, r#"{"content":"Hi","tool_calls":[]}"#, "null"),
+                Content,
+            ),
+            (chunk(0, r#"{"refusal":"No."}"#, "null"), Content),
+            (chunk(0, r#"{"reasoning":"hmm"}"#, "null"), Content),
+            (
+                r#"{"choices":[],"usage":{"total_tokens":3}}"#.to_owned(),
+                Content,
+            ),
+            (
+                r#"{"error":{"message":"overloaded","type":"server_error"}}"#.to_owned(),
+                Content,
+            ),
+            (chunk(1, "{}", r#""stop""#), Content),
+            (chunk(0, call, "null"), ToolFragment),
+            (chunk(0, "{}", r#""tool_calls""#), ToolFragment),
+            (" [DONE] ".to_owned(), Done),
+            ("not json".to_owned(), Unrecognized),
+            ("[1,2]".to_owned(), Unrecognized),
+            (String::new(), Unrecognized),
+            (r#"{"choices":"nope"}"#.to_owned(), Unrecognized),
+            (
+                chunk(0, r#"{"tool_calls":[{"index":-1}]}"#, "null"),
+                Unrecognized,
+            ),
+        ];
+        let mut assembler = ChatStreamAssembler::new();
+        assert_eq!(assembler.observe(&event(None)), Preamble, "a comment");
+        for (data, expected) in cases {
+            assert_eq!(assembler.observe(&event(Some(&data))), expected, "{data}");
+        }
+    }
+
+    #[test]
+    fn readiness_waits_for_every_choice_holding_calls() {
+        let call = r#"{"tool_calls":[{"index":0,"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]}"#;
+        let mut assembler = ChatStreamAssembler::new();
+        observe_all(
+            &mut assembler,
+            &[&chunk(0, call, "null"), &chunk(1, call, "null")],
+        );
+        observe_all(&mut assembler, &[&chunk(0, "{}", r#""tool_calls""#)]);
+        assert!(
+            !assembler.calls_ready(),
+            "choice 1 is still streaming its call"
+        );
+        observe_all(&mut assembler, &[&chunk(1, "{}", r#""tool_calls""#)]);
+        assert!(assembler.calls_ready());
+        assert_eq!(assembler.take_calls().len(), 2);
+        assert!(!assembler.calls_ready(), "nothing pending after take");
+
+        let mut cut_short = ChatStreamAssembler::new();
+        observe_all(&mut cut_short, &[&chunk(0, call, "null")]);
+        assert!(!cut_short.calls_ready());
+        observe_all(&mut cut_short, &["[DONE]"]);
+        assert!(
+            cut_short.calls_ready(),
+            "[DONE] completes calls whose choice never finished"
+        );
+    }
+
+    #[test]
+    fn reasoning_comes_from_choice_zero_in_either_field() {
+        let mut assembler = ChatStreamAssembler::new();
+        assert_eq!(assembler.reasoning(), None);
+        observe_all(
+            &mut assembler,
+            &[
+                &chunk(
+                    0,
+                    r#"{"reasoning_content":"Check ","reasoning":"Check "}"#,
+                    "null",
+                ),
+                &chunk(1, r#"{"reasoning_content":"other choice"}"#, "null"),
+                &chunk(
+                    0,
+                    r#"{"reasoning_content":"","reasoning":"the \"order\"."}"#,
+                    "null",
+                ),
+            ],
+        );
+        assert_eq!(assembler.reasoning(), Some(r#"Check the "order"."#));
+    }
+
+    #[test]
+    fn hostile_data_is_classified_without_panicking() {
+        // serde_json skips ignored values without recursion, so depth there is harmless.
+        let deep = format!("{}{}", "{\"a\":[".repeat(5000), "]}".repeat(5000));
+        let deep_arguments = format!("{}{}", "[".repeat(5000), "]".repeat(5000));
+        let deep_call = chunk(
+            0,
+            &format!(r#"{{"tool_calls":[{{"function":{{"arguments":{deep_arguments}}}}}]}}"#),
+            "null",
+        );
+        let huge_index = chunk(
+            u32::MAX,
+            r#"{"tool_calls":[{"index":4294967295,"function":{"name":"f"}}]}"#,
+            "null",
+        );
+        let invalid_utf8 = b"{\"choices\":[{\"delta\":{\"content\":\"\xFF\xFE\"}}]}";
+        let replaced = String::from_utf8_lossy(invalid_utf8);
+        let mut assembler = ChatStreamAssembler::new();
+        let steps = observe_all(
+            &mut assembler,
+            &[&deep, &huge_index, &replaced, "{", "\u{0}", &deep_call],
+        );
+        use StreamStep::*;
+        assert_eq!(
+            steps,
+            [
+                Content,
+                ToolFragment,
+                Content,
+                Unrecognized,
+                Unrecognized,
+                ToolFragment
+            ]
+        );
+        let calls = assembler.take_calls();
+        let choices: Vec<u32> = calls.iter().map(|call| call.choice).collect();
+        assert_eq!(choices, [0, u32::MAX]);
+        assert_eq!(
+            calls[0].arguments, deep_arguments,
+            "a lenient raw value is kept as text"
+        );
     }
 }
