@@ -24,7 +24,7 @@
 //! - `strict` (false): block calls when the request declared no tools or could not be read,
 //!   and block responses that cannot be parsed.
 //! - `openai_api_key`: turns the judge on when non-empty. `model` ("gpt-4o-mini"), `base_url`
-//!   ("https://api.openai.com/v1", any OpenAI-compatible server).
+//!   (`https://api.openai.com/v1`, any OpenAI-compatible server).
 //! - `judge_timeout_ms` (5000, permit wait included), `judge_concurrency` (16 requests in
 //!   flight per plugin), `judge_cache_size` (10000 verdicts, 0 = off), `semantic_fail_mode`
 //!   ("block" | "allow").

@@ -156,9 +156,8 @@ impl Settings {
         // async-openai turns the key into a header with `parse().unwrap()`: a key that is not a
         // valid header value would panic on the first judge call, so it is refused here. The
         // message does not echo the key.
-        if let Some(key) = &api_key
-            && !key.bytes().all(|byte| byte.is_ascii_graphic())
-        {
+        let header_safe = |key: &String| key.bytes().all(|byte| byte.is_ascii_graphic());
+        if !api_key.as_ref().is_none_or(header_safe) {
             return Err(SettingsError::new(
                 "openai_api_key",
                 "must be printable ASCII without spaces or control characters",

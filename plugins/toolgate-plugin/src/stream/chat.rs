@@ -328,111 +328,74 @@ impl StreamAssembler for ChatStreamAssembler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stream::tests::{chunk, observe_all};
+    use crate::stream::tests::observe_all;
 
-    fn calls_of(chunks: &[&str]) -> Vec<(Option<String>, String, ToolKind, String)> {
+    type Summary<'a> = (Option<&'a str>, &'a str, ToolKind, &'a str);
+
+    fn take_calls(chunks: &[&str]) -> Vec<ToolCall> {
         let mut assembler = ChatStreamAssembler::new();
         observe_all(&mut assembler, chunks);
-        let calls = assembler.take_calls().into_iter();
-        calls.map(|c| (c.id, c.name, c.kind, c.arguments)).collect()
+        assembler.take_calls()
     }
 
-    fn call(
-        id: Option<&str>,
-        name: &str,
-        kind: ToolKind,
-        arguments: &str,
-    ) -> (Option<String>, String, ToolKind, String) {
+    fn summary(calls: &[ToolCall]) -> Vec<Summary<'_>> {
+        calls.iter().map(fields).collect()
+    }
+
+    fn fields(c: &ToolCall) -> Summary<'_> {
         (
-            id.map(str::to_owned),
-            name.to_owned(),
-            kind,
-            arguments.to_owned(),
+            c.id.as_deref(),
+            c.name.as_str(),
+            c.kind,
+            c.arguments.as_str(),
         )
     }
 
     #[test]
     fn names_in_pieces_and_missing_indexes_are_reassembled() {
-        let calls = calls_of(&[
-            &chunk(
-                0,
-                r#"{"tool_calls":[{"id":"a","type":"function","function":{"name":"get_","arguments":"{\"x\""}}]}"#,
-                "null",
-            ),
-            &chunk(
-                0,
-                r#"{"tool_calls":[{"function":{"name":"weather","arguments":":1}"}}]}"#,
-                "null",
-            ),
-            &chunk(
-                0,
-                r#"{"tool_calls":[{"id":"b","function":{"name":"now","arguments":{"tz":"UTC"}}}]}"#,
-                "null",
-            ),
-            &chunk(
-                0,
-                r#"{"tool_calls":[{"id":"a","function":{"arguments":""}}]}"#,
-                "null",
-            ),
+        let calls = take_calls(&[
+            r#"{"choices":[{"delta":{"tool_calls":[{"id":"a","type":"function","function":{"name":"get_","arguments":"{\"x\""}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"function":{"name":"weather","arguments":":1}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"id":"b","function":{"name":"now","arguments":{"tz":"UTC"}}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"id":"a","function":{"arguments":""}}]}}]}"#,
         ]);
-        let function = ToolKind::Function;
-        let expected = [
-            call(Some("a"), "get_weather", function, r#"{"x":1}"#),
-            call(Some("b"), "now", function, r#"{"tz":"UTC"}"#),
+        let expected: [Summary; 2] = [
+            (Some("a"), "get_weather", ToolKind::Function, r#"{"x":1}"#),
+            (Some("b"), "now", ToolKind::Function, r#"{"tz":"UTC"}"#),
         ];
-        assert_eq!(calls, expected);
+        assert_eq!(summary(&calls), expected);
     }
 
     #[test]
     fn the_final_type_selects_the_part_that_is_validated() {
-        let calls = calls_of(&[
-            &chunk(
-                0,
-                r#"{"tool_calls":[{"index":0,"id":"c","type":"function","function":{"name":"safe","arguments":"{}"},"custom":{"name":"rm_rf","input":"/"}}]}"#,
-                "null",
-            ),
-            &chunk(
-                0,
-                r#"{"tool_calls":[{"index":0,"type":"custom"}],"function_call":{"name":"legacy","arguments":"{}"}}"#,
-                "null",
-            ),
+        let calls = take_calls(&[
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c","type":"function","function":{"name":"safe","arguments":"{}"},"custom":{"name":"rm_rf","input":"/"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"type":"custom"}],"function_call":{"name":"legacy","arguments":"{}"}}}]}"#,
         ]);
-        let expected = [
-            call(Some("c"), "rm_rf", ToolKind::Custom, "/"),
-            call(None, "legacy", ToolKind::LegacyFunction, "{}"),
+        let expected: [Summary; 2] = [
+            (Some("c"), "rm_rf", ToolKind::Custom, "/"),
+            (None, "legacy", ToolKind::LegacyFunction, "{}"),
         ];
-        assert_eq!(calls, expected);
+        assert_eq!(summary(&calls), expected);
     }
 
     #[test]
     fn a_custom_call_without_type_is_custom_and_calls_sort_by_choice_and_index() {
-        let calls = calls_of(&[
-            &chunk(
-                1,
-                r#"{"tool_calls":[{"index":0,"id":"z","function":{"name":"late","arguments":""}}]}"#,
-                "null",
-            ),
-            &chunk(
-                0,
-                r#"{"tool_calls":[{"index":1,"id":"y","custom":{"name":"sql","input":"select"}}]}"#,
-                "null",
-            ),
-            &chunk(
-                0,
-                r#"{"tool_calls":[{"index":0,"id":"x","function":{"name":"first"}}]}"#,
-                "null",
-            ),
-            &chunk(
-                0,
-                r#"{"tool_calls":[{"index":1,"custom":{"input":" 1"}}]}"#,
-                r#""tool_calls""#,
-            ),
+        let calls = take_calls(&[
+            r#"{"choices":[{"index":1,"delta":{"tool_calls":[{"index":0,"id":"z","function":{"name":"late","arguments":""}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"y","custom":{"name":"sql","input":"select"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"x","function":{"name":"first"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"custom":{"input":" 1"}}]},"finish_reason":"tool_calls"}]}"#,
         ]);
-        let expected = [
-            call(Some("x"), "first", ToolKind::Function, ""),
-            call(Some("y"), "sql", ToolKind::Custom, "select 1"),
-            call(Some("z"), "late", ToolKind::Function, ""),
+        let expected: [Summary; 3] = [
+            (Some("x"), "first", ToolKind::Function, ""),
+            (Some("y"), "sql", ToolKind::Custom, "select 1"),
+            (Some("z"), "late", ToolKind::Function, ""),
         ];
-        assert_eq!(calls, expected);
+        assert_eq!(summary(&calls), expected);
+        assert_eq!(
+            calls.iter().map(|c| c.choice).collect::<Vec<_>>(),
+            [0, 0, 1]
+        );
     }
 }
