@@ -29,6 +29,8 @@ pub struct Exchange {
     pub blocked: bool,
     pub failed: bool,
     pub streamed: bool,
+    /// Headers plugins asked to set on the client's response.
+    pub response_headers: Vec<(http::HeaderName, http::HeaderValue)>,
 }
 
 impl Exchange {
@@ -53,6 +55,7 @@ impl Exchange {
             blocked: false,
             failed: false,
             streamed: false,
+            response_headers: Vec::new(),
         }
     }
 
@@ -63,6 +66,8 @@ impl Exchange {
             self.blocked = true;
             self.violations.extend(rejection.violations.iter().cloned());
         }
+        self.response_headers
+            .extend(outcome.response_headers.iter().cloned());
         for observed in &outcome.observed {
             self.observed
                 .extend(observed.rejection.violations.iter().cloned());

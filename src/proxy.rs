@@ -50,7 +50,9 @@ pub async fn handle(state: Arc<GatewayState>, request: Request<Incoming>) -> Res
                 config.server.max_response_body_bytes,
             );
             let mut exchange = Exchange::new(meta, route, request.headers().clone(), started);
-            match forward(&mut exchange, request, limits).await {
+            let result = forward(&mut exchange, request, limits).await;
+            let plugin_headers = std::mem::take(&mut exchange.response_headers);
+            let mut response = match result {
                 Ok(Step::Respond(response)) => {
                     exchange.finish(&state, response.status()).await;
                     response
@@ -67,7 +69,11 @@ pub async fn handle(state: Arc<GatewayState>, request: Request<Incoming>) -> Res
                     exchange.finish(&state, response.status()).await;
                     response
                 }
+            };
+            for (name, value) in plugin_headers {
+                response.headers_mut().insert(name, value);
             }
+            response
         }
     };
     if let Ok(value) = HeaderValue::from_str(&request_id) {
@@ -223,9 +229,6 @@ async fn forward(
     }
     if let Parsed::Parsed(parsed) = response_view {
         exchange.delivered_calls = parsed.calls;
-    }
-    for (name, value) in outcome.response_headers {
-        response_parts.headers.insert(name, value);
     }
     Ok(Step::Respond(Response::from_parts(
         response_parts,

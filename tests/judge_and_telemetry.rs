@@ -21,7 +21,10 @@ fn request() -> Value {
 }
 
 fn refund(arguments: &str) -> Reply {
-    Reply::json(200, chat_completion(&[("call_r", "refund_order", arguments)], None))
+    Reply::json(
+        200,
+        chat_completion(&[("call_r", "refund_order", arguments)], None),
+    )
 }
 
 async fn with_judge(extra: &str) -> (ScriptedUpstream, ScriptedUpstream, TestGateway) {
@@ -38,9 +41,18 @@ async fn with_judge(extra: &str) -> (ScriptedUpstream, ScriptedUpstream, TestGat
 #[tokio::test]
 async fn the_judge_sees_the_request_and_the_call_and_its_allow_lets_it_through() {
     let (upstream, judge, gateway) = with_judge("").await;
-    judge.push(Reply::json(200, judge_verdict("allow", "matches the user's request")));
+    judge.push(Reply::json(
+        200,
+        judge_verdict("allow", "matches the user's request"),
+    ));
     upstream.push(refund(r#"{"order_id":"1234"}"#));
-    assert_eq!(gateway.post("/v1/chat/completions", &request()).await.status(), 200);
+    assert_eq!(
+        gateway
+            .post("/v1/chat/completions", &request())
+            .await
+            .status(),
+        200
+    );
     let asked = judge.last_request().expect("the judge was asked");
     assert_eq!(asked.path_and_query, "/v1/chat/completions");
     assert_eq!(asked.header("authorization"), Some("Bearer sk-judge"));
@@ -48,28 +60,48 @@ async fn the_judge_sees_the_request_and_the_call_and_its_allow_lets_it_through()
     assert_eq!(body["model"], "judge-model");
     assert_eq!(body["response_format"]["type"], "json_schema");
     let prompt = body["messages"].to_string();
-    assert!(prompt.contains("Refund order 1234"), "the user's request: {prompt}");
-    assert!(prompt.contains("refund_order") && prompt.contains("1234"), "the call: {prompt}");
+    assert!(
+        prompt.contains("Refund order 1234"),
+        "the user's request: {prompt}"
+    );
+    assert!(
+        prompt.contains("refund_order") && prompt.contains("1234"),
+        "the call: {prompt}"
+    );
 }
 
 #[tokio::test]
 async fn a_judge_deny_is_a_semantic_violation_with_its_reason() {
     let (upstream, judge, gateway) = with_judge("").await;
-    judge.push(Reply::json(200, judge_verdict("deny", "the amount exceeds the order total")));
+    judge.push(Reply::json(
+        200,
+        judge_verdict("deny", "the amount exceeds the order total"),
+    ));
     upstream.push(refund(r#"{"order_id":"1234","amount":99999}"#));
     let response = gateway.post("/v1/chat/completions", &request()).await;
     assert_eq!(response.status(), 403);
     let body: Value = response.json().await.expect("envelope");
     assert_eq!(body["error"]["code"], "semantic_denied");
     assert_eq!(body["error"]["violations"][0]["check"], "semantic");
-    assert!(body["error"]["message"].as_str().unwrap_or_default().contains("exceeds the order total"));
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("exceeds the order total")
+    );
 }
 
 #[tokio::test]
 async fn the_judge_is_not_asked_when_a_structural_check_fails() {
     let (upstream, judge, gateway) = with_judge("").await;
     upstream.push(refund(r#"{"amount":5}"#));
-    assert_eq!(gateway.post("/v1/chat/completions", &request()).await.status(), 403);
+    assert_eq!(
+        gateway
+            .post("/v1/chat/completions", &request())
+            .await
+            .status(),
+        403
+    );
     assert_eq!(judge.request_count(), 0);
 }
 
@@ -86,14 +118,23 @@ async fn an_unavailable_judge_blocks_unless_the_fail_mode_allows() {
     let (upstream, judge, gateway) = with_judge("semantic_fail_mode = \"allow\"").await;
     judge.push(Reply::raw(200, "application/json", b"garbage".to_vec()));
     upstream.push(refund(r#"{"order_id":"1234"}"#));
-    assert_eq!(gateway.post("/v1/chat/completions", &request()).await.status(), 200);
+    assert_eq!(
+        gateway
+            .post("/v1/chat/completions", &request())
+            .await
+            .status(),
+        200
+    );
 }
 
 #[tokio::test]
 async fn every_decided_exchange_writes_one_audit_line_without_secrets() {
     let upstream = ScriptedUpstream::start().await;
     let gateway = TestGateway::start(&upstream, &guarded_chat("")).await;
-    upstream.push(Reply::json(200, chat_completion(&[("call_x", "wipe_disk", "{}")], None)));
+    upstream.push(Reply::json(
+        200,
+        chat_completion(&[("call_x", "wipe_disk", "{}")], None),
+    ));
     let response = reqwest::Client::new()
         .post(format!("{}/v1/chat/completions", gateway.url()))
         .header("authorization", "Bearer sk-very-secret-client-key")
@@ -102,7 +143,10 @@ async fn every_decided_exchange_writes_one_audit_line_without_secrets() {
         .await
         .expect("answers");
     assert_eq!(response.status(), 403);
-    let request_id = response.headers()["x-request-id"].to_str().expect("ascii").to_owned();
+    let request_id = response.headers()["x-request-id"]
+        .to_str()
+        .expect("ascii")
+        .to_owned();
     let line = gateway.audit_line(&request_id).await;
     assert_eq!(line["route"], "/v1/chat/completions");
     assert_eq!(line["status"], 403);
@@ -113,29 +157,74 @@ async fn every_decided_exchange_writes_one_audit_line_without_secrets() {
     assert!(line["timings_ms"]["total"].as_f64().is_some());
     assert!(line["timestamp"].as_str().is_some_and(|t| t.ends_with('Z')));
     let raw = std::fs::read_to_string(&gateway.audit_path).expect("audit file");
-    assert!(!raw.contains("sk-very-secret"), "credentials never reach the audit log");
+    assert!(
+        !raw.contains("sk-very-secret"),
+        "credentials never reach the audit log"
+    );
 }
 
 #[tokio::test]
 async fn the_admin_listener_reports_health_readiness_and_metrics() {
     let (upstream, judge, gateway) = with_judge("").await;
     assert_eq!(gateway.admin_get("/health").await.status(), 200);
-    let ready: Value = gateway.admin_get("/ready").await.json().await.expect("json");
+    let ready: Value = gateway
+        .admin_get("/ready")
+        .await
+        .json()
+        .await
+        .expect("json");
     assert_eq!(ready["status"], "ready");
 
     judge.push(Reply::json(200, judge_verdict("allow", "fine")));
     upstream.push(refund(r#"{"order_id":"1"}"#));
-    assert_eq!(gateway.post("/v1/chat/completions", &request()).await.status(), 200);
-    upstream.push(Reply::json(200, chat_completion(&[("call_y", "other", "{}")], None)));
-    assert_eq!(gateway.post("/v1/chat/completions", &request()).await.status(), 403);
+    assert_eq!(
+        gateway
+            .post("/v1/chat/completions", &request())
+            .await
+            .status(),
+        200
+    );
+    upstream.push(Reply::json(
+        200,
+        chat_completion(&[("call_y", "other", "{}")], None),
+    ));
+    assert_eq!(
+        gateway
+            .post("/v1/chat/completions", &request())
+            .await
+            .status(),
+        403
+    );
 
-    let metrics = gateway.admin_get("/metrics").await.text().await.expect("text");
+    let metrics = gateway
+        .admin_get("/metrics")
+        .await
+        .text()
+        .await
+        .expect("text");
     let has = |needle: &str| metrics.lines().any(|line| line.contains(needle));
-    assert!(has(r#"toolgate_requests_total{route="/v1/chat/completions",status="200"} 1"#), "{metrics}");
-    assert!(has(r#"toolgate_requests_total{route="/v1/chat/completions",status="403"} 1"#), "{metrics}");
-    assert!(has(r#"toolgate_tool_calls_checked_total{route="/v1/chat/completions"} 2"#), "{metrics}");
-    assert!(has(r#"toolgate_tool_calls_blocked_total{route="/v1/chat/completions",check="membership",mode="enforce"} 1"#), "{metrics}");
-    assert!(has("toolgate_judge_calls_total{outcome=\"allow\"} 1"), "{metrics}");
+    assert!(
+        has(r#"toolgate_requests_total{route="/v1/chat/completions",status="200"} 1"#),
+        "{metrics}"
+    );
+    assert!(
+        has(r#"toolgate_requests_total{route="/v1/chat/completions",status="403"} 1"#),
+        "{metrics}"
+    );
+    assert!(
+        has(r#"toolgate_tool_calls_checked_total{route="/v1/chat/completions"} 2"#),
+        "{metrics}"
+    );
+    assert!(
+        has(
+            r#"toolgate_tool_calls_blocked_total{route="/v1/chat/completions",check="membership",mode="enforce"} 1"#
+        ),
+        "{metrics}"
+    );
+    assert!(
+        has("toolgate_judge_calls_total{outcome=\"allow\"} 1"),
+        "{metrics}"
+    );
     assert!(has("toolgate_judge_latency_seconds_count 1"), "{metrics}");
     assert!(has("toolgate_request_duration_seconds_bucket"), "{metrics}");
     assert_eq!(gateway.admin_get("/nope").await.status(), 404);

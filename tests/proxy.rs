@@ -15,9 +15,14 @@ const PASS_THROUGH: &str = "[[routes]]\npath = \"/v1\"\nupstream = \"llm\"\n";
 async fn method_path_query_headers_and_body_are_forwarded_without_hop_by_hop_headers() {
     let upstream = ScriptedUpstream::start().await;
     let gateway = TestGateway::start(&upstream, PASS_THROUGH).await;
-    upstream.push(Reply::json(200, json!({"object": "list", "data": []})).with_header("x-upstream", "yes"));
+    upstream.push(
+        Reply::json(200, json!({"object": "list", "data": []})).with_header("x-upstream", "yes"),
+    );
     let response = reqwest::Client::new()
-        .put(format!("{}/v1/files/abc?purpose=batch&limit=2", gateway.url()))
+        .put(format!(
+            "{}/v1/files/abc?purpose=batch&limit=2",
+            gateway.url()
+        ))
         .header("authorization", "Bearer sk-client")
         .header("x-custom", "kept")
         .header("connection", "x-private")
@@ -33,10 +38,18 @@ async fn method_path_query_headers_and_body_are_forwarded_without_hop_by_hop_hea
     assert_eq!(seen.method, "PUT");
     assert_eq!(seen.path_and_query, "/v1/files/abc?purpose=batch&limit=2");
     assert_eq!(seen.header("x-custom"), Some("kept"));
-    assert_eq!(seen.header("authorization"), Some("Bearer sk-client"), "no api_key: the client's credentials go on");
+    assert_eq!(
+        seen.header("authorization"),
+        Some("Bearer sk-client"),
+        "no api_key: the client's credentials go on"
+    );
     assert_eq!(seen.header("x-private"), None, "named by Connection");
     assert_eq!(seen.header("proxy-authorization"), None);
-    assert_eq!(seen.header("host"), Some(upstream.addr().to_string().as_str()), "Host is the upstream's");
+    assert_eq!(
+        seen.header("host"),
+        Some(upstream.addr().to_string().as_str()),
+        "Host is the upstream's"
+    );
     assert_eq!(seen.body.as_ref(), b"raw body bytes");
 }
 
@@ -52,7 +65,10 @@ async fn an_upstream_api_key_replaces_the_client_credentials() {
     upstream.push(Reply::json(200, json!({"ok": true})));
     gateway.post("/v1/models", &json!({})).await;
     let seen = upstream.last_request().expect("forwarded");
-    assert_eq!(seen.header("authorization"), Some("Bearer sk-upstream-secret"));
+    assert_eq!(
+        seen.header("authorization"),
+        Some("Bearer sk-upstream-secret")
+    );
 }
 
 #[tokio::test]
@@ -68,26 +84,56 @@ async fn the_request_id_is_kept_or_made_and_travels_both_ways() {
         .await
         .expect("answers");
     assert_eq!(given.headers()["x-request-id"], "trace-42");
-    assert_eq!(upstream.last_request().expect("forwarded").header("x-request-id"), Some("trace-42"));
-    let made = client.get(format!("{}/v1/models", gateway.url())).send().await.expect("answers");
-    let id = made.headers()["x-request-id"].to_str().expect("ascii").to_owned();
+    assert_eq!(
+        upstream
+            .last_request()
+            .expect("forwarded")
+            .header("x-request-id"),
+        Some("trace-42")
+    );
+    let made = client
+        .get(format!("{}/v1/models", gateway.url()))
+        .send()
+        .await
+        .expect("answers");
+    let id = made.headers()["x-request-id"]
+        .to_str()
+        .expect("ascii")
+        .to_owned();
     assert_eq!(id.len(), 36, "a fresh UUID: {id}");
-    assert_eq!(upstream.last_request().expect("forwarded").header("x-request-id"), Some(id.as_str()));
+    assert_eq!(
+        upstream
+            .last_request()
+            .expect("forwarded")
+            .header("x-request-id"),
+        Some(id.as_str())
+    );
 }
 
 async fn envelope(response: reqwest::Response, status: u16) -> Value {
     assert_eq!(response.status(), status);
-    let request_id = response.headers()["x-request-id"].to_str().expect("ascii").to_owned();
+    let request_id = response.headers()["x-request-id"]
+        .to_str()
+        .expect("ascii")
+        .to_owned();
     let body: Value = response.json().await.expect("an error envelope");
     assert_eq!(body["error"]["request_id"], request_id.as_str());
-    assert!(body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()));
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty())
+    );
     body
 }
 
 #[tokio::test]
 async fn an_unknown_route_is_a_404_envelope() {
     let upstream = ScriptedUpstream::start().await;
-    let gateway = TestGateway::start(&upstream, "[[routes]]\npath = \"/v1/chat\"\nupstream = \"llm\"\n").await;
+    let gateway = TestGateway::start(
+        &upstream,
+        "[[routes]]\npath = \"/v1/chat\"\nupstream = \"llm\"\n",
+    )
+    .await;
     let body = envelope(gateway.post("/v2/anything", &json!({})).await, 404).await;
     assert_eq!(body["error"]["code"], "route_not_found");
     assert_eq!(body["error"]["type"], "invalid_request_error");
@@ -136,8 +182,10 @@ async fn a_guarded_request_over_the_size_limit_is_a_413_envelope() {
     let gateway = {
         // The limit is set through the server table, prepended by the harness; override it here.
         let audit = common::temp_audit_path();
-        let text = common::config_text(&upstream.url(), &audit, &body)
-            .replace("shutdown_grace_ms = 2000", "shutdown_grace_ms = 2000\nmax_request_body_bytes = 1024");
+        let text = common::config_text(&upstream.url(), &audit, &body).replace(
+            "shutdown_grace_ms = 2000",
+            "shutdown_grace_ms = 2000\nmax_request_body_bytes = 1024",
+        );
         start_from_text(&text).await
     };
     let large = json!({"model": "m", "messages": [{"role": "user", "content": "x".repeat(4096)}]});
@@ -156,7 +204,9 @@ async fn a_guarded_request_over_the_size_limit_is_a_413_envelope() {
 async fn start_from_text(text: &str) -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>) {
     let runtime = toolgate::Runtime::new();
     let config = toolgate::Config::from_toml(text, "test.toml", &runtime.plugins).expect("loads");
-    let gateway = toolgate::Gateway::bind(config, runtime).await.expect("binds");
+    let gateway = toolgate::Gateway::bind(config, runtime)
+        .await
+        .expect("binds");
     let addr = gateway.local_addr().expect("bound");
     let (stop, signal) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(gateway.run(async {
@@ -170,7 +220,10 @@ async fn http2_clients_are_served() {
     let upstream = ScriptedUpstream::start().await;
     let gateway = TestGateway::start(&upstream, &guarded_chat("")).await;
     upstream.push(Reply::json(200, chat_completion(&[], Some("hi"))));
-    let client = reqwest::Client::builder().http2_prior_knowledge().build().expect("client");
+    let client = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .build()
+        .expect("client");
     let response = client
         .post(format!("{}/v1/chat/completions", gateway.url()))
         .json(&json!({"model": "m", "messages": []}))
@@ -198,7 +251,13 @@ async fn graceful_shutdown_lets_an_in_flight_request_finish() {
     assert_eq!(upstream.request_count(), 1);
     let addr = gateway.addr;
     gateway.stop().await;
-    let response = in_flight.await.expect("joins").expect("the in-flight request was answered");
+    let response = in_flight
+        .await
+        .expect("joins")
+        .expect("the in-flight request was answered");
     assert_eq!(response.status(), 200);
-    assert!(tokio::net::TcpStream::connect(addr).await.is_err(), "no longer accepting");
+    assert!(
+        tokio::net::TcpStream::connect(addr).await.is_err(),
+        "no longer accepting"
+    );
 }

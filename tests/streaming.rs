@@ -33,10 +33,19 @@ async fn guarded() -> (ScriptedUpstream, TestGateway) {
 #[tokio::test]
 async fn an_allowed_stream_reaches_the_sdk_client_whole_and_byte_for_byte() {
     let (upstream, gateway) = guarded().await;
-    let stream = chat_stream(&[("call_1", "get_weather", r#"{"city":"Paris"}"#)], Some("Let me check."));
+    let stream = chat_stream(
+        &[("call_1", "get_weather", r#"{"city":"Paris"}"#)],
+        Some("Let me check."),
+    );
     upstream.push(Reply::sse_chunked(&stream, 17));
-    let request: CreateChatCompletionRequest = serde_json::from_value(streamed_request()).expect("request");
-    let mut events = gateway.openai().chat().create_stream(request).await.expect("stream opens");
+    let request: CreateChatCompletionRequest =
+        serde_json::from_value(streamed_request()).expect("request");
+    let mut events = gateway
+        .openai()
+        .chat()
+        .create_stream(request)
+        .await
+        .expect("stream opens");
     let mut text = String::new();
     let mut arguments = String::new();
     let mut name = String::new();
@@ -57,9 +66,15 @@ async fn an_allowed_stream_reaches_the_sdk_client_whole_and_byte_for_byte() {
     assert_eq!(arguments, r#"{"city":"Paris"}"#);
 
     upstream.push(Reply::sse_chunked(&stream, 5));
-    let raw = gateway.post("/v1/chat/completions", &streamed_request()).await;
+    let raw = gateway
+        .post("/v1/chat/completions", &streamed_request())
+        .await;
     assert_eq!(raw.status(), 200);
-    assert_eq!(raw.text().await.expect("body"), stream, "released events are the upstream's bytes");
+    assert_eq!(
+        raw.text().await.expect("body"),
+        stream,
+        "released events are the upstream's bytes"
+    );
 }
 
 #[tokio::test]
@@ -67,7 +82,9 @@ async fn a_stream_that_opens_with_a_bad_call_gets_a_real_403() {
     let (upstream, gateway) = guarded().await;
     let stream = chat_stream(&[("call_1", "delete_user", r#"{"id":1}"#)], None);
     upstream.push(Reply::sse_chunked(&stream, 9));
-    let response = gateway.post("/v1/chat/completions", &streamed_request()).await;
+    let response = gateway
+        .post("/v1/chat/completions", &streamed_request())
+        .await;
     assert_eq!(response.status(), 403);
     assert_eq!(response.headers()["content-type"], "application/json");
     let body: Value = response.json().await.expect("an envelope");
@@ -78,38 +95,75 @@ async fn a_stream_that_opens_with_a_bad_call_gets_a_real_403() {
 #[tokio::test]
 async fn a_bad_call_after_text_ends_the_stream_with_an_error_frame_and_no_done() {
     let (upstream, gateway) = guarded().await;
-    let stream = chat_stream(&[("call_1", "get_weather", r#"{"town":"Paris"}"#)], Some("Checking now."));
+    let stream = chat_stream(
+        &[("call_1", "get_weather", r#"{"town":"Paris"}"#)],
+        Some("Checking now."),
+    );
     upstream.push(Reply::sse_chunked(&stream, 11));
-    let response = gateway.post("/v1/chat/completions", &streamed_request()).await;
+    let response = gateway
+        .post("/v1/chat/completions", &streamed_request())
+        .await;
     assert_eq!(response.status(), 200);
     let body = response.text().await.expect("body");
-    assert!(body.contains("\"Chec\"") && body.contains("\"king\""), "the text went through: {body}");
-    assert!(!body.contains("[DONE]"), "a blocked stream does not end cleanly");
-    assert!(!body.contains("\"town\""), "the bad call's fragments were never released");
+    assert!(
+        body.contains("\"Chec\"") && body.contains("\"king\""),
+        "the text went through: {body}"
+    );
+    assert!(
+        !body.contains("[DONE]"),
+        "a blocked stream does not end cleanly"
+    );
+    assert!(
+        !body.contains("\"town\""),
+        "the bad call's fragments were never released"
+    );
     let last = body.trim_end().lines().last().expect("an error frame");
-    let frame: Value = serde_json::from_str(last.trim_start_matches("data: ")).expect("the frame is JSON");
+    let frame: Value =
+        serde_json::from_str(last.trim_start_matches("data: ")).expect("the frame is JSON");
     assert_eq!(frame["error"]["type"], "tool_call_blocked");
     assert_eq!(frame["error"]["violations"][0]["check"], "schema");
 
     // The SDK reports it as an error on the stream.
     upstream.push(Reply::sse_chunked(&stream, 11));
-    let request: CreateChatCompletionRequest = serde_json::from_value(streamed_request()).expect("request");
-    let events: Vec<_> = gateway.openai().chat().create_stream(request).await.expect("opens").collect().await;
-    assert!(events.iter().any(Result::is_err), "the SDK saw the error frame");
+    let request: CreateChatCompletionRequest =
+        serde_json::from_value(streamed_request()).expect("request");
+    let events: Vec<_> = gateway
+        .openai()
+        .chat()
+        .create_stream(request)
+        .await
+        .expect("opens")
+        .collect()
+        .await;
+    assert!(
+        events.iter().any(Result::is_err),
+        "the SDK saw the error frame"
+    );
 }
 
 #[tokio::test]
 async fn the_verdict_does_not_depend_on_how_the_upstream_chunks_the_stream() {
     let (upstream, gateway) = guarded().await;
-    let good = chat_stream(&[("call_1", "get_weather", r#"{"city":"Zürich \"old town\""}"#)], Some("On it."));
+    let good = chat_stream(
+        &[("call_1", "get_weather", r#"{"city":"Zürich \"old town\""}"#)],
+        Some("On it."),
+    );
     let bad = chat_stream(&[("call_1", "get_weather", r#"{"city":42}"#)], None);
     for chunk_size in [1, 2, 3, 7, 16, 64, 100_000] {
         upstream.push(Reply::sse_chunked(&good, chunk_size));
-        let response = gateway.post("/v1/chat/completions", &streamed_request()).await;
+        let response = gateway
+            .post("/v1/chat/completions", &streamed_request())
+            .await;
         assert_eq!(response.status(), 200, "chunk size {chunk_size}");
-        assert_eq!(response.text().await.expect("body"), good, "chunk size {chunk_size}");
+        assert_eq!(
+            response.text().await.expect("body"),
+            good,
+            "chunk size {chunk_size}"
+        );
         upstream.push(Reply::sse_chunked(&bad, chunk_size));
-        let response = gateway.post("/v1/chat/completions", &streamed_request()).await;
+        let response = gateway
+            .post("/v1/chat/completions", &streamed_request())
+            .await;
         assert_eq!(response.status(), 403, "chunk size {chunk_size}");
     }
 }
@@ -125,8 +179,13 @@ async fn text_reaches_the_client_before_the_upstream_finishes() {
         )
     };
     // Text, then the upstream goes silent: the text must already be with the client.
-    upstream.push(Reply::stall_after([chunk(json!({"role": "assistant", "content": ""})), chunk(json!({"content": "Hello"}))]));
-    let mut response = gateway.post("/v1/chat/completions", &streamed_request()).await;
+    upstream.push(Reply::stall_after([
+        chunk(json!({"role": "assistant", "content": ""})),
+        chunk(json!({"content": "Hello"})),
+    ]));
+    let mut response = gateway
+        .post("/v1/chat/completions", &streamed_request())
+        .await;
     assert_eq!(response.status(), 200);
     let first = tokio::time::timeout(Duration::from_secs(2), response.chunk())
         .await
@@ -142,9 +201,14 @@ async fn a_stream_cut_mid_call_is_checked_and_never_released_unchecked() {
     let stream = chat_stream(&[("call_1", "get_weather", r#"{"city":"Paris"}"#)], None);
     // Cut inside the arguments: no finish, no [DONE], the JSON never closes.
     let cut_at = stream.find("Par").expect("the arguments are in the stream");
-    let cut = stream[..cut_at].rsplit_once("\n\n").map(|(kept, _)| format!("{kept}\n\n")).expect("whole events");
+    let cut = stream[..cut_at]
+        .rsplit_once("\n\n")
+        .map(|(kept, _)| format!("{kept}\n\n"))
+        .expect("whole events");
     upstream.push(Reply::sse_chunked(&cut, 8));
-    let response = gateway.post("/v1/chat/completions", &streamed_request()).await;
+    let response = gateway
+        .post("/v1/chat/completions", &streamed_request())
+        .await;
     assert_eq!(response.status(), 403);
     let body: Value = response.json().await.expect("envelope");
     assert_eq!(body["error"]["violations"][0]["check"], "arguments");
@@ -155,7 +219,9 @@ async fn a_text_only_stream_passes_through_untouched() {
     let (upstream, gateway) = guarded().await;
     let stream = chat_stream(&[], Some("Just words, no tools."));
     upstream.push(Reply::sse_chunked(&stream, 3));
-    let response = gateway.post("/v1/chat/completions", &streamed_request()).await;
+    let response = gateway
+        .post("/v1/chat/completions", &streamed_request())
+        .await;
     assert_eq!(response.status(), 200);
     assert_eq!(response.text().await.expect("body"), stream);
 }

@@ -55,24 +55,37 @@ async fn blocked_body(response: reqwest::Response) -> Value {
 #[tokio::test]
 async fn a_declared_call_with_valid_arguments_reaches_the_sdk_client() {
     let (upstream, gateway) = guarded("").await;
-    upstream.push(Reply::json(200, chat_completion(&[("call_1", "get_weather", r#"{"city":"Paris"}"#)], None)));
+    upstream.push(Reply::json(
+        200,
+        chat_completion(&[("call_1", "get_weather", r#"{"city":"Paris"}"#)], None),
+    ));
     let response = gateway
         .openai()
         .chat()
         .create(sdk_request(request_with_tools()))
         .await
         .expect("an allowed call passes");
-    let calls = response.choices[0].message.tool_calls.as_ref().expect("the call is delivered");
+    let calls = response.choices[0]
+        .message
+        .tool_calls
+        .as_ref()
+        .expect("the call is delivered");
     assert_eq!(calls.len(), 1);
     let forwarded = upstream.last_request().expect("the upstream was called");
     assert_eq!(forwarded.path_and_query, "/v1/chat/completions");
-    assert_eq!(forwarded.json()["tools"][0]["function"]["name"], "get_weather");
+    assert_eq!(
+        forwarded.json()["tools"][0]["function"]["name"],
+        "get_weather"
+    );
 }
 
 #[tokio::test]
 async fn an_undeclared_tool_is_blocked_with_a_permission_error_in_the_sdk() {
     let (upstream, gateway) = guarded("").await;
-    upstream.push(Reply::json(200, chat_completion(&[("call_1", "delete_user", r#"{"id":7}"#)], None)));
+    upstream.push(Reply::json(
+        200,
+        chat_completion(&[("call_1", "delete_user", r#"{"id":7}"#)], None),
+    ));
     let error = gateway
         .openai()
         .chat()
@@ -85,7 +98,13 @@ async fn an_undeclared_tool_is_blocked_with_a_permission_error_in_the_sdk() {
     assert_eq!(api.status_code.as_u16(), 403);
     assert_eq!(api.api_error.code.as_deref(), Some("undeclared_tool"));
     assert_eq!(api.api_error.r#type.as_deref(), Some("tool_call_blocked"));
-    assert!(api.api_error.message.contains("'delete_user' is not a declared tool"), "{}", api.api_error.message);
+    assert!(
+        api.api_error
+            .message
+            .contains("'delete_user' is not a declared tool"),
+        "{}",
+        api.api_error.message
+    );
 }
 
 #[tokio::test]
@@ -96,14 +115,30 @@ async fn violations_name_the_check_the_call_and_the_schema_location() {
         chat_completion(
             &[
                 ("call_1", "delete_user", "{}"),
-                ("call_2", "send_email", r#"{"subject":"Weather","body":"Sunny"}"#),
-                ("call_3", "get_weather", r#"{"city":"Paris","unit":"kelvin"}"#),
+                (
+                    "call_2",
+                    "send_email",
+                    r#"{"subject":"Weather","body":"Sunny"}"#,
+                ),
+                (
+                    "call_3",
+                    "get_weather",
+                    r#"{"city":"Paris","unit":"kelvin"}"#,
+                ),
             ],
             None,
         ),
     ));
-    let body = blocked_body(gateway.post("/v1/chat/completions", &request_with_tools()).await).await;
-    let violations = body["error"]["violations"].as_array().expect("violations").clone();
+    let body = blocked_body(
+        gateway
+            .post("/v1/chat/completions", &request_with_tools())
+            .await,
+    )
+    .await;
+    let violations = body["error"]["violations"]
+        .as_array()
+        .expect("violations")
+        .clone();
     assert_eq!(violations.len(), 3, "{violations:#?}");
     assert_eq!(violations[0]["check"], "membership");
     assert_eq!(violations[0]["tool_call_id"], "call_1");
@@ -111,7 +146,12 @@ async fn violations_name_the_check_the_call_and_the_schema_location() {
     assert_eq!(violations[1]["check"], "schema");
     assert_eq!(violations[1]["tool"], "send_email");
     assert_eq!(violations[1]["keyword"], "required");
-    assert!(violations[1]["message"].as_str().unwrap_or_default().contains("to"));
+    assert!(
+        violations[1]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("to")
+    );
     assert_eq!(violations[2]["keyword"], "enum");
     assert_eq!(violations[2]["instance_path"], "/unit");
     assert!(body["error"]["request_id"].is_string());
@@ -120,8 +160,16 @@ async fn violations_name_the_check_the_call_and_the_schema_location() {
 #[tokio::test]
 async fn arguments_that_are_not_json_are_a_violation_when_a_schema_exists() {
     let (upstream, gateway) = guarded("").await;
-    upstream.push(Reply::json(200, chat_completion(&[("call_1", "get_weather", r#"{"city": "Par"#)], None)));
-    let body = blocked_body(gateway.post("/v1/chat/completions", &request_with_tools()).await).await;
+    upstream.push(Reply::json(
+        200,
+        chat_completion(&[("call_1", "get_weather", r#"{"city": "Par"#)], None),
+    ));
+    let body = blocked_body(
+        gateway
+            .post("/v1/chat/completions", &request_with_tools())
+            .await,
+    )
+    .await;
     assert_eq!(body["error"]["code"], "invalid_arguments");
     assert_eq!(body["error"]["violations"][0]["check"], "arguments");
 }
@@ -134,7 +182,10 @@ async fn every_choice_is_checked_so_n_greater_than_one_is_no_bypass() {
     second["index"] = json!(1);
     second["message"]["tool_calls"][0]["function"]["name"] = json!("drop_database");
     second["message"]["tool_calls"][0]["id"] = json!("call_9");
-    completion["choices"].as_array_mut().expect("choices").push(second);
+    completion["choices"]
+        .as_array_mut()
+        .expect("choices")
+        .push(second);
     upstream.push(Reply::json(200, completion));
     let mut request = request_with_tools();
     request["n"] = json!(2);
@@ -157,8 +208,17 @@ async fn the_legacy_functions_and_function_call_fields_are_checked() {
                             "message": {"role": "assistant", "content": null,
                                         "function_call": {"name": name, "arguments": arguments}}}]})
     };
-    upstream.push(Reply::json(200, legacy("get_weather", r#"{"city":"Oslo"}"#)));
-    assert_eq!(gateway.post("/v1/chat/completions", &request).await.status(), 200);
+    upstream.push(Reply::json(
+        200,
+        legacy("get_weather", r#"{"city":"Oslo"}"#),
+    ));
+    assert_eq!(
+        gateway
+            .post("/v1/chat/completions", &request)
+            .await
+            .status(),
+        200
+    );
     upstream.push(Reply::json(200, legacy("get_weather", "{}")));
     let body = blocked_body(gateway.post("/v1/chat/completions", &request).await).await;
     assert_eq!(body["error"]["violations"][0]["keyword"], "required");
@@ -182,7 +242,13 @@ async fn custom_tools_are_declared_by_name_only() {
                                 {"id": "call_c", "type": "custom", "custom": {"name": name, "input": "select count(*) from users"}}]}}]})
     };
     upstream.push(Reply::json(200, custom("sql")));
-    assert_eq!(gateway.post("/v1/chat/completions", &request).await.status(), 200);
+    assert_eq!(
+        gateway
+            .post("/v1/chat/completions", &request)
+            .await
+            .status(),
+        200
+    );
     upstream.push(Reply::json(200, custom("shell")));
     let body = blocked_body(gateway.post("/v1/chat/completions", &request).await).await;
     assert_eq!(body["error"]["violations"][0]["tool"], "shell");
@@ -199,19 +265,40 @@ async fn an_allowed_response_is_forwarded_byte_for_byte() {
     assert_eq!(response.status(), 200);
     assert_eq!(response.bytes().await.expect("body"), raw.as_bytes());
     let sent = serde_json::to_vec(&request).expect("serializes");
-    assert_eq!(upstream.last_request().expect("forwarded").body, sent, "the request body is forwarded unchanged");
+    assert_eq!(
+        upstream.last_request().expect("forwarded").body,
+        sent,
+        "the request body is forwarded unchanged"
+    );
 }
 
 #[tokio::test]
 async fn requests_without_tools_and_responses_without_calls_pass_through() {
     let (upstream, gateway) = guarded("").await;
     let no_tools = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
-    upstream.push(Reply::json(200, chat_completion(&[("call_1", "anything", "{}")], None)));
-    assert_eq!(gateway.post("/v1/chat/completions", &no_tools).await.status(), 200);
+    upstream.push(Reply::json(
+        200,
+        chat_completion(&[("call_1", "anything", "{}")], None),
+    ));
+    assert_eq!(
+        gateway
+            .post("/v1/chat/completions", &no_tools)
+            .await
+            .status(),
+        200
+    );
     upstream.push(Reply::json(200, chat_completion(&[], Some("Hello!"))));
-    assert_eq!(gateway.post("/v1/chat/completions", &request_with_tools()).await.status(), 200);
+    assert_eq!(
+        gateway
+            .post("/v1/chat/completions", &request_with_tools())
+            .await
+            .status(),
+        200
+    );
     upstream.push(Reply::raw(200, "text/plain", b"not json at all".to_vec()));
-    let response = gateway.post("/v1/chat/completions", &request_with_tools()).await;
+    let response = gateway
+        .post("/v1/chat/completions", &request_with_tools())
+        .await;
     assert_eq!(response.status(), 200);
     assert_eq!(response.text().await.expect("body"), "not json at all");
 }
@@ -220,22 +307,46 @@ async fn requests_without_tools_and_responses_without_calls_pass_through() {
 async fn strict_blocks_calls_without_declared_tools_and_unparsable_answers() {
     let (upstream, gateway) = guarded("strict = true").await;
     let no_tools = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
-    upstream.push(Reply::json(200, chat_completion(&[("call_1", "anything", "{}")], None)));
+    upstream.push(Reply::json(
+        200,
+        chat_completion(&[("call_1", "anything", "{}")], None),
+    ));
     let body = blocked_body(gateway.post("/v1/chat/completions", &no_tools).await).await;
     assert_eq!(body["error"]["code"], "no_tools_declared");
-    upstream.push(Reply::raw(200, "application/json", b"{\"choices\": 12}".to_vec()));
-    let body = blocked_body(gateway.post("/v1/chat/completions", &request_with_tools()).await).await;
+    upstream.push(Reply::raw(
+        200,
+        "application/json",
+        b"{\"choices\": 12}".to_vec(),
+    ));
+    let body = blocked_body(
+        gateway
+            .post("/v1/chat/completions", &request_with_tools())
+            .await,
+    )
+    .await;
     assert_eq!(body["error"]["violations"][0]["check"], "parse");
     upstream.push(Reply::json(200, chat_completion(&[], Some("plain text"))));
-    assert_eq!(gateway.post("/v1/chat/completions", &no_tools).await.status(), 200, "no calls, nothing to block");
+    assert_eq!(
+        gateway
+            .post("/v1/chat/completions", &no_tools)
+            .await
+            .status(),
+        200,
+        "no calls, nothing to block"
+    );
 }
 
 #[tokio::test]
 async fn upstream_errors_pass_through_unchanged() {
     let (upstream, gateway) = guarded("strict = true").await;
     let error = r#"{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}"#;
-    upstream.push(Reply::raw(429, "application/json", error.as_bytes().to_vec()).with_header("retry-after", "7"));
-    let response = gateway.post("/v1/chat/completions", &request_with_tools()).await;
+    upstream.push(
+        Reply::raw(429, "application/json", error.as_bytes().to_vec())
+            .with_header("retry-after", "7"),
+    );
+    let response = gateway
+        .post("/v1/chat/completions", &request_with_tools())
+        .await;
     assert_eq!(response.status(), 429);
     assert_eq!(response.headers()["retry-after"], "7");
     assert_eq!(response.text().await.expect("body"), error);
@@ -247,10 +358,18 @@ async fn observe_mode_records_the_block_and_lets_the_answer_through() {
     let routes = "[[plugins]]\nname = \"tool_selection\"\nmode = \"observe\"\n\n\
                   [[routes]]\npath = \"/v1/chat/completions\"\nupstream = \"llm\"\n";
     let gateway = TestGateway::start(&upstream, routes).await;
-    upstream.push(Reply::json(200, chat_completion(&[("call_1", "delete_user", "{}")], None)));
-    let response = gateway.post("/v1/chat/completions", &request_with_tools()).await;
+    upstream.push(Reply::json(
+        200,
+        chat_completion(&[("call_1", "delete_user", "{}")], None),
+    ));
+    let response = gateway
+        .post("/v1/chat/completions", &request_with_tools())
+        .await;
     assert_eq!(response.status(), 200);
-    let request_id = response.headers()["x-request-id"].to_str().expect("ascii").to_owned();
+    let request_id = response.headers()["x-request-id"]
+        .to_str()
+        .expect("ascii")
+        .to_owned();
     let line = gateway.audit_line(&request_id).await;
     assert_eq!(line["verdict"], "observed");
     assert_eq!(line["observed"][0]["check"], "membership");
@@ -267,16 +386,46 @@ async fn a_route_entry_overrides_the_gateway_wide_chain_by_name() {
                   [[routes]]\npath = \"/v1/strict\"\nupstream = \"llm\"\n\
                   [[routes.plugins]]\nname = \"tool_selection\"\n[routes.plugins.settings]\nstrict = true\n";
     let gateway = TestGateway::start(&upstream, routes).await;
-    let bad = || Reply::json(200, chat_completion(&[("call_1", "delete_user", "{}")], None));
+    let bad = || {
+        Reply::json(
+            200,
+            chat_completion(&[("call_1", "delete_user", "{}")], None),
+        )
+    };
     upstream.push(bad());
-    assert_eq!(gateway.post("/v1/chat/completions", &request_with_tools()).await.status(), 403, "gateway-wide chain");
+    assert_eq!(
+        gateway
+            .post("/v1/chat/completions", &request_with_tools())
+            .await
+            .status(),
+        403,
+        "gateway-wide chain"
+    );
     upstream.push(bad());
-    assert_eq!(gateway.post("/v1/unguarded", &request_with_tools()).await.status(), 200, "switched off on the route");
+    assert_eq!(
+        gateway
+            .post("/v1/unguarded", &request_with_tools())
+            .await
+            .status(),
+        200,
+        "switched off on the route"
+    );
     let no_tools = json!({"model": "m", "messages": []});
     upstream.push(bad());
-    assert_eq!(gateway.post("/v1/strict", &no_tools).await.status(), 403, "the route's settings win");
+    assert_eq!(
+        gateway.post("/v1/strict", &no_tools).await.status(),
+        403,
+        "the route's settings win"
+    );
     upstream.push(bad());
-    assert_eq!(gateway.post("/v1/chat/completions", &no_tools).await.status(), 200, "not strict elsewhere");
+    assert_eq!(
+        gateway
+            .post("/v1/chat/completions", &no_tools)
+            .await
+            .status(),
+        200,
+        "not strict elsewhere"
+    );
 }
 
 #[tokio::test]
@@ -293,9 +442,21 @@ async fn malformed_and_hostile_requests_are_passed_on_or_answered_never_a_crash(
         br#"{"tools": [{"type": "function"}]}"#.to_vec(),
     ];
     for body in bodies {
-        upstream.push(Reply::json(200, chat_completion(&[("call_1", "get_weather", "{}")], None)));
-        let response = client.post(&url).body(body).send().await.expect("the gateway answers");
-        assert_eq!(response.status(), 200, "an unparsable request is passed on, as the seed says");
+        upstream.push(Reply::json(
+            200,
+            chat_completion(&[("call_1", "get_weather", "{}")], None),
+        ));
+        let response = client
+            .post(&url)
+            .body(body)
+            .send()
+            .await
+            .expect("the gateway answers");
+        assert_eq!(
+            response.status(),
+            200,
+            "an unparsable request is passed on, as the seed says"
+        );
     }
     assert_eq!(upstream.request_count(), 5);
 }

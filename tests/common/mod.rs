@@ -64,14 +64,20 @@ impl TestGateway {
         TestGateway::start_with(upstream, body, Runtime::new()).await
     }
 
-    pub async fn start_with(upstream: &ScriptedUpstream, body: &str, runtime: Runtime) -> TestGateway {
+    pub async fn start_with(
+        upstream: &ScriptedUpstream,
+        body: &str,
+        runtime: Runtime,
+    ) -> TestGateway {
         let audit_path = temp_audit_path();
         let text = config_text(&upstream.url(), &audit_path, body);
         let config = match Config::from_toml(&text, "test.toml", &runtime.plugins) {
             Ok(config) => config,
             Err(errors) => panic!("test config does not load:\n{errors}\n---\n{text}"),
         };
-        let gateway = Gateway::bind(config, runtime).await.expect("binds loopback ports");
+        let gateway = Gateway::bind(config, runtime)
+            .await
+            .expect("binds loopback ports");
         let addr = gateway.local_addr().expect("bound");
         let admin_addr = gateway.admin_addr();
         let (shutdown, signal) = oneshot::channel::<()>();
@@ -113,18 +119,27 @@ impl TestGateway {
 
     pub async fn admin_get(&self, path: &str) -> reqwest::Response {
         let admin = self.admin_addr.expect("admin listener configured");
-        reqwest::get(format!("http://{admin}{path}")).await.expect("the admin endpoint answers")
+        reqwest::get(format!("http://{admin}{path}"))
+            .await
+            .expect("the admin endpoint answers")
     }
 
     /// Waits (bounded) until the audit log holds a line for `request_id`, and returns it.
     pub async fn audit_line(&self, request_id: &str) -> Value {
         for _ in 0..200 {
-            if let Some(line) = self.audit_lines().into_iter().find(|line| line["request_id"] == request_id) {
+            if let Some(line) = self
+                .audit_lines()
+                .into_iter()
+                .find(|line| line["request_id"] == request_id)
+            {
                 return line;
             }
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
-        panic!("no audit line for {request_id}; lines: {:?}", self.audit_lines());
+        panic!(
+            "no audit line for {request_id}; lines: {:?}",
+            self.audit_lines()
+        );
     }
 
     pub fn audit_lines(&self) -> Vec<Value> {
@@ -157,10 +172,14 @@ impl Drop for TestGateway {
 
 /// A fixture file's text, from `fixtures/`.
 pub fn fixture(path: &str) -> String {
-    let full = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(path);
-    std::fs::read_to_string(&full).unwrap_or_else(|error| panic!("fixture {}: {error}", full.display()))
+    let full = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(path);
+    std::fs::read_to_string(&full)
+        .unwrap_or_else(|error| panic!("fixture {}: {error}", full.display()))
 }
 
 pub fn fixture_json(path: &str) -> Value {
-    serde_json::from_str(&fixture(path)).unwrap_or_else(|error| panic!("fixture {path} is not JSON: {error}"))
+    serde_json::from_str(&fixture(path))
+        .unwrap_or_else(|error| panic!("fixture {path} is not JSON: {error}"))
 }

@@ -32,9 +32,12 @@ pub mod verdict;
 
 pub use exchange::{CompletedExchange, ExchangeMeta, Parsed, RequestExchange, ResponseExchange};
 pub use format::{ParseError, ToolRequest, ToolResponse, WireFormat};
-pub use plugin::{Plugin, PluginFactory, SettingsError, parse_settings};
+pub use plugin::{BodyNeeds, Plugin, PluginFactory, SettingsError, parse_settings};
 pub use tool::{DeclaredTool, ToolCall, ToolKind};
 pub use verdict::{Check, Edit, Rejection, Verdict, Violation};
 
 /// Re-exported so plugins register metrics against the same registry type as the gateway.
 pub use prometheus_client;
+
+/// Re-exported so a plugin crate needs only this crate to implement [`Plugin`].
+pub use async_trait::async_trait;

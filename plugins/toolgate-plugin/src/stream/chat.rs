@@ -15,22 +15,21 @@ use crate::format::text_or_raw_json;
 use crate::sse::SseEvent;
 use crate::tool::{ToolCall, ToolKind};
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
+#[serde(default)]
 struct ChunkWire<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow)]
     choices: Option<Vec<ChoiceWire<'a>>>,
     /// `null` on every chunk but the last when `stream_options.include_usage` is set.
-    #[serde(default)]
     usage: Option<IgnoredAny>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
+#[serde(default)]
 struct ChoiceWire<'a> {
-    #[serde(default)]
     index: Option<u32>,
-    #[serde(borrow, default)]
+    #[serde(borrow)]
     delta: Option<DeltaWire<'a>>,
-    #[serde(default)]
     finish_reason: Option<IgnoredAny>,
 }
 
@@ -126,13 +125,6 @@ pub struct ChatStreamAssembler {
 impl ChatStreamAssembler {
     pub fn new() -> Self {
         ChatStreamAssembler::default()
-    }
-
-    fn has_pending(&self, choice: u32) -> bool {
-        self.calls
-            .range((choice, Slot::Tool(0))..=(choice, Slot::Legacy))
-            .next()
-            .is_some()
     }
 
     /// Reads one choice's delta; returns (shows the client something, carries a call fragment).
@@ -287,11 +279,16 @@ impl StreamAssembler for ChatStreamAssembler {
                 let (shows, fragment) = self.read_delta(index, delta);
                 visible |= shows;
                 holds_calls |= fragment;
+                if fragment {
+                    // Only a finish after a call's last fragment completes it.
+                    self.choices.entry(index).or_default().finished = false;
+                }
             }
             if choice.finish_reason.is_some() {
                 self.choices.entry(index).or_default().finished = true;
                 // The finish of a choice with calls completes them: held with them.
-                if self.has_pending(index) {
+                let calls = (index, Slot::Tool(0))..=(index, Slot::Legacy);
+                if self.calls.range(calls).next().is_some() {
                     holds_calls = true;
                 } else {
                     visible = true;

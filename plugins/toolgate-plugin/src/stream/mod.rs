@@ -72,7 +72,7 @@ pub(crate) mod tests {
     }
 
     /// A `chat.completion.chunk` with one choice.
-    pub(crate) fn chunk(choice: u32, delta: &str, finish_reason: &str) -> String {
+    fn chunk(choice: u32, delta: &str, finish_reason: &str) -> String {
         format!(
             r#"{{"object":"chat.completion.chunk","choices":[{{"index":{choice},"delta":{delta},"finish_reason":{finish_reason}}}]}}"#
         )
@@ -245,6 +245,14 @@ pub(crate) mod tests {
         let mut cut_short = ChatStreamAssembler::new();
         observe_all(&mut cut_short, &[&chunk(0, call, "null")]);
         assert!(!cut_short.calls_ready());
+        observe_all(
+            &mut cut_short,
+            &[&chunk(0, "{}", r#""stop""#), &chunk(0, call, "null")],
+        );
+        assert!(
+            !cut_short.calls_ready(),
+            "a fragment after the finish reopens the choice"
+        );
         observe_all(&mut cut_short, &["[DONE]"]);
         assert!(
             cut_short.calls_ready(),
