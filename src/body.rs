@@ -42,7 +42,7 @@ pub struct ChannelBody {
 }
 
 impl ChannelBody {
-    pub fn new(capacity: usize) -> (mpsc::Sender<Result<Bytes, BoxError>>, ProxyBody) {
+    pub fn channel(capacity: usize) -> (mpsc::Sender<Result<Bytes, BoxError>>, ProxyBody) {
         let (sender, receiver) = mpsc::channel(capacity);
         (sender, ChannelBody { receiver }.boxed())
     }

@@ -103,7 +103,7 @@ pub async fn explain(route: &Arc<Route>, path: &str, request: Bytes, response: &
     let parsed_response = if streamed {
         assemble_stream(route.format, response)
     } else {
-        route.format.parse_response(response).map_err(Into::into)
+        route.format.parse_response(response)
     };
     let parsed_response = match parsed_response {
         Ok(parsed) => {

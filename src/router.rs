@@ -43,7 +43,7 @@ pub struct Router {
 impl Router {
     pub fn new(routes: Vec<Route>) -> Self {
         let mut routes: Vec<Arc<Route>> = routes.into_iter().map(Arc::new).collect();
-        routes.sort_by(|a, b| b.path.len().cmp(&a.path.len()));
+        routes.sort_by_key(|route| std::cmp::Reverse(route.path.len()));
         Router { routes }
     }
 

@@ -42,7 +42,7 @@ pub async fn guard(
     exchange.streamed = true;
     let request_id = exchange.meta.request_id.clone();
     let (head_sender, head) = oneshot::channel();
-    let (sender, client_body) = ChannelBody::new(16);
+    let (sender, client_body) = ChannelBody::channel(16);
     let relay = Relay {
         assembler: exchange.route.format.stream_assembler(),
         exchange,

@@ -62,7 +62,10 @@ impl Config {
     ) -> Result<Config, ConfigErrors> {
         let source = source::Source { origin, text };
         let raw: RawConfig = toml::from_str(text).map_err(|error| {
-            let key = None;
+            let key = error
+                .span()
+                .and_then(|span| source.key_at(span.start))
+                .map(|path| path.to_string());
             let message = error.message().trim_end().to_owned();
             ConfigErrors(vec![source.error_at(error.span(), key, message)])
         })?;

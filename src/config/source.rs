@@ -129,6 +129,13 @@ impl Source<'_> {
         self.error_at(self.span_of(path), Some(path.to_string()), message.into())
     }
 
+    /// The key path of the entry at a byte offset (for parser errors, which carry only a span).
+    pub fn key_at(&self, offset: usize) -> Option<KeyPath> {
+        let document = toml_edit::Document::parse(self.text).ok()?;
+        let table: &dyn toml_edit::TableLike = document.as_table();
+        key_within(table, offset, KeyPath::default())
+    }
+
     fn span_of(&self, path: &KeyPath) -> Option<Range<usize>> {
         let document = toml_edit::Document::parse(self.text).ok()?;
         resolve(Node::Item(document.as_item()), &path.0, None)
@@ -188,4 +195,31 @@ fn resolve(node: Node<'_>, steps: &[KeyStep], best: Option<Range<usize>>) -> Opt
             _ => best,
         },
     }
+}
+
+/// The deepest key whose name or value covers `offset`, searching every nested table.
+fn key_within(table: &dyn toml_edit::TableLike, offset: usize, path: KeyPath) -> Option<KeyPath> {
+    for (name, item) in table.iter() {
+        let here = path.clone().key(name);
+        let covers = |span: Option<Range<usize>>| span.is_some_and(|span| span.contains(&offset));
+        let key_span = table.get_key_value(name).and_then(|(key, _)| key.span());
+        let nested = match item {
+            toml_edit::Item::Table(inner) => key_within(inner, offset, here.clone()),
+            toml_edit::Item::Value(toml_edit::Value::InlineTable(inner)) => {
+                key_within(inner, offset, here.clone())
+            }
+            toml_edit::Item::ArrayOfTables(tables) => tables
+                .iter()
+                .enumerate()
+                .find_map(|(index, inner)| key_within(inner, offset, here.clone().index(index))),
+            _ => None,
+        };
+        if nested.is_some() {
+            return nested;
+        }
+        if covers(key_span) || covers(item.span()) {
+            return Some(here);
+        }
+    }
+    None
 }

@@ -1,0 +1,195 @@
+//! The `toolgate` binary as a user runs it: `check` with located errors and exit 2, `explain`
+//! on recorded exchanges, `demo`, and `serve` on the shipped gateway.toml.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use common::temp_audit_path;
+
+fn toolgate(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("TOOLGATE_CONFIG")
+        .output()
+        .expect("the binary runs")
+}
+
+fn write_config(text: &str) -> PathBuf {
+    let path = temp_audit_path().with_extension("toml");
+    std::fs::write(&path, text).expect("writes a temp config");
+    path
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn the_shipped_gateway_toml_is_valid() {
+    let output = toolgate(&["check", "--config", "gateway.toml"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("ok"));
+}
+
+#[test]
+fn check_names_file_line_column_and_key_and_exits_2() {
+    let path = write_config(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[upstreams.llm]\nurl = \"http://127.0.0.1:1\"\n\n\
+         [[routes]]\npath = \"/v1\"\nupstream = \"missing\"\n\n\
+         [[routes]]\npath = \"/v2\"\nupstream = \"llm\"\n[[routes.plugins]]\nname = \"tool_selection\"\n\
+         [routes.plugins.settings]\njudge_timeout_ms = \"soon\"\n",
+    );
+    let output = toolgate(&["check", "--config", path.to_str().expect("utf-8 path")]);
+    assert_eq!(output.status.code(), Some(2));
+    let errors = stderr(&output);
+    let file = path.display().to_string();
+    assert!(
+        errors.contains(&format!(
+            "{file}:9:1: routes[0].upstream: unknown upstream 'missing'"
+        )),
+        "{errors}"
+    );
+    assert!(
+        errors.contains(&format!(
+            "{file}:17:1: routes[1].plugins[0].settings.judge_timeout_ms:"
+        )),
+        "{errors}"
+    );
+}
+
+#[test]
+fn check_reports_unknown_keys_wrong_types_and_unset_variables() {
+    for (text, expected) in [
+        (
+            "[server]\nlisten = \"127.0.0.1:0\"\nlissten = 1\n",
+            ":3:1: server.lissten: unknown field `lissten`",
+        ),
+        (
+            "[server]\nlisten = 8080\n",
+            ":2:10: server.listen: invalid type: integer `8080`, expected a string",
+        ),
+        (
+            "[upstreams.a]\nurl = \"${TOOLGATE_TEST_SURELY_UNSET}\"\n",
+            ":2:7: upstreams.a.url: environment variable TOOLGATE_TEST_SURELY_UNSET is not set",
+        ),
+        (
+            "[[plugins]]\nname = \"no_such_plugin\"\n",
+            ":2:1: plugins[0].name: unknown plugin 'no_such_plugin'",
+        ),
+        (
+            "[upstreams.a]\nurl = \"ftp://x\"\n",
+            ":2:1: upstreams.a.url: 'ftp://x' must be an http:// or https:// URL",
+        ),
+        ("[server\nlisten = 1\n", ":1:8: "),
+    ] {
+        let path = write_config(text);
+        let output = toolgate(&["check", "--config", path.to_str().expect("utf-8 path")]);
+        assert_eq!(output.status.code(), Some(2), "{text}");
+        let errors = stderr(&output);
+        assert!(
+            errors.contains(expected),
+            "for {text:?} expected {expected:?} in:\n{errors}"
+        );
+    }
+}
+
+#[test]
+fn explain_prints_the_verdict_of_a_recorded_exchange() {
+    let blocked = toolgate(&[
+        "explain",
+        "--config",
+        "gateway.toml",
+        "--route",
+        "/v1/chat/completions",
+        "--request",
+        "fixtures/chat/schema_missing_required.request.json",
+        "--response",
+        "fixtures/chat/schema_missing_required.response.json",
+    ]);
+    let text = String::from_utf8_lossy(&blocked.stdout);
+    assert_eq!(blocked.status.code(), Some(1), "{text}{}", stderr(&blocked));
+    assert!(text.contains("verdict: BLOCKED"), "{text}");
+    assert!(text.contains("\"keyword\": \"required\""), "{text}");
+    assert!(text.contains("declared tools:"), "{text}");
+
+    let allowed = toolgate(&[
+        "explain",
+        "--config",
+        "gateway.toml",
+        "--route",
+        "/v1/chat/completions",
+        "--request",
+        "fixtures/chat/weather_allowed.request.json",
+        "--response",
+        "fixtures/streams/text_then_tool_call.sse",
+    ]);
+    let text = String::from_utf8_lossy(&allowed.stdout);
+    assert!(allowed.status.success(), "{text}");
+    assert!(
+        text.contains("tool call: choice 0 get_weather"),
+        "a recorded stream is reassembled: {text}"
+    );
+    assert!(text.contains("verdict: ALLOWED"), "{text}");
+
+    let unguarded = toolgate(&[
+        "explain",
+        "--config",
+        "gateway.toml",
+        "--route",
+        "/v1/models",
+        "--request",
+        "fixtures/chat/undeclared_tool.request.json",
+        "--response",
+        "fixtures/chat/undeclared_tool.response.json",
+    ]);
+    assert!(
+        unguarded.status.success(),
+        "tool_selection is switched off on /v1 in gateway.toml"
+    );
+}
+
+#[test]
+fn demo_shows_allowed_and_blocked_exchanges() {
+    let output = toolgate(&["demo"]);
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{text}{}", stderr(&output));
+    assert!(
+        text.contains("weather_allowed") && text.contains("→ 200 OK"),
+        "{text}"
+    );
+    assert!(text.contains("→ 403 Forbidden"), "{text}");
+    assert!(
+        text.contains("'delete_user' is not a declared tool"),
+        "{text}"
+    );
+    assert!(text.contains("the stream ends without [DONE]"), "{text}");
+}
+
+#[test]
+fn serve_runs_the_shipped_config_and_stops_on_sigterm() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["serve", "--config", "gateway.toml"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("TOOLGATE_LISTEN", "127.0.0.1:0")
+        .env("TOOLGATE_ADMIN", "off")
+        .env("TOOLGATE_AUDIT", "off")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("starts");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(child.try_wait().expect("status").is_none(), "still serving");
+    let pid = child.id().to_string();
+    let killed = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+    let status = child.wait().expect("exits");
+    assert!(
+        status.success(),
+        "a SIGTERM is a clean shutdown: {status:?}"
+    );
+}
