@@ -146,6 +146,10 @@ async fn violations_name_the_check_the_call_and_the_schema_location() {
     assert_eq!(violations[1]["check"], "schema");
     assert_eq!(violations[1]["tool"], "send_email");
     assert_eq!(violations[1]["keyword"], "required");
+    assert_eq!(
+        violations[1]["instance_path"], "/to",
+        "a missing property is located where it belongs"
+    );
     assert!(
         violations[1]["message"]
             .as_str()

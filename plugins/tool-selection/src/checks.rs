@@ -3,6 +3,7 @@
 //! violations; it never decides how they are enforced.
 
 use jsonschema::ValidationError;
+use jsonschema::error::ValidationErrorKind;
 use toolgate_plugin::{Check, DeclaredTool, ToolCall, ToolRequest, Violation};
 
 use crate::schema::SchemaCache;
@@ -108,7 +109,15 @@ fn check_arguments(
 }
 
 fn schema_violation(call: &ToolCall, error: &ValidationError<'_>) -> Violation {
-    let path = error.instance_path().as_str().to_owned();
+    let mut path = error.instance_path().as_str().to_owned();
+    // A missing property is located where it should be (`/to`), as the 403 contract shows, not
+    // at the object that lacks it: that is the place a person or a program must fill.
+    if let ValidationErrorKind::Required { property } = error.kind()
+        && let Some(name) = property.as_str()
+    {
+        path.push('/');
+        path.push_str(&name.replace('~', "~0").replace('/', "~1"));
+    }
     let location = if path.is_empty() {
         format!("the arguments of '{}'", call.name)
     } else {
@@ -207,8 +216,8 @@ mod tests {
         found.sort();
         let expected = [
             ("", "additionalProperties"),
-            ("", "required"),
             ("/priority", "enum"),
+            ("/to", "required"),
         ];
         let expected: Vec<(String, String)> = expected
             .iter()
