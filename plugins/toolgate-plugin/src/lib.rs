@@ -31,9 +31,9 @@ pub mod tool;
 pub mod verdict;
 
 pub use exchange::{CompletedExchange, ExchangeMeta, Parsed, RequestExchange, ResponseExchange};
-pub use format::{ParseError, ToolRequest, ToolResponse, WireFormat};
+pub use format::{ErrorShape, ParseError, ToolRequest, ToolResponse, WireFormat};
 pub use plugin::{BodyNeeds, Plugin, PluginFactory, SettingsError, parse_settings};
-pub use tool::{DeclaredTool, ToolCall, ToolKind};
+pub use tool::{CallOutcome, DeclaredTool, HistoryCall, ToolCall, ToolKind};
 pub use verdict::{Check, Edit, Rejection, Verdict, Violation};
 
 /// Re-exported so plugins register metrics against the same registry type as the gateway.

@@ -14,6 +14,9 @@ pub enum ToolKind {
     Custom,
     /// The legacy `functions[]` / `function_call` fields of chat completions.
     LegacyFunction,
+    /// A tool the provider runs itself (Responses `web_search`, Anthropic server tools), declared
+    /// by its type; its calls are named by that type too.
+    Builtin,
 }
 
 /// A tool the client declared in its request.
@@ -46,4 +49,27 @@ pub struct ToolCall {
     /// The arguments as the model produced them: a JSON text for functions, free text for custom
     /// tools. Kept verbatim; checks parse it.
     pub arguments: String,
+}
+
+/// A tool call from the conversation so far (the request's history), with what became of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HistoryCall {
+    /// The call's id, which its result refers to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub name: String,
+    pub arguments: String,
+    pub outcome: CallOutcome,
+}
+
+/// Whether the client sent a call's result back, and whether it reported a failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallOutcome {
+    /// No result for this call is in the history (yet).
+    Pending,
+    /// A result came back.
+    Completed,
+    /// A result came back flagged as an error (Anthropic `is_error`, Responses `status: failed`).
+    Failed,
 }

@@ -6,14 +6,15 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::raw_object::RawObject;
+use super::tool_entry::{declared_tools as read_tools, without_tools};
 use super::{ParseError, ToolRequest, ToolResponse, WireFormat, text_or_raw_json};
-use crate::tool::{DeclaredTool, ToolCall, ToolKind};
+use crate::tool::{CallOutcome, DeclaredTool, HistoryCall, ToolCall, ToolKind};
 use crate::verdict::Edit;
 
 #[derive(Deserialize)]
-struct RequestWire {
-    #[serde(default)]
-    tools: Option<Vec<ToolWire>>,
+struct RequestWire<'a> {
+    #[serde(borrow, default)]
+    tools: Option<&'a RawValue>,
     #[serde(default)]
     functions: Option<Vec<FunctionWire>>,
     #[serde(default)]
@@ -23,50 +24,18 @@ struct RequestWire {
 }
 
 #[derive(Deserialize)]
-struct ToolWire {
-    #[serde(rename = "type")]
-    kind: String,
-    #[serde(default)]
-    function: Option<FunctionWire>,
-    #[serde(default)]
-    custom: Option<CustomWire>,
-}
-
-#[derive(Deserialize)]
 struct FunctionWire {
     name: String,
     #[serde(default)]
     parameters: Option<Box<RawValue>>,
 }
 
-#[derive(Deserialize)]
-struct CustomWire {
-    name: String,
-}
-
 pub(super) fn parse_request(body: Bytes) -> Result<ToolRequest, ParseError> {
     let wire: RequestWire = serde_json::from_slice(&body)?;
-    let mut declared_tools = Vec::new();
-    for (index, tool) in wire.tools.into_iter().flatten().enumerate() {
-        let declared = match (tool.kind.as_str(), tool.function, tool.custom) {
-            ("function", Some(function), _) => DeclaredTool {
-                name: function.name,
-                kind: ToolKind::Function,
-                parameters: function.parameters,
-            },
-            ("custom", _, Some(custom)) => DeclaredTool {
-                name: custom.name,
-                kind: ToolKind::Custom,
-                parameters: None,
-            },
-            (kind, _, _) => {
-                return Err(ParseError::new(format!(
-                    "tools[{index}]: a tool of type '{kind}' without its '{kind}' object"
-                )));
-            }
-        };
-        declared_tools.push(declared);
-    }
+    let mut declared_tools = match wire.tools {
+        Some(tools) if tools.get() != "null" => read_tools(tools)?,
+        _ => Vec::new(),
+    };
     for function in wire.functions.into_iter().flatten() {
         declared_tools.push(DeclaredTool {
             name: function.name,
@@ -206,6 +175,71 @@ struct ChatMessageWire<'a> {
     role: Option<&'a str>,
     #[serde(borrow, default)]
     content: Option<&'a RawValue>,
+    #[serde(default)]
+    tool_calls: Option<Vec<ToolCallWire>>,
+    #[serde(default)]
+    function_call: Option<FunctionCallWire>,
+    #[serde(default)]
+    tool_call_id: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+}
+
+/// The calls of the conversation so far, each with whether its result was sent back. Chat has
+/// no error flag on a tool result, so a returned result counts as completed.
+pub(super) fn history(body: &[u8]) -> Vec<HistoryCall> {
+    let Ok(conversation) = serde_json::from_slice::<ConversationWire>(body) else {
+        return Vec::new();
+    };
+    let mut calls: Vec<HistoryCall> = Vec::new();
+    for message in conversation.messages {
+        match message.role {
+            Some("assistant") => {
+                for (position, call) in message.tool_calls.into_iter().flatten().enumerate() {
+                    if let Ok(call) = tool_call(0, position, call) {
+                        calls.push(HistoryCall {
+                            id: call.id,
+                            name: call.name,
+                            arguments: call.arguments,
+                            outcome: CallOutcome::Pending,
+                        });
+                    }
+                }
+                if let Some(function) = message.function_call {
+                    calls.push(HistoryCall {
+                        id: None,
+                        name: function.name,
+                        arguments: function
+                            .arguments
+                            .as_deref()
+                            .map(text_or_raw_json)
+                            .unwrap_or_default(),
+                        outcome: CallOutcome::Pending,
+                    });
+                }
+            }
+            Some("tool") => {
+                if let Some(call) = calls
+                    .iter_mut()
+                    .find(|call| call.id.is_some() && call.id == message.tool_call_id)
+                {
+                    call.outcome = CallOutcome::Completed;
+                }
+            }
+            // The legacy result names its function: it answers the latest pending call of it.
+            Some("function") => {
+                if let Some(call) = calls.iter_mut().rev().find(|call| {
+                    call.id.is_none()
+                        && Some(&call.name) == message.name.as_ref()
+                        && call.outcome == CallOutcome::Pending
+                }) {
+                    call.outcome = CallOutcome::Completed;
+                }
+            }
+            _ => {}
+        }
+    }
+    calls
 }
 
 #[derive(Deserialize)]
@@ -236,44 +270,11 @@ pub(super) fn latest_user_text(body: &[u8]) -> Option<String> {
     (!texts.is_empty()).then(|| texts.join("\n"))
 }
 
-#[derive(Deserialize)]
-struct NamedToolWire<'a> {
-    #[serde(borrow, default)]
-    function: Option<NameWire<'a>>,
-    #[serde(borrow, default)]
-    custom: Option<NameWire<'a>>,
-    #[serde(borrow, default)]
-    name: Option<&'a str>,
-}
-
-#[derive(Deserialize)]
-struct NameWire<'a> {
-    #[serde(borrow)]
-    name: &'a str,
-}
-
-impl NamedToolWire<'_> {
-    fn name(&self) -> Option<&str> {
-        self.function
-            .as_ref()
-            .or(self.custom.as_ref())
-            .map(|named| named.name)
-            .or(self.name)
-    }
-}
-
 pub(super) fn apply_request_edits(
     body: &[u8],
     edits: &[Edit],
 ) -> Result<Option<Bytes>, ParseError> {
-    let removed: Vec<&str> = edits
-        .iter()
-        .filter_map(|edit| match edit {
-            Edit::RemoveDeclaredTools(names) => Some(names.iter().map(String::as_str)),
-            _ => None,
-        })
-        .flatten()
-        .collect();
+    let removed = super::removed_tool_names(edits);
     if removed.is_empty() {
         return Ok(None);
     }
@@ -283,16 +284,11 @@ pub(super) fn apply_request_edits(
         let Some((_, raw)) = object.0.iter().find(|(key, _)| key == field) else {
             continue;
         };
-        let entries: Vec<&RawValue> = serde_json::from_str(raw.get())?;
-        let mut kept = Vec::with_capacity(entries.len());
-        for entry in &entries {
-            let named: NamedToolWire = serde_json::from_str(entry.get())?;
-            if !named.name().is_some_and(|name| removed.contains(&name)) {
-                kept.push(entry.get());
-            }
+        if raw.get() == "null" {
+            continue;
         }
-        if kept.len() != entries.len() {
-            replacements.push((field, Some(format!("[{}]", kept.join(",")))));
+        if let Some(kept) = without_tools(raw, &removed)? {
+            replacements.push((field, Some(kept)));
         }
     }
     if replacements.is_empty() {
@@ -405,6 +401,33 @@ mod tests {
             r#"{"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url","image_url":{}},{"type":"text","text":"b"}]}]}"#,
         );
         assert_eq!(parts.user_request().as_deref(), Some("a\nb"));
+    }
+
+    #[test]
+    fn the_history_pairs_calls_with_their_results() {
+        let body = br#"{"messages":[
+            {"role":"user","content":"go"},
+            {"role":"assistant","content":null,"tool_calls":[
+                {"id":"c1","type":"function","function":{"name":"lookup","arguments":"{}"}},
+                {"id":"c2","type":"function","function":{"name":"send","arguments":"{\"to\":1}"}}]},
+            {"role":"tool","tool_call_id":"c1","content":"found"},
+            {"role":"assistant","content":null,"function_call":{"name":"legacy","arguments":"{}"}},
+            {"role":"function","name":"legacy","content":"ok"}]}"#;
+        let outcomes: Vec<(Option<&str>, &str, CallOutcome)> = Vec::new();
+        let calls = history(body);
+        let mut seen = outcomes;
+        for call in &calls {
+            seen.push((call.id.as_deref(), call.name.as_str(), call.outcome));
+        }
+        assert_eq!(
+            seen,
+            [
+                (Some("c1"), "lookup", CallOutcome::Completed),
+                (Some("c2"), "send", CallOutcome::Pending),
+                (None, "legacy", CallOutcome::Completed)
+            ]
+        );
+        assert_eq!(calls[1].arguments, r#"{"to":1}"#);
     }
 
     #[test]

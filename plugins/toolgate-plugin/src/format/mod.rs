@@ -5,15 +5,20 @@
 //! and skips the rest, so the cost is one scan of the body. Edits rewrite only the fields they
 //! touch; every other top-level field keeps its original bytes.
 
+mod anthropic;
 mod chat;
 mod raw_object;
+mod responses;
+mod tool_entry;
 
 use bytes::Bytes;
 use serde::Serialize;
 use serde_json::value::RawValue;
 
-use crate::stream::{ChatStreamAssembler, StreamAssembler};
-use crate::tool::{DeclaredTool, ToolCall};
+use crate::stream::{
+    AnthropicStreamAssembler, ChatStreamAssembler, ResponsesStreamAssembler, StreamAssembler,
+};
+use crate::tool::{DeclaredTool, HistoryCall, ToolCall};
 use crate::verdict::Edit;
 
 /// The API shape of an exchange.
@@ -22,13 +27,102 @@ use crate::verdict::Edit;
 pub enum WireFormat {
     /// OpenAI `/v1/chat/completions` (and every server that speaks it).
     ChatCompletions,
+    /// OpenAI `/v1/responses`.
+    Responses,
+    /// Anthropic `/v1/messages`.
+    AnthropicMessages,
+}
+
+/// How toolgate's own errors are shaped for a format's clients, so their SDKs raise the
+/// right exception.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorShape {
+    /// `{"error": {"message", "type", "param", "code"}}`
+    OpenAi,
+    /// `{"type": "error", "error": {"type", "message"}}`
+    Anthropic,
 }
 
 impl WireFormat {
+    pub const ALL: [WireFormat; 3] = [
+        WireFormat::ChatCompletions,
+        WireFormat::Responses,
+        WireFormat::AnthropicMessages,
+    ];
+
+    /// The name used in configuration (`format = "…"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            WireFormat::ChatCompletions => "chat_completions",
+            WireFormat::Responses => "responses",
+            WireFormat::AnthropicMessages => "anthropic_messages",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<WireFormat> {
+        WireFormat::ALL
+            .into_iter()
+            .find(|format| format.name() == name)
+    }
+
+    /// The format an endpoint path speaks, judged by its last segments.
+    pub fn from_path(path: &str) -> Option<WireFormat> {
+        let path = path.trim_end_matches('/');
+        if path.ends_with("/chat/completions") {
+            Some(WireFormat::ChatCompletions)
+        } else if path.ends_with("/responses") {
+            Some(WireFormat::Responses)
+        } else if path.ends_with("/messages") {
+            Some(WireFormat::AnthropicMessages)
+        } else {
+            None
+        }
+    }
+
+    /// The format a request body has the shape of: `input` without `messages` is the Responses
+    /// API; `messages` with a top-level `system`, or tools declared with `input_schema`, is
+    /// Anthropic; other `messages` are chat completions.
+    pub fn from_body(body: &[u8]) -> Option<WireFormat> {
+        #[derive(serde::Deserialize)]
+        struct Shape<'a> {
+            #[serde(borrow, default)]
+            input: Option<&'a RawValue>,
+            #[serde(borrow, default)]
+            messages: Option<&'a RawValue>,
+            #[serde(borrow, default)]
+            system: Option<&'a RawValue>,
+            #[serde(borrow, default)]
+            tools: Option<&'a RawValue>,
+        }
+        let shape: Shape = serde_json::from_slice(body).ok()?;
+        match (shape.input, shape.messages) {
+            (Some(_), None) => Some(WireFormat::Responses),
+            (_, Some(_))
+                if shape.system.is_some()
+                    || shape
+                        .tools
+                        .is_some_and(|tools| tools.get().contains("\"input_schema\"")) =>
+            {
+                Some(WireFormat::AnthropicMessages)
+            }
+            (_, Some(_)) => Some(WireFormat::ChatCompletions),
+            (None, None) => None,
+        }
+    }
+
+    pub fn error_shape(self) -> ErrorShape {
+        match self {
+            WireFormat::AnthropicMessages => ErrorShape::Anthropic,
+            WireFormat::ChatCompletions | WireFormat::Responses => ErrorShape::OpenAi,
+        }
+    }
+
     /// Reads the declared tools and the stream flag of a request body.
     pub fn parse_request(self, body: Bytes) -> Result<ToolRequest, ParseError> {
         match self {
             WireFormat::ChatCompletions => chat::parse_request(body),
+            WireFormat::Responses => responses::parse_request(body),
+            WireFormat::AnthropicMessages => anthropic::parse_request(body),
         }
     }
 
@@ -36,6 +130,8 @@ impl WireFormat {
     pub fn parse_response(self, body: &[u8]) -> Result<ToolResponse, ParseError> {
         match self {
             WireFormat::ChatCompletions => chat::parse_response(body),
+            WireFormat::Responses => responses::parse_response(body),
+            WireFormat::AnthropicMessages => anthropic::parse_response(body),
         }
     }
 
@@ -43,6 +139,8 @@ impl WireFormat {
     pub fn stream_assembler(self) -> Box<dyn StreamAssembler> {
         match self {
             WireFormat::ChatCompletions => Box::new(ChatStreamAssembler::new()),
+            WireFormat::Responses => Box::new(ResponsesStreamAssembler::new()),
+            WireFormat::AnthropicMessages => Box::new(AnthropicStreamAssembler::new()),
         }
     }
 
@@ -55,6 +153,8 @@ impl WireFormat {
     ) -> Result<Option<Bytes>, ParseError> {
         match self {
             WireFormat::ChatCompletions => chat::apply_request_edits(body, edits),
+            WireFormat::Responses => responses::apply_request_edits(body, edits),
+            WireFormat::AnthropicMessages => anthropic::apply_request_edits(body, edits),
         }
     }
 }
@@ -85,6 +185,18 @@ impl ToolRequest {
     pub fn user_request(&self) -> Option<String> {
         match self.format {
             WireFormat::ChatCompletions => chat::latest_user_text(&self.body),
+            WireFormat::Responses => responses::latest_user_text(&self.body),
+            WireFormat::AnthropicMessages => anthropic::latest_user_text(&self.body),
+        }
+    }
+
+    /// The tool calls of the conversation so far, in order, each with whether its result came
+    /// back. Parsed only when asked.
+    pub fn history(&self) -> Vec<HistoryCall> {
+        match self.format {
+            WireFormat::ChatCompletions => chat::history(&self.body),
+            WireFormat::Responses => responses::history(&self.body),
+            WireFormat::AnthropicMessages => anthropic::history(&self.body),
         }
     }
 
@@ -135,5 +247,63 @@ pub(crate) fn text_or_raw_json(value: &RawValue) -> String {
     match serde_json::from_str::<String>(value.get()) {
         Ok(text) => text,
         Err(_) => value.get().to_owned(),
+    }
+}
+
+/// The names removed by a set of edits.
+pub(crate) fn removed_tool_names(edits: &[Edit]) -> Vec<&str> {
+    edits
+        .iter()
+        .filter_map(|edit| match edit {
+            Edit::RemoveDeclaredTools(names) => Some(names.iter().map(String::as_str)),
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_are_detected_by_path_then_by_body() {
+        assert_eq!(
+            WireFormat::from_path("/v1/chat/completions"),
+            Some(WireFormat::ChatCompletions)
+        );
+        assert_eq!(
+            WireFormat::from_path("/openai/v1/responses"),
+            Some(WireFormat::Responses)
+        );
+        assert_eq!(
+            WireFormat::from_path("/v1/messages/"),
+            Some(WireFormat::AnthropicMessages)
+        );
+        assert_eq!(WireFormat::from_path("/v1/models"), None);
+        assert_eq!(
+            WireFormat::from_body(br#"{"model":"m","input":"hi"}"#),
+            Some(WireFormat::Responses)
+        );
+        assert_eq!(
+            WireFormat::from_body(br#"{"model":"m","system":"be brief","messages":[]}"#),
+            Some(WireFormat::AnthropicMessages)
+        );
+        assert_eq!(
+            WireFormat::from_body(br#"{"messages":[],"tools":[{"name":"a","input_schema":{}}]}"#),
+            Some(WireFormat::AnthropicMessages)
+        );
+        assert_eq!(
+            WireFormat::from_body(br#"{"messages":[]}"#),
+            Some(WireFormat::ChatCompletions)
+        );
+        assert_eq!(WireFormat::from_body(b"[]"), None);
+    }
+
+    #[test]
+    fn format_names_round_trip() {
+        for format in WireFormat::ALL {
+            assert_eq!(WireFormat::from_name(format.name()), Some(format));
+        }
     }
 }

@@ -236,7 +236,7 @@ impl PendingCall {
         };
         let part = match kind {
             ToolKind::Custom => self.custom,
-            ToolKind::Function | ToolKind::LegacyFunction => self.function,
+            ToolKind::Function | ToolKind::LegacyFunction | ToolKind::Builtin => self.function,
         };
         let part = part.unwrap_or_default();
         ToolCall {

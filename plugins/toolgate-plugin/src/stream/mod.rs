@@ -2,9 +2,13 @@
 //! the gateway what each event is so it can pass text through and hold tool calls back.
 //! An assembler only reads events; the gateway decides what to forward, hold or replace.
 
+mod anthropic;
 mod chat;
+mod responses;
 
+pub use anthropic::AnthropicStreamAssembler;
 pub use chat::ChatStreamAssembler;
+pub use responses::ResponsesStreamAssembler;
 
 use crate::sse::SseEvent;
 use crate::tool::ToolCall;
