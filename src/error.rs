@@ -2,10 +2,11 @@
 //! turns it into a status, and the OpenAI error envelope every answer toolgate makes itself uses
 //! (so every OpenAI SDK raises its usual exception with a readable message).
 
+use bytes::Bytes;
 use http::header::{CONTENT_TYPE, HeaderValue};
 use http::{Response, StatusCode};
 use serde_json::json;
-use toolgate_plugin::{Rejection, Violation};
+use toolgate_plugin::{ErrorShape, Rejection, Violation, WireFormat};
 
 use crate::body::{ProxyBody, full};
 use crate::upstream::UpstreamError;
@@ -115,17 +116,15 @@ impl GatewayError {
         }
     }
 
-    pub fn into_response(self, request_id: &str) -> Response<ProxyBody> {
-        json_response(self.status, &self.envelope(request_id))
-    }
-
-    pub fn envelope(&self, request_id: &str) -> serde_json::Value {
-        envelope(&self.message, self.error_type(), self.code, request_id, &[])
-    }
-
-    /// The SSE frame that ends a stream whose head was already sent.
-    pub fn sse_frame(&self, request_id: &str) -> bytes::Bytes {
-        sse_frame(&self.envelope(request_id))
+    pub fn report<'a>(&'a self, request_id: &'a str) -> ErrorReport<'a> {
+        ErrorReport {
+            status: self.status,
+            error_type: self.error_type(),
+            code: self.code,
+            message: self.message.clone(),
+            request_id,
+            violations: &[],
+        }
     }
 }
 
@@ -146,66 +145,116 @@ impl From<UpstreamError> for GatewayError {
     }
 }
 
-/// The OpenAI error envelope, with toolgate's `request_id` and, for blocks, its `violations`.
-pub fn envelope(
-    message: &str,
-    error_type: &str,
-    code: &str,
-    request_id: &str,
-    violations: &[Violation],
-) -> serde_json::Value {
-    let mut error = json!({
-        "message": message,
-        "type": error_type,
-        "param": null,
-        "code": code,
-        "request_id": request_id,
-    });
-    if !violations.is_empty() {
-        error["violations"] = json!(violations);
+/// What one of toolgate's own answers says, before it is shaped for the client's format.
+#[derive(Debug, Clone)]
+pub struct ErrorReport<'a> {
+    pub status: StatusCode,
+    /// toolgate's error type, e.g. `tool_call_blocked` (OpenAI's `type`).
+    pub error_type: &'a str,
+    /// A stable code for programs, e.g. `undeclared_tool`.
+    pub code: &'a str,
+    pub message: String,
+    pub request_id: &'a str,
+    pub violations: &'a [Violation],
+}
+
+impl ErrorReport<'_> {
+    /// The report of a rejection: message and code from its first violation.
+    pub fn of_rejection<'a>(rejection: &'a Rejection, request_id: &'a str) -> ErrorReport<'a> {
+        let first = rejection.violations.first();
+        let detail = first.map_or("a guardrail refused the exchange", |violation| {
+            violation.message.as_str()
+        });
+        let mut message = if rejection.status == StatusCode::FORBIDDEN {
+            format!("tool call blocked: {detail}")
+        } else {
+            detail.to_owned()
+        };
+        if rejection.violations.len() > 1 {
+            message.push_str(&format!(" (and {} more)", rejection.violations.len() - 1));
+        }
+        ErrorReport {
+            status: rejection.status,
+            error_type: rejection.error_type,
+            code: first.map_or("blocked", |violation| violation.code.as_str()),
+            message,
+            request_id,
+            violations: &rejection.violations,
+        }
     }
-    json!({ "error": error })
-}
 
-/// The envelope of a rejection: message and code from its first violation.
-pub fn rejection_envelope(rejection: &Rejection, request_id: &str) -> serde_json::Value {
-    let first = rejection.violations.first();
-    let detail = first.map_or("a guardrail refused the exchange", |violation| {
-        violation.message.as_str()
-    });
-    let mut message = if rejection.status == StatusCode::FORBIDDEN {
-        format!("tool call blocked: {detail}")
-    } else {
-        detail.to_owned()
-    };
-    if rejection.violations.len() > 1 {
-        message.push_str(&format!(" (and {} more)", rejection.violations.len() - 1));
+    /// The body in the client's shape. OpenAI clients get `{"error": {message, type, param,
+    /// code}}`; Anthropic clients get `{"type": "error", "error": {type, message}}` with the
+    /// error type their SDKs map to the status (403 → `permission_error`). Both carry toolgate's
+    /// `code`, `request_id` and `violations` inside `error`.
+    pub fn body(&self, shape: ErrorShape) -> serde_json::Value {
+        let mut error = match shape {
+            ErrorShape::OpenAi => json!({
+                "message": self.message,
+                "type": self.error_type,
+                "param": null,
+                "code": self.code,
+            }),
+            ErrorShape::Anthropic => json!({
+                "type": anthropic_error_type(self.status),
+                "message": self.message,
+                "code": self.code,
+            }),
+        };
+        error["request_id"] = json!(self.request_id);
+        if !self.violations.is_empty() {
+            error["violations"] = json!(self.violations);
+        }
+        match shape {
+            ErrorShape::OpenAi => json!({ "error": error }),
+            ErrorShape::Anthropic => json!({ "type": "error", "error": error }),
+        }
     }
-    let code = first.map_or("blocked", |violation| violation.code.as_str());
-    envelope(
-        &message,
-        rejection.error_type,
-        code,
-        request_id,
-        &rejection.violations,
-    )
-}
 
-pub fn rejection_response(rejection: &Rejection, request_id: &str) -> Response<ProxyBody> {
-    let mut response = json_response(rejection.status, &rejection_envelope(rejection, request_id));
-    for (name, value) in &rejection.headers {
-        response.headers_mut().insert(name.clone(), value.clone());
+    pub fn response(&self, shape: ErrorShape) -> Response<ProxyBody> {
+        json_response(self.status, &self.body(shape))
     }
-    response
+
+    /// The SSE event that ends a stream whose head was already sent, as each format's clients
+    /// expect an error mid-stream: chat completions `data: {"error": …}`, the Responses API an
+    /// `error` event (`{"type":"error","code","message"}`), Anthropic an `error` event.
+    pub fn sse_frame(&self, format: WireFormat) -> Bytes {
+        let text = match format {
+            WireFormat::ChatCompletions => format!("data: {}\n\n", self.body(ErrorShape::OpenAi)),
+            WireFormat::Responses => {
+                let mut event = json!({
+                    "type": "error",
+                    "code": self.code,
+                    "message": self.message,
+                    "param": null,
+                    "request_id": self.request_id,
+                });
+                if !self.violations.is_empty() {
+                    event["violations"] = json!(self.violations);
+                }
+                format!("event: error\ndata: {event}\n\n")
+            }
+            WireFormat::AnthropicMessages => format!(
+                "event: error\ndata: {}\n\n",
+                self.body(ErrorShape::Anthropic)
+            ),
+        };
+        Bytes::from(text)
+    }
 }
 
-/// The SSE frame that ends a stream whose head was already sent when a block happened.
-pub fn rejection_sse_frame(rejection: &Rejection, request_id: &str) -> bytes::Bytes {
-    sse_frame(&rejection_envelope(rejection, request_id))
-}
-
-fn sse_frame(envelope: &serde_json::Value) -> bytes::Bytes {
-    bytes::Bytes::from(format!("data: {envelope}\n\n"))
+/// Anthropic's error type for a status, so its SDKs raise the matching exception.
+fn anthropic_error_type(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        400 | 422 => "invalid_request_error",
+        401 => "authentication_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        413 => "request_too_large",
+        429 => "rate_limit_error",
+        529 => "overloaded_error",
+        _ => "api_error",
+    }
 }
 
 fn json_response(status: StatusCode, body: &serde_json::Value) -> Response<ProxyBody> {
@@ -222,17 +271,21 @@ mod tests {
     use super::*;
     use toolgate_plugin::Check;
 
-    #[test]
-    fn a_rejection_reads_like_the_contract() {
-        let rejection = Rejection::forbidden(vec![
+    fn two_violations() -> Rejection {
+        Rejection::forbidden(vec![
             Violation::new(
                 Check::Membership,
                 "undeclared_tool",
                 "'delete_user' is not a declared tool",
             ),
             Violation::new(Check::Schema, "schema_violation", "missing 'to'"),
-        ]);
-        let body = rejection_envelope(&rejection, "req-1");
+        ])
+    }
+
+    #[test]
+    fn a_rejection_reads_like_the_contract() {
+        let rejection = two_violations();
+        let body = ErrorReport::of_rejection(&rejection, "req-1").body(ErrorShape::OpenAi);
         assert_eq!(
             body["error"]["message"],
             "tool call blocked: 'delete_user' is not a declared tool (and 1 more)"
@@ -241,6 +294,50 @@ mod tests {
         assert_eq!(body["error"]["code"], "undeclared_tool");
         assert_eq!(body["error"]["request_id"], "req-1");
         assert_eq!(body["error"]["violations"][1]["check"], "schema");
+    }
+
+    #[test]
+    fn anthropic_clients_get_anthropic_error_types() {
+        let rejection = two_violations();
+        let body = ErrorReport::of_rejection(&rejection, "req-2").body(ErrorShape::Anthropic);
+        assert_eq!(body["type"], "error");
+        assert_eq!(body["error"]["type"], "permission_error");
+        assert_eq!(body["error"]["code"], "undeclared_tool");
+        assert_eq!(
+            body["error"]["violations"][0]["tool"],
+            serde_json::Value::Null
+        );
+        let timeout = GatewayError::from(UpstreamError::Timeout);
+        assert_eq!(
+            timeout.report("r").body(ErrorShape::Anthropic)["error"]["type"],
+            "api_error"
+        );
+        let missing = GatewayError::route_not_found("/x");
+        assert_eq!(
+            missing.report("r").body(ErrorShape::Anthropic)["error"]["type"],
+            "not_found_error"
+        );
+    }
+
+    #[test]
+    fn each_format_gets_its_own_error_event_mid_stream() {
+        let rejection = two_violations();
+        let report = ErrorReport::of_rejection(&rejection, "req-3");
+        let chat = report.sse_frame(WireFormat::ChatCompletions);
+        assert!(chat.starts_with(b"data: {\"error\""));
+        let responses =
+            String::from_utf8_lossy(&report.sse_frame(WireFormat::Responses)).into_owned();
+        assert!(
+            responses.starts_with("event: error\ndata: {"),
+            "{responses}"
+        );
+        assert!(
+            responses.contains("\"type\":\"error\"")
+                && responses.contains("\"code\":\"undeclared_tool\"")
+        );
+        let anthropic =
+            String::from_utf8_lossy(&report.sse_frame(WireFormat::AnthropicMessages)).into_owned();
+        assert!(anthropic.contains("\"permission_error\""), "{anthropic}");
     }
 
     #[test]

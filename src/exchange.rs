@@ -5,7 +5,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use http::HeaderMap;
-use toolgate_plugin::{CompletedExchange, ExchangeMeta, Parsed, ToolCall, ToolRequest, Violation};
+use toolgate_plugin::{
+    CompletedExchange, ErrorShape, ExchangeMeta, Parsed, ToolCall, ToolRequest, Violation,
+    WireFormat,
+};
 
 use crate::pipeline::StageOutcome;
 use crate::router::Route;
@@ -15,6 +18,8 @@ use crate::telemetry::{AuditCall, AuditRecord, AuditVerdict, Timings, millis, no
 pub struct Exchange {
     pub meta: ExchangeMeta,
     pub route: Arc<Route>,
+    /// The exchange's wire format: from the route, the path, then the body once read.
+    pub format: WireFormat,
     pub request_headers: HeaderMap,
     pub request: Parsed<ToolRequest>,
     pub started: Instant,
@@ -40,9 +45,17 @@ impl Exchange {
         request_headers: HeaderMap,
         started: Instant,
     ) -> Self {
+        let path = meta
+            .path_and_query
+            .split('?')
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        let format = route.format.resolve(&path, None);
         Exchange {
             meta,
             route,
+            format,
             request_headers,
             request: Parsed::Absent,
             started,
@@ -57,6 +70,11 @@ impl Exchange {
             streamed: false,
             response_headers: Vec::new(),
         }
+    }
+
+    /// The shape of toolgate's own answers for this exchange's clients.
+    pub fn error_shape(&self) -> ErrorShape {
+        self.format.error_shape()
     }
 
     /// Records a stage's findings, timed from `since`.

@@ -8,9 +8,11 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode};
 use toolgate_plugin::sse::SseParser;
-use toolgate_plugin::{ExchangeMeta, Parsed, ResponseExchange, ToolResponse, WireFormat};
+use toolgate_plugin::{
+    ErrorShape, ExchangeMeta, Parsed, ResponseExchange, ToolResponse, WireFormat,
+};
 
-use crate::error::rejection_envelope;
+use crate::error::ErrorReport;
 use crate::pipeline::StageOutcome;
 use crate::router::Route;
 use crate::server::Runtime;
@@ -54,8 +56,9 @@ pub async fn explain(route: &Arc<Route>, path: &str, request: Bytes, response: &
         path_and_query: path.to_owned(),
     };
     let headers = HeaderMap::new();
+    let format = route.format.resolve(path, Some(&request));
     let mut body = request;
-    let mut parsed_request = match route.format.parse_request(body.clone()) {
+    let mut parsed_request = match format.parse_request(body.clone()) {
         Ok(parsed) => Parsed::Parsed(parsed),
         Err(error) => Parsed::Unparsable(error),
     };
@@ -68,13 +71,7 @@ pub async fn explain(route: &Arc<Route>, path: &str, request: Bytes, response: &
     ));
     let outcome = route
         .chain
-        .pre_request(
-            &meta,
-            &headers,
-            route.format,
-            &mut parsed_request,
-            &mut body,
-        )
+        .pre_request(&meta, &headers, format, &mut parsed_request, &mut body)
         .await;
     match &parsed_request {
         Parsed::Parsed(parsed) => {
@@ -96,14 +93,14 @@ pub async fn explain(route: &Arc<Route>, path: &str, request: Bytes, response: &
         Parsed::Absent => {}
     }
     if outcome.blocked.is_some() {
-        return finish(text, "request", &outcome);
+        return finish(text, "request", &outcome, format.error_shape());
     }
 
     let streamed = looks_like_sse(response);
     let parsed_response = if streamed {
-        assemble_stream(route.format, response)
+        assemble_stream(format, response)
     } else {
-        route.format.parse_response(response)
+        format.parse_response(response)
     };
     let parsed_response = match parsed_response {
         Ok(parsed) => {
@@ -137,15 +134,15 @@ pub async fn explain(route: &Arc<Route>, path: &str, request: Bytes, response: &
             streamed,
         })
         .await;
-    finish(text, "response", &outcome)
+    finish(text, "response", &outcome, format.error_shape())
 }
 
-fn finish(mut text: String, stage: &str, outcome: &StageOutcome) -> Report {
+fn finish(mut text: String, stage: &str, outcome: &StageOutcome, shape: ErrorShape) -> Report {
     for observed in &outcome.observed {
         text.push_str(&format!(
             "observed (not blocked) by {}: {}\n",
             observed.plugin,
-            rejection_envelope(&observed.rejection, "explain")["error"]["message"]
+            ErrorReport::of_rejection(&observed.rejection, "explain").message
         ));
     }
     match &outcome.blocked {
@@ -155,7 +152,7 @@ fn finish(mut text: String, stage: &str, outcome: &StageOutcome) -> Report {
                 outcome.blocked_by.join(", "),
                 rejection.status
             ));
-            let body = rejection_envelope(rejection, "explain");
+            let body = ErrorReport::of_rejection(rejection, "explain").body(shape);
             text.push_str(&serde_json::to_string_pretty(&body).unwrap_or_default());
             text.push('\n');
             Report {

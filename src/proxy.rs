@@ -9,10 +9,10 @@ use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{HeaderMap, Request, Response, Version};
 use hyper::body::Incoming;
-use toolgate_plugin::{ExchangeMeta, Parsed, ResponseExchange, ToolRequest};
+use toolgate_plugin::{ExchangeMeta, Parsed, ResponseExchange, ToolRequest, WireFormat};
 
 use crate::body::{self, ProxyBody, collect_limited};
-use crate::error::{GatewayError, rejection_response};
+use crate::error::{ErrorReport, GatewayError};
 use crate::exchange::Exchange;
 use crate::server::GatewayState;
 use crate::streaming;
@@ -28,8 +28,12 @@ pub async fn handle(state: Arc<GatewayState>, request: Request<Incoming>) -> Res
     let route = config.router.find(request.uri().path()).cloned();
     let mut response = match route {
         None => {
-            let response =
-                GatewayError::route_not_found(request.uri().path()).into_response(&request_id);
+            let shape = WireFormat::from_path(request.uri().path())
+                .unwrap_or(WireFormat::ChatCompletions)
+                .error_shape();
+            let response = GatewayError::route_not_found(request.uri().path())
+                .report(&request_id)
+                .response(shape);
             state
                 .metrics
                 .record_request("", response.status().as_u16(), started.elapsed());
@@ -65,7 +69,7 @@ pub async fn handle(state: Arc<GatewayState>, request: Request<Incoming>) -> Res
                         tracing::warn!(request_id = %request_id, code = error.code, message = %error.message, "exchange failed");
                     }
                     exchange.failed = true;
-                    let response = error.into_response(&request_id);
+                    let response = error.report(&request_id).response(exchange.error_shape());
                     exchange.finish(&state, response.status()).await;
                     response
                 }
@@ -112,7 +116,14 @@ async fn forward(
                     ))
                 })?
                 .ok_or_else(|| GatewayError::request_too_large(request_limit))?;
-            exchange.request = parse_request(&route.format, &headers, &bytes);
+            let path = exchange
+                .meta
+                .path_and_query
+                .split('?')
+                .next()
+                .unwrap_or_default();
+            exchange.format = route.format.resolve(path, Some(&bytes));
+            exchange.request = parse_request(exchange.format, &headers, &bytes);
             None
         } else {
             Some(body::passthrough(incoming))
@@ -123,17 +134,15 @@ async fn forward(
             .pre_request(
                 &exchange.meta,
                 &headers,
-                route.format,
+                exchange.format,
                 &mut exchange.request,
                 &mut bytes,
             )
             .await;
         exchange.absorb(&outcome, checks_started);
         if let Some(rejection) = &outcome.blocked {
-            return Ok(Step::Respond(rejection_response(
-                rejection,
-                &exchange.meta.request_id,
-            )));
+            let report = ErrorReport::of_rejection(rejection, &exchange.meta.request_id);
+            return Ok(Step::Respond(report.response(exchange.error_shape())));
         }
         for (name, value) in outcome.request_headers {
             headers.insert(name, value);
@@ -198,7 +207,7 @@ async fn forward(
         Ok(Ok(Some(bytes))) => bytes,
     };
     exchange.upstream_time = upstream_started.elapsed();
-    let response_view = match route.format.parse_response(&bytes) {
+    let response_view = match exchange.format.parse_response(&bytes) {
         Ok(parsed) => Parsed::Parsed(parsed),
         Err(error) => Parsed::Unparsable(error),
     };
@@ -219,10 +228,8 @@ async fn forward(
         exchange.checked_calls.clone_from(&parsed.calls);
     }
     if let Some(rejection) = &outcome.blocked {
-        return Ok(Step::Respond(rejection_response(
-            rejection,
-            &exchange.meta.request_id,
-        )));
+        let report = ErrorReport::of_rejection(rejection, &exchange.meta.request_id);
+        return Ok(Step::Respond(report.response(exchange.error_shape())));
     }
     if !outcome.response_edits.is_empty() {
         tracing::warn!(request_id = %exchange.meta.request_id, "response body edits are not supported for this format yet; forwarded unchanged");
@@ -236,11 +243,7 @@ async fn forward(
     )))
 }
 
-fn parse_request(
-    format: &toolgate_plugin::WireFormat,
-    headers: &HeaderMap,
-    bytes: &Bytes,
-) -> Parsed<ToolRequest> {
+fn parse_request(format: WireFormat, headers: &HeaderMap, bytes: &Bytes) -> Parsed<ToolRequest> {
     let encoded = headers
         .get(header::CONTENT_ENCODING)
         .is_some_and(|encoding| !encoding.as_bytes().eq_ignore_ascii_case(b"identity"));

@@ -14,16 +14,37 @@ pub struct Route {
     pub upstream: Arc<Upstream>,
     pub chain: Chain,
     /// How bodies on this route are read.
-    pub format: WireFormat,
+    pub format: RouteFormat,
+}
+
+/// A route's wire format: fixed by configuration, or found per request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteFormat {
+    /// By the request path (`…/chat/completions`, `…/responses`, `…/messages`), then by the
+    /// body's shape, else chat completions.
+    Auto,
+    Fixed(WireFormat),
+}
+
+impl RouteFormat {
+    /// The format of one request; `body` is `None` when it was not read.
+    pub fn resolve(self, path: &str, body: Option<&[u8]>) -> WireFormat {
+        match self {
+            RouteFormat::Fixed(format) => format,
+            RouteFormat::Auto => WireFormat::from_path(path)
+                .or_else(|| body.and_then(WireFormat::from_body))
+                .unwrap_or(WireFormat::ChatCompletions),
+        }
+    }
 }
 
 impl Route {
-    pub fn new(path: String, upstream: Arc<Upstream>, chain: Chain) -> Self {
+    pub fn new(path: String, upstream: Arc<Upstream>, chain: Chain, format: RouteFormat) -> Self {
         Route {
             path,
             upstream,
             chain,
-            format: WireFormat::ChatCompletions,
+            format,
         }
     }
 
@@ -73,7 +94,12 @@ mod tests {
             read_timeout: Duration::from_secs(1),
         })
         .expect("a valid upstream");
-        Route::new(path.into(), Arc::new(upstream), Chain::new(Vec::new()))
+        Route::new(
+            path.into(),
+            Arc::new(upstream),
+            Chain::new(Vec::new()),
+            RouteFormat::Auto,
+        )
     }
 
     #[test]
@@ -95,6 +121,25 @@ mod tests {
         assert_eq!(find("/v1/chat/completionsX").as_deref(), Some("/v1"));
         assert_eq!(find("/v1/models").as_deref(), Some("/v1"));
         assert_eq!(find("/health").as_deref(), Some("/"));
+    }
+
+    #[test]
+    fn an_auto_route_reads_the_path_then_the_body() {
+        let auto = RouteFormat::Auto;
+        assert_eq!(
+            auto.resolve("/v1/messages", Some(b"{\"input\":1}")),
+            WireFormat::AnthropicMessages
+        );
+        assert_eq!(
+            auto.resolve("/proxy", Some(b"{\"input\":\"hi\"}")),
+            WireFormat::Responses
+        );
+        assert_eq!(auto.resolve("/proxy", None), WireFormat::ChatCompletions);
+        let fixed = RouteFormat::Fixed(WireFormat::Responses);
+        assert_eq!(
+            fixed.resolve("/v1/chat/completions", None),
+            WireFormat::Responses
+        );
     }
 
     #[test]

@@ -17,7 +17,7 @@ use toolgate_plugin::stream::{StreamAssembler, StreamStep};
 use toolgate_plugin::{ParseError, Parsed, Rejection, ResponseExchange, ToolResponse};
 
 use crate::body::{BoxError, ChannelBody, ProxyBody};
-use crate::error::{GatewayError, rejection_response, rejection_sse_frame};
+use crate::error::{ErrorReport, GatewayError};
 use crate::exchange::Exchange;
 use crate::server::GatewayState;
 
@@ -41,10 +41,11 @@ pub async fn guard(
 ) -> Response<ProxyBody> {
     exchange.streamed = true;
     let request_id = exchange.meta.request_id.clone();
+    let shape = exchange.error_shape();
     let (head_sender, head) = oneshot::channel();
     let (sender, client_body) = ChannelBody::channel(16);
     let relay = Relay {
-        assembler: exchange.route.format.stream_assembler(),
+        assembler: exchange.format.stream_assembler(),
         exchange,
         head: Some(head_sender),
         sender,
@@ -63,10 +64,13 @@ pub async fn guard(
             }
             Response::from_parts(parts, client_body)
         }
-        Ok(Head::Reject(rejection)) => rejection_response(&rejection, &request_id),
-        Ok(Head::Fail(error)) => error.into_response(&request_id),
+        Ok(Head::Reject(rejection)) => {
+            ErrorReport::of_rejection(&rejection, &request_id).response(shape)
+        }
+        Ok(Head::Fail(error)) => error.report(&request_id).response(shape),
         Err(_) => GatewayError::internal("the stream relay stopped unexpectedly")
-            .into_response(&request_id),
+            .report(&request_id)
+            .response(shape),
     }
 }
 
@@ -258,7 +262,8 @@ impl Relay {
         if self.head.is_some() {
             self.decide_head(Head::Reject(rejection));
         } else {
-            let frame = rejection_sse_frame(&rejection, &self.exchange.meta.request_id);
+            let frame = ErrorReport::of_rejection(&rejection, &self.exchange.meta.request_id)
+                .sse_frame(self.exchange.format);
             // A client that left needs no error frame.
             let _ = self.sender.send(Ok(frame)).await;
         }
@@ -273,7 +278,9 @@ impl Relay {
         if self.head.is_some() {
             self.decide_head(Head::Fail(error));
         } else {
-            let frame = error.sse_frame(&self.exchange.meta.request_id);
+            let frame = error
+                .report(&self.exchange.meta.request_id)
+                .sse_frame(self.exchange.format);
             let _ = self.sender.send(Ok(frame)).await;
         }
     }

@@ -7,13 +7,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use toolgate_plugin::PluginFactory;
 use toolgate_plugin::prometheus_client::registry::Registry;
+use toolgate_plugin::{PluginFactory, WireFormat};
 
 use super::source::{ConfigError, ConfigErrors, KeyPath, Source};
 use super::{Config, Mode, RawConfig, RawPluginEntry, ServerConfig, settings_to_json};
 use crate::pipeline::{Chain, ChainEntry};
-use crate::router::{Route, Router};
+use crate::router::{Route, RouteFormat, Router};
 use crate::telemetry::AuditOutput;
 use crate::upstream::{Upstream, UpstreamSettings};
 
@@ -124,6 +124,24 @@ pub(super) fn build(
                 ),
             ));
         }
+        let format = match route.format.as_deref() {
+            None | Some("auto") => RouteFormat::Auto,
+            Some(name) => match WireFormat::from_name(name) {
+                Some(format) => RouteFormat::Fixed(format),
+                None => {
+                    let known: Vec<&str> =
+                        WireFormat::ALL.iter().map(|format| format.name()).collect();
+                    errors.push(source.error_at_key(
+                        &route_path.clone().key("format"),
+                        format!(
+                            "unknown format '{name}' (one of: auto, {})",
+                            known.join(", ")
+                        ),
+                    ));
+                    RouteFormat::Auto
+                }
+            },
+        };
         let chain = build_chain(
             &raw.plugins,
             &route.plugins,
@@ -133,7 +151,7 @@ pub(super) fn build(
             &mut errors,
         );
         if let Some(upstream) = upstream {
-            routes.push(Route::new(route.path.clone(), upstream, chain));
+            routes.push(Route::new(route.path.clone(), upstream, chain, format));
         }
     }
 

@@ -188,6 +188,9 @@ pub(crate) struct RawPluginEntry {
 pub(crate) struct RawRoute {
     pub path: String,
     pub upstream: String,
+    /// `auto` (default), `chat_completions`, `responses` or `anthropic_messages`.
+    #[serde(default)]
+    pub format: Option<String>,
     #[serde(default)]
     pub plugins: Vec<RawPluginEntry>,
 }
