@@ -65,11 +65,13 @@ impl ToolEntry<'_> {
             }),
             // A provider's own tool: named by its `name` if it has one (Anthropic server tools),
             // else by its type (Responses built-ins such as `web_search`).
-            (Some(kind), None, None) if kind != "function" && kind != "custom" => Ok(DeclaredTool {
-                name: name.unwrap_or_else(|| kind.to_owned()),
-                kind: ToolKind::Builtin,
-                parameters: None,
-            }),
+            (Some(kind), None, None) if kind != "function" && kind != "custom" => {
+                Ok(DeclaredTool {
+                    name: name.unwrap_or_else(|| kind.to_owned()),
+                    kind: ToolKind::Builtin,
+                    parameters: None,
+                })
+            }
             (kind, _, _) => Err(ParseError::new(format!(
                 "a tool entry of type '{}' without a name",
                 kind.unwrap_or("function")
