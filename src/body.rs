@@ -1,8 +1,10 @@
 //! The body type the gateway sends both ways, and its constructors: whole buffers, nothing,
 //! the upstream's body passed through, or frames fed from a task through a channel.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
@@ -25,13 +27,14 @@ pub fn empty() -> ProxyBody {
     Empty::new().map_err(|never| match never {}).boxed()
 }
 
-/// Passes a body through untouched (streamed, never buffered).
-pub fn passthrough<B>(body: B) -> ProxyBody
+/// Passes a body through untouched (streamed, never buffered), failing it if its source goes
+/// silent for longer than `idle`.
+pub fn passthrough<B>(body: B, idle: Duration) -> ProxyBody
 where
-    B: Body<Data = Bytes> + Send + Sync + 'static,
+    B: Body<Data = Bytes> + Send + Sync + Unpin + 'static,
     B::Error: Into<BoxError>,
 {
-    body.map_err(Into::into).boxed()
+    IdleTimeout::new(body, idle).boxed()
 }
 
 /// A body whose frames a task sends as they become ready. The stream ends when the sender is
@@ -63,6 +66,64 @@ impl Body for ChannelBody {
 
     fn size_hint(&self) -> SizeHint {
         SizeHint::default()
+    }
+}
+
+/// A body that fails when its source stays silent longer than `timeout` between frames, so a
+/// stalled peer cannot pin a connection (and a task) forever.
+pub struct IdleTimeout<B> {
+    inner: B,
+    timeout: Duration,
+    deadline: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl<B> IdleTimeout<B> {
+    pub fn new(inner: B, timeout: Duration) -> Self {
+        IdleTimeout {
+            inner,
+            timeout,
+            deadline: Box::pin(tokio::time::sleep(timeout)),
+        }
+    }
+}
+
+/// The error an idle body ends with.
+#[derive(Debug, thiserror::Error)]
+#[error("no data for {0:?}")]
+pub struct IdleTimeoutError(pub Duration);
+
+impl<B> Body for IdleTimeout<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<BoxError>,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(frame) => {
+                let next = tokio::time::Instant::now() + this.timeout;
+                this.deadline.as_mut().reset(next);
+                Poll::Ready(frame.map(|result| result.map_err(Into::into)))
+            }
+            Poll::Pending => match this.deadline.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(IdleTimeoutError(this.timeout))))),
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
     }
 }
 

@@ -122,7 +122,10 @@ async fn serve(path: PathBuf) -> ExitCode {
     if let Some(admin) = gateway.admin_addr() {
         tracing::info!(%admin, "admin endpoint: /health /ready /metrics");
     }
-    match gateway.run(shutdown_signal()).await {
+    let watcher = crate::reload::watch(gateway.state(), path, std::time::Duration::from_secs(2));
+    let served = gateway.run(shutdown_signal()).await;
+    watcher.abort();
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("toolgate: {error}");

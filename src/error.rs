@@ -71,6 +71,29 @@ impl GatewayError {
         )
     }
 
+    /// A guarded request whose JSON repeats a key the checks read: refused, because the
+    /// upstream might read the other copy than the one checked.
+    pub fn ambiguous_request(error: &toolgate_plugin::ParseError) -> Self {
+        Self::new(
+            Blame::Client,
+            StatusCode::BAD_REQUEST,
+            "ambiguous_request",
+            format!("the request repeats a key, so it cannot be checked unambiguously: {error}"),
+        )
+    }
+
+    /// A guarded answer whose JSON repeats a key the checks read: never forwarded unchecked.
+    pub fn ambiguous_response(error: &toolgate_plugin::ParseError) -> Self {
+        Self::new(
+            Blame::Upstream,
+            StatusCode::BAD_GATEWAY,
+            "ambiguous_response",
+            format!(
+                "the upstream answer repeats a key, so it cannot be checked unambiguously: {error}"
+            ),
+        )
+    }
+
     pub fn response_too_large(limit: usize) -> Self {
         Self::new(
             Blame::Upstream,

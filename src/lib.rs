@@ -11,6 +11,7 @@
 //! - [`config`]: `gateway.toml` — format, `${VAR}` expansion, located errors, runtime `Config`.
 //! - [`server`]: listeners, connection tasks, graceful shutdown; `Gateway` and `Runtime`.
 //! - [`proxy`]: the request path: route, read, `pre_request`, forward, check, answer.
+//! - [`reload`]: hot reload on SIGHUP and on a change of the config file.
 //! - [`streaming`]: the stream guard that holds tool calls back until they are checked.
 //! - [`pipeline`]: a route's plugin chain and how its verdicts are enforced.
 //! - [`router`]: longest-prefix routes.
@@ -32,6 +33,7 @@ pub mod exchange;
 pub mod explain;
 pub mod pipeline;
 pub mod proxy;
+pub mod reload;
 pub mod router;
 pub mod server;
 pub mod streaming;

@@ -11,7 +11,8 @@ use http::{HeaderMap, Request, Response, Version};
 use hyper::body::Incoming;
 use toolgate_plugin::{ExchangeMeta, Parsed, ResponseExchange, ToolRequest, WireFormat};
 
-use crate::body::{self, ProxyBody, collect_limited};
+use crate::body::{self, IdleTimeout, ProxyBody, collect_limited};
+use crate::config::ServerConfig;
 use crate::error::{ErrorReport, GatewayError};
 use crate::exchange::Exchange;
 use crate::server::GatewayState;
@@ -49,12 +50,9 @@ pub async fn handle(state: Arc<GatewayState>, request: Request<Incoming>) -> Res
                     .path_and_query()
                     .map_or_else(|| "/".to_owned(), |pq| pq.as_str().to_owned()),
             };
-            let limits = (
-                config.server.max_request_body_bytes,
-                config.server.max_response_body_bytes,
-            );
+            let server = &config.server;
             let mut exchange = Exchange::new(meta, route, request.headers().clone(), started);
-            let result = forward(&mut exchange, request, limits).await;
+            let result = forward(&mut exchange, request, server).await;
             let plugin_headers = std::mem::take(&mut exchange.response_headers);
             let mut response = match result {
                 Ok(Step::Respond(response)) => {
@@ -62,7 +60,14 @@ pub async fn handle(state: Arc<GatewayState>, request: Request<Incoming>) -> Res
                     response
                 }
                 Ok(Step::Stream(parts, body)) => {
-                    streaming::guard(state.clone(), exchange, parts, body, limits.1).await
+                    streaming::guard(
+                        state.clone(),
+                        exchange,
+                        parts,
+                        body,
+                        server.max_response_body_bytes,
+                    )
+                    .await
                 }
                 Err(error) => {
                     if error.blame != crate::error::Blame::Client {
@@ -95,27 +100,32 @@ enum Step {
 async fn forward(
     exchange: &mut Exchange,
     request: Request<Incoming>,
-    (request_limit, response_limit): (usize, usize),
+    server: &ServerConfig,
 ) -> Result<Step, GatewayError> {
+    let (request_limit, response_limit) = (
+        server.max_request_body_bytes,
+        server.max_response_body_bytes,
+    );
     let route = exchange.route.clone();
     let needs = route.chain.body_needs();
     let (parts, incoming) = request.into_parts();
     let mut headers = parts.headers;
 
     let upstream_body = if route.chain.is_empty() {
-        body::passthrough(incoming)
+        body::passthrough(incoming, server.request_body_timeout)
     } else {
         let mut bytes = Bytes::new();
         let read_body = needs.request || needs.response;
         let body_for_upstream = if read_body {
-            bytes = collect_limited(incoming, request_limit)
-                .await
-                .map_err(|error| {
-                    GatewayError::bad_request(format!(
-                        "the request body could not be read: {error}"
-                    ))
-                })?
-                .ok_or_else(|| GatewayError::request_too_large(request_limit))?;
+            bytes = collect_limited(
+                IdleTimeout::new(incoming, server.request_body_timeout),
+                request_limit,
+            )
+            .await
+            .map_err(|error| {
+                GatewayError::bad_request(format!("the request body could not be read: {error}"))
+            })?
+            .ok_or_else(|| GatewayError::request_too_large(request_limit))?;
             let path = exchange
                 .meta
                 .path_and_query
@@ -124,9 +134,14 @@ async fn forward(
                 .unwrap_or_default();
             exchange.format = route.format.resolve(path, Some(&bytes));
             exchange.request = parse_request(exchange.format, &headers, &bytes);
+            if let Parsed::Unparsable(error) = &exchange.request
+                && error.is_ambiguous()
+            {
+                return Err(GatewayError::ambiguous_request(error));
+            }
             None
         } else {
-            Some(body::passthrough(incoming))
+            Some(body::passthrough(incoming, server.request_body_timeout))
         };
         let checks_started = Instant::now();
         let outcome = route
@@ -185,7 +200,7 @@ async fn forward(
     if !needs.response || !response_parts.status.is_success() {
         return Ok(Step::Respond(Response::from_parts(
             response_parts,
-            body::passthrough(response_body),
+            body::passthrough(response_body, route.upstream.read_timeout),
         )));
     }
     if is_event_stream(&response_parts.headers) {
@@ -211,6 +226,11 @@ async fn forward(
         Ok(parsed) => Parsed::Parsed(parsed),
         Err(error) => Parsed::Unparsable(error),
     };
+    if let Parsed::Unparsable(error) = &response_view
+        && error.is_ambiguous()
+    {
+        return Err(GatewayError::ambiguous_response(error));
+    }
     let checks_started = Instant::now();
     let outcome = route
         .chain

@@ -16,6 +16,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use toolgate_plugin::prometheus_client::registry::Registry;
 
 use crate::admin;
@@ -72,6 +73,9 @@ pub struct Gateway {
     listener: TcpListener,
     admin: Option<TcpListener>,
     shutdown_grace: Duration,
+    header_read_timeout: Duration,
+    /// One permit per connection being served.
+    connections: Arc<Semaphore>,
 }
 
 impl Gateway {
@@ -84,6 +88,8 @@ impl Gateway {
         };
         let audit = AuditLog::start(&config.audit)?;
         let shutdown_grace = config.server.shutdown_grace;
+        let header_read_timeout = config.server.header_read_timeout;
+        let max_connections = config.server.max_connections;
         let state = Arc::new(GatewayState {
             config: ArcSwap::from_pointee(config),
             metrics: runtime.metrics,
@@ -97,6 +103,8 @@ impl Gateway {
             listener,
             admin,
             shutdown_grace,
+            header_read_timeout,
+            connections: Arc::new(Semaphore::new(max_connections)),
         })
     }
 
@@ -122,13 +130,15 @@ impl Gateway {
             listener,
             admin,
             shutdown_grace,
+            header_read_timeout,
+            connections,
         } = self;
         let graceful = GracefulShutdown::new();
         let mut builder = auto::Builder::new(TokioExecutor::new());
         builder
             .http1()
             .timer(TokioTimer::new())
-            .header_read_timeout(Duration::from_secs(30));
+            .header_read_timeout(header_read_timeout);
         if let Some(admin) = admin {
             tokio::spawn(admin::serve(admin, state.clone()));
         }
@@ -136,6 +146,14 @@ impl Gateway {
         tracing::info!(listen = %listener.local_addr()?, "toolgate is serving");
         tokio::pin!(shutdown);
         loop {
+            // At the connection cap, stop accepting: new clients wait in the kernel's backlog.
+            let permit = tokio::select! {
+                permit = connections.clone().acquire_owned() => match permit {
+                    Ok(permit) => permit,
+                    Err(_) => break,
+                },
+                () = &mut shutdown => break,
+            };
             tokio::select! {
                 accepted = listener.accept() => {
                     let (stream, peer) = match accepted {
@@ -159,6 +177,7 @@ impl Gateway {
                         if let Err(error) = connection.await {
                             tracing::debug!(%peer, %error, "connection ended with an error");
                         }
+                        drop(permit);
                     });
                 }
                 () = &mut shutdown => break,

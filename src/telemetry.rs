@@ -39,6 +39,12 @@ pub struct Metrics {
     tool_calls_checked: Family<RouteLabels, Counter>,
     tool_calls_blocked: Family<BlockLabels, Counter>,
     request_duration: Family<RouteLabels, Histogram>,
+    reloads: Family<ReloadLabels, Counter>,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReloadLabels {
+    result: String,
 }
 
 impl Metrics {
@@ -47,6 +53,7 @@ impl Metrics {
             requests: Family::default(),
             tool_calls_checked: Family::default(),
             tool_calls_blocked: Family::default(),
+            reloads: Family::default(),
             request_duration: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(0.0005, 2.0, 20))
             }),
@@ -71,7 +78,21 @@ impl Metrics {
             "Time from request to response head, by route",
             metrics.request_duration.clone(),
         );
+        registry.register(
+            "toolgate_config_reloads",
+            "Configuration reloads, by result (ok: applied; error: refused, old one kept)",
+            metrics.reloads.clone(),
+        );
         metrics
+    }
+
+    pub fn record_reload(&self, applied: bool) {
+        let result = if applied { "ok" } else { "error" };
+        self.reloads
+            .get_or_create(&ReloadLabels {
+                result: result.to_owned(),
+            })
+            .inc();
     }
 
     pub fn record_request(&self, route: &str, status: u16, elapsed: Duration) {

@@ -67,6 +67,16 @@ pub(super) fn build(
 
     let mut upstreams = BTreeMap::new();
     for (name, upstream) in &raw.upstreams {
+        for (key, value) in [
+            ("connect_timeout_ms", upstream.connect_timeout_ms),
+            ("response_timeout_ms", upstream.response_timeout_ms),
+            ("read_timeout_ms", upstream.read_timeout_ms),
+        ] {
+            if value == 0 {
+                let path = KeyPath::default().key("upstreams").key(name).key(key);
+                errors.push(source.error_at_key(&path, "must be greater than 0"));
+            }
+        }
         let settings = UpstreamSettings {
             name: name.clone(),
             url: upstream.url.0.clone(),
@@ -214,6 +224,9 @@ fn build_server(
         max_request_body_bytes: raw.server.max_request_body_bytes,
         max_response_body_bytes: raw.server.max_response_body_bytes,
         shutdown_grace: Duration::from_millis(raw.server.shutdown_grace_ms),
+        header_read_timeout: Duration::from_millis(raw.server.header_read_timeout_ms),
+        request_body_timeout: Duration::from_millis(raw.server.request_body_timeout_ms),
+        max_connections: raw.server.max_connections,
     })
 }
 

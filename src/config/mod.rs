@@ -37,6 +37,12 @@ pub struct ServerConfig {
     pub max_response_body_bytes: usize,
     /// How long in-flight requests may take to finish after a shutdown signal.
     pub shutdown_grace: Duration,
+    /// How long a client may take to send its request head.
+    pub header_read_timeout: Duration,
+    /// The longest silence while reading a client's request body.
+    pub request_body_timeout: Duration,
+    /// Connections served at once; more wait in the listen backlog.
+    pub max_connections: usize,
 }
 
 impl Config {
@@ -104,6 +110,12 @@ pub(crate) struct RawServer {
     pub max_response_body_bytes: usize,
     #[serde(default = "default_shutdown_grace_ms")]
     pub shutdown_grace_ms: u64,
+    #[serde(default = "default_header_read_timeout_ms")]
+    pub header_read_timeout_ms: u64,
+    #[serde(default = "default_request_body_timeout_ms")]
+    pub request_body_timeout_ms: u64,
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
 }
 
 impl Default for RawServer {
@@ -114,6 +126,9 @@ impl Default for RawServer {
             max_request_body_bytes: default_max_request_body_bytes(),
             max_response_body_bytes: default_max_response_body_bytes(),
             shutdown_grace_ms: default_shutdown_grace_ms(),
+            header_read_timeout_ms: default_header_read_timeout_ms(),
+            request_body_timeout_ms: default_request_body_timeout_ms(),
+            max_connections: default_max_connections(),
         }
     }
 }
@@ -132,6 +147,15 @@ fn default_max_response_body_bytes() -> usize {
 }
 fn default_shutdown_grace_ms() -> u64 {
     30_000
+}
+fn default_header_read_timeout_ms() -> u64 {
+    30_000
+}
+fn default_request_body_timeout_ms() -> u64 {
+    60_000
+}
+fn default_max_connections() -> usize {
+    10_000
 }
 
 #[derive(Debug, Deserialize)]

@@ -31,7 +31,7 @@ pub mod tool;
 pub mod verdict;
 
 pub use exchange::{CompletedExchange, ExchangeMeta, Parsed, RequestExchange, ResponseExchange};
-pub use format::{ErrorShape, ParseError, ToolRequest, ToolResponse, WireFormat};
+pub use format::{ErrorShape, ParseError, ParseErrorKind, ToolRequest, ToolResponse, WireFormat};
 pub use plugin::{BodyNeeds, Plugin, PluginFactory, SettingsError, parse_settings};
 pub use tool::{CallOutcome, DeclaredTool, HistoryCall, ToolCall, ToolKind};
 pub use verdict::{Check, Edit, Rejection, Verdict, Violation};

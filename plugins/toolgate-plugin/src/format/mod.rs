@@ -220,24 +220,60 @@ impl ToolResponse {
     }
 }
 
-/// A body that is not in the expected format. Opaque: the message says what was wrong.
+/// A body that is not in the expected format: the message says what was wrong, the kind says
+/// whether it is merely foreign (passed through, per seed 001) or ambiguous (refused).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct ParseError {
+    kind: ParseErrorKind,
     message: String,
 }
 
+/// Why a body could not be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParseErrorKind {
+    /// Not JSON: a syntax error, invalid UTF-8, nesting deeper than 128 levels, or cut short.
+    Syntax,
+    /// JSON, but not this format's shape.
+    Shape,
+    /// A key the checks read appears twice in one object. Parsers disagree on which one wins,
+    /// so what toolgate checked might not be what the other side reads: never passed through.
+    Ambiguous,
+}
+
 impl ParseError {
+    /// A body that is JSON but not of the expected shape.
     pub fn new(message: impl Into<String>) -> Self {
         ParseError {
+            kind: ParseErrorKind::Shape,
             message: message.into(),
         }
+    }
+
+    pub fn kind(&self) -> ParseErrorKind {
+        self.kind
+    }
+
+    pub fn is_ambiguous(&self) -> bool {
+        self.kind == ParseErrorKind::Ambiguous
     }
 }
 
 impl From<serde_json::Error> for ParseError {
     fn from(error: serde_json::Error) -> Self {
-        ParseError::new(format!("invalid JSON body: {error}"))
+        let kind = match error.classify() {
+            serde_json::error::Category::Data
+                if error.to_string().starts_with("duplicate field") =>
+            {
+                ParseErrorKind::Ambiguous
+            }
+            serde_json::error::Category::Data => ParseErrorKind::Shape,
+            _ => ParseErrorKind::Syntax,
+        };
+        ParseError {
+            kind,
+            message: format!("invalid JSON body: {error}"),
+        }
     }
 }
 
@@ -298,6 +334,41 @@ mod tests {
             Some(WireFormat::ChatCompletions)
         );
         assert_eq!(WireFormat::from_body(b"[]"), None);
+    }
+
+    #[test]
+    fn a_duplicated_key_is_ambiguous_not_foreign() {
+        let duplicated = WireFormat::ChatCompletions
+            .parse_response(br#"{"choices":[{"message":{"tool_calls":[{"id":"c","type":"function","function":{"name":"safe","name":"evil","arguments":"{}"}}]}}]}"#)
+            .expect_err("a duplicated name is refused");
+        assert!(duplicated.is_ambiguous(), "{duplicated}");
+        let foreign = WireFormat::ChatCompletions
+            .parse_response(b"{\"data\":[]}")
+            .expect_err("not a completion");
+        assert_eq!(foreign.kind(), ParseErrorKind::Shape);
+        let broken = WireFormat::ChatCompletions
+            .parse_response(b"{\"choices\":[")
+            .expect_err("cut short");
+        assert_eq!(broken.kind(), ParseErrorKind::Syntax);
+        let deep = format!("{{\"choices\":[{}", "{\"message\":".repeat(200));
+        assert_eq!(
+            WireFormat::ChatCompletions
+                .parse_response(deep.as_bytes())
+                .expect_err("too deep")
+                .kind(),
+            ParseErrorKind::Syntax
+        );
+        // Deep nesting in a field nobody reads is skipped without recursion: no stack to exhaust.
+        let ignored = format!(
+            "{{\"choices\":[],\"x\":{}{}}}",
+            "[".repeat(1_000_000),
+            "]".repeat(1_000_000)
+        );
+        assert!(
+            WireFormat::ChatCompletions
+                .parse_response(ignored.as_bytes())
+                .is_ok()
+        );
     }
 
     #[test]

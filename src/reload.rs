@@ -1,0 +1,81 @@
+//! Hot reload: on SIGHUP, or when the configuration file's content changes, the new file is
+//! loaded and validated first and then swapped in atomically. Exchanges in flight finish on the
+//! configuration they started with (each holds its own `Arc`); an invalid file is refused with
+//! its errors logged, and the running configuration stays.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::{Config, ConfigErrors};
+use crate::server::GatewayState;
+
+/// Loads `path` and, if it is valid, makes it the running configuration.
+pub fn reload(state: &GatewayState, path: &Path) -> Result<(), ConfigErrors> {
+    let result = Config::from_file(path, &state.plugins);
+    state.metrics.record_reload(result.is_ok());
+    let config = match result {
+        Ok(config) => config,
+        Err(errors) => {
+            tracing::error!(config = %path.display(), "the new configuration is invalid and was not applied:\n{errors}");
+            return Err(errors);
+        }
+    };
+    let running = state.config.load();
+    if config.server.listen != running.server.listen
+        || config.server.admin_listen != running.server.admin_listen
+    {
+        tracing::warn!("listen addresses changed: they take effect on the next restart");
+    }
+    if config.audit != running.audit {
+        tracing::warn!("the audit output changed: it takes effect on the next restart");
+    }
+    let routes = config.router.routes().count();
+    state.config.store(Arc::new(config));
+    tracing::info!(config = %path.display(), routes, "configuration reloaded");
+    Ok(())
+}
+
+/// Watches for SIGHUP and for changes of the file's content (checked every `poll`), reloading on
+/// either. Runs until the returned task is aborted.
+pub fn watch(
+    state: Arc<GatewayState>,
+    path: PathBuf,
+    poll: Duration,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut last_seen = std::fs::read(&path).ok();
+        #[cfg(unix)]
+        let mut hangup =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+        loop {
+            #[cfg(unix)]
+            let signalled = async {
+                match hangup.as_mut() {
+                    Some(signal) => {
+                        signal.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            #[cfg(not(unix))]
+            let signalled = std::future::pending::<()>();
+            tokio::select! {
+                () = signalled => {
+                    tracing::info!("SIGHUP: reloading the configuration");
+                    last_seen = std::fs::read(&path).ok();
+                    let _ = reload(&state, &path);
+                }
+                () = tokio::time::sleep(poll) => {
+                    // Content, not modification time: editors and ConfigMap updates replace
+                    // files in ways that mtime resolution can miss.
+                    let current = std::fs::read(&path).ok();
+                    if current.is_some() && current != last_seen {
+                        last_seen = current;
+                        let _ = reload(&state, &path);
+                    }
+                }
+            }
+        }
+    })
+}

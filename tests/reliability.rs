@@ -1,0 +1,424 @@
+//! Reliability end to end: hot reload (file change, invalid file refused, in-flight requests on
+//! their old config), limits and timeouts (slow clients, stalled upstreams, connection cap),
+//! upstream faults answered well-formed, ambiguous JSON refused, and request smuggling refused.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::upstream::{chat_completion, chat_stream};
+use common::{Reply, ScriptedUpstream, TestGateway, config_text, guarded_chat, temp_audit_path};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use toolgate::server::GatewayState;
+use toolgate::{Config, Gateway, Runtime};
+
+/// A gateway started from a config file, with the file watcher polling every 50 ms.
+struct FileGateway {
+    addr: SocketAddr,
+    path: PathBuf,
+    state: Arc<GatewayState>,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+impl FileGateway {
+    async fn start(text: &str) -> FileGateway {
+        let path = temp_audit_path().with_extension("toml");
+        std::fs::write(&path, text).expect("writes the config");
+        let runtime = Runtime::new();
+        let config = Config::from_file(&path, &runtime.plugins).expect("loads");
+        let gateway = Gateway::bind(config, runtime).await.expect("binds");
+        let addr = gateway.local_addr().expect("bound");
+        let state = gateway.state();
+        toolgate::reload::watch(state.clone(), path.clone(), Duration::from_millis(50));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(gateway.run(async {
+            let _ = stopped.await;
+        }));
+        FileGateway {
+            addr,
+            path,
+            state,
+            _stop: stop,
+        }
+    }
+
+    async fn status_of(&self, path: &str) -> u16 {
+        reqwest::Client::new()
+            .post(format!("http://{}{path}", self.addr))
+            .json(&json!({"model": "m", "messages": []}))
+            .send()
+            .await
+            .map(|response| response.status().as_u16())
+            .unwrap_or(0)
+    }
+
+    /// Waits (bounded) until `path` answers `status`.
+    async fn until_status(&self, path: &str, status: u16) -> bool {
+        for _ in 0..100 {
+            if self.status_of(path).await == status {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(30)).await;
+        }
+        false
+    }
+}
+
+#[tokio::test]
+async fn a_changed_file_is_reloaded_and_an_invalid_one_is_refused() {
+    let upstream = ScriptedUpstream::start().await;
+    upstream.set_default(Reply::json(200, chat_completion(&[], Some("ok"))));
+    let audit = temp_audit_path();
+    let first = config_text(
+        &upstream.url(),
+        &audit,
+        "[[routes]]\npath = \"/v1\"\nupstream = \"llm\"\n",
+    );
+    let gateway = FileGateway::start(&first).await;
+    assert_eq!(gateway.status_of("/v2/chat/completions").await, 404);
+
+    let second = format!("{first}\n[[routes]]\npath = \"/v2\"\nupstream = \"llm\"\n");
+    std::fs::write(&gateway.path, &second).expect("rewrites");
+    assert!(
+        gateway.until_status("/v2/chat/completions", 200).await,
+        "the new route is served"
+    );
+
+    std::fs::write(
+        &gateway.path,
+        format!("{second}\n[[routes]]\npath = \"/v3\"\nupstream = \"nowhere\"\n"),
+    )
+    .expect("rewrites");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        gateway.status_of("/v2/chat/completions").await,
+        200,
+        "the old config stays"
+    );
+    assert_eq!(
+        gateway.status_of("/v3/x").await,
+        404,
+        "nothing of the invalid file applies"
+    );
+    assert!(toolgate::reload::reload(&gateway.state, &gateway.path).is_err());
+}
+
+#[tokio::test]
+async fn an_exchange_in_flight_finishes_on_the_config_it_started_with() {
+    let upstream = ScriptedUpstream::start().await;
+    let audit = temp_audit_path();
+    let guarded = config_text(&upstream.url(), &audit, &guarded_chat(""));
+    let gateway = FileGateway::start(&guarded).await;
+    upstream.push(
+        Reply::json(
+            200,
+            chat_completion(&[("call_1", "undeclared", "{}")], None),
+        )
+        .with_delay(Duration::from_millis(400)),
+    );
+    let url = format!("http://{}/v1/chat/completions", gateway.addr);
+    let request = json!({"model": "m", "messages": [], "tools": [{"type": "function", "function": {"name": "declared"}}]});
+    let in_flight =
+        tokio::spawn(async move { reqwest::Client::new().post(url).json(&request).send().await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Swap to a config without any plugin while the exchange waits for the upstream.
+    let unguarded = config_text(
+        &upstream.url(),
+        &audit,
+        "[[routes]]\npath = \"/v1\"\nupstream = \"llm\"\n",
+    );
+    std::fs::write(&gateway.path, &unguarded).expect("rewrites");
+    toolgate::reload::reload(&gateway.state, &gateway.path).expect("the new config is valid");
+    let response = in_flight.await.expect("joins").expect("answered");
+    assert_eq!(
+        response.status(),
+        403,
+        "checked by the config it started with"
+    );
+}
+
+/// An upstream that writes `script` after reading a request head, then does `after`.
+async fn raw_upstream(script: &'static [u8], then_close: bool) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("binds");
+    let addr = listener.local_addr().expect("bound");
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buffer = [0u8; 4096];
+                while !head.windows(4).any(|window| window == b"\r\n\r\n") {
+                    match stream.read(&mut buffer).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(read) => head.extend_from_slice(&buffer[..read]),
+                    }
+                }
+                let _ = stream.write_all(script).await;
+                if then_close {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_secs(30)).await;
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+async fn gateway_for(upstream_url: &str, routes: &str) -> TestGateway {
+    // TestGateway needs a ScriptedUpstream only for its URL; point the route at another one.
+    let placeholder = ScriptedUpstream::start().await;
+    let routes = format!(
+        "[upstreams.faulty]\nurl = \"{upstream_url}\"\nresponse_timeout_ms = 500\nread_timeout_ms = 300\n\n{}",
+        routes.replace("upstream = \"llm\"", "upstream = \"faulty\"")
+    );
+    TestGateway::start(&placeholder, &routes).await
+}
+
+fn tools_request(stream: bool) -> Value {
+    json!({"model": "m", "stream": stream, "messages": [{"role": "user", "content": "hi"}],
+           "tools": [{"type": "function", "function": {"name": "get_weather",
+                      "parameters": {"type": "object", "required": ["city"]}}}]})
+}
+
+#[tokio::test]
+async fn a_body_cut_short_is_a_502_and_a_stalled_body_a_504() {
+    let cut = raw_upstream(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 500\r\n\r\n{\"choices\":[", true).await;
+    let gateway = gateway_for(&cut, &guarded_chat("")).await;
+    let response = gateway
+        .post("/v1/chat/completions", &tools_request(false))
+        .await;
+    assert_eq!(response.status(), 502);
+    let body: Value = response.json().await.expect("envelope");
+    assert_eq!(body["error"]["type"], "upstream_error");
+
+    let stalled = raw_upstream(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 500\r\n\r\n{\"choices\":[", false).await;
+    let gateway = gateway_for(&stalled, &guarded_chat("")).await;
+    let response = gateway
+        .post("/v1/chat/completions", &tools_request(false))
+        .await;
+    assert_eq!(response.status(), 504);
+}
+
+#[tokio::test]
+async fn an_upstream_that_answers_garbage_or_5xx_gets_a_well_formed_answer() {
+    let garbage = raw_upstream(b"SPDY/9 what\r\n\r\n", true).await;
+    let gateway = gateway_for(&garbage, &guarded_chat("")).await;
+    let response = gateway
+        .post("/v1/chat/completions", &tools_request(false))
+        .await;
+    assert_eq!(response.status(), 502);
+    assert!(response.json::<Value>().await.expect("envelope")["error"]["message"].is_string());
+
+    let upstream = ScriptedUpstream::start().await;
+    let gateway = TestGateway::start(&upstream, &guarded_chat("strict = true")).await;
+    upstream.push(Reply::raw(503, "text/html", b"<h1>down</h1>".to_vec()));
+    let response = gateway
+        .post("/v1/chat/completions", &tools_request(false))
+        .await;
+    assert_eq!(response.status(), 503, "upstream errors pass through");
+    assert_eq!(response.text().await.expect("body"), "<h1>down</h1>");
+}
+
+#[tokio::test]
+async fn a_stream_that_stalls_mid_call_ends_with_an_error_and_never_releases_the_call() {
+    let upstream = ScriptedUpstream::start().await;
+    let routes = format!(
+        "[upstreams.slow]\nurl = \"{}\"\nread_timeout_ms = 300\n\n{}",
+        upstream.url(),
+        guarded_chat("").replace("upstream = \"llm\"", "upstream = \"slow\"")
+    );
+    let gateway = TestGateway::start(&upstream, &routes).await;
+    let stream = chat_stream(
+        &[("call_1", "get_weather", r#"{"city":"Paris"}"#)],
+        Some("Looking."),
+    );
+    let cut = stream.find("Par").expect("arguments present");
+    upstream.push(Reply::stall_after([stream[..cut].to_owned()]));
+    let response = gateway
+        .post("/v1/chat/completions", &tools_request(true))
+        .await;
+    assert_eq!(response.status(), 200, "text had already been sent");
+    let body = tokio::time::timeout(Duration::from_secs(5), response.text())
+        .await
+        .expect("not a hang")
+        .expect("body");
+    assert!(
+        !body.contains("get_weather"),
+        "the held call was never released: {body}"
+    );
+    assert!(body.contains("upstream_timeout"), "{body}");
+    assert!(!body.contains("[DONE]"));
+}
+
+#[tokio::test]
+async fn an_unguarded_body_that_stalls_is_cut_rather_than_pinned() {
+    let upstream = ScriptedUpstream::start().await;
+    let routes = format!(
+        "[upstreams.slow]\nurl = \"{}\"\nread_timeout_ms = 300\n\n[[routes]]\npath = \"/v1\"\nupstream = \"slow\"\n",
+        upstream.url()
+    );
+    let gateway = TestGateway::start(&upstream, &routes).await;
+    upstream.push(Reply::stall_after(["data: {\"partial\": true}\n\n"]));
+    let response = gateway.post("/v1/anything", &json!({})).await;
+    assert_eq!(response.status(), 200);
+    let body = tokio::time::timeout(Duration::from_secs(5), response.bytes())
+        .await
+        .expect("not a hang");
+    assert!(
+        body.is_err(),
+        "the client sees an aborted body, not a clean end"
+    );
+}
+
+#[tokio::test]
+async fn repeated_keys_are_refused_not_guessed() {
+    let upstream = ScriptedUpstream::start().await;
+    let gateway = TestGateway::start(&upstream, &guarded_chat("")).await;
+    let client = reqwest::Client::new();
+    let url = format!("{}/v1/chat/completions", gateway.url());
+    let request = r#"{"model":"m","messages":[],"tools":[{"type":"function","function":{"name":"a"}}],"tools":[]}"#;
+    let response = client
+        .post(&url)
+        .body(request)
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().await.expect("envelope");
+    assert_eq!(body["error"]["code"], "ambiguous_request");
+    assert_eq!(upstream.request_count(), 0);
+
+    let answer = r#"{"choices":[{"index":0,"message":{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"get_weather","name":"wipe_disk","arguments":"{\"city\":\"x\"}"}}]}}]}"#;
+    upstream.push(Reply::raw(
+        200,
+        "application/json",
+        answer.as_bytes().to_vec(),
+    ));
+    let response = gateway
+        .post("/v1/chat/completions", &tools_request(false))
+        .await;
+    assert_eq!(response.status(), 502);
+    let body: Value = response.json().await.expect("envelope");
+    assert_eq!(body["error"]["code"], "ambiguous_response");
+}
+
+async fn raw_exchange(addr: SocketAddr, request: &[u8]) -> String {
+    let mut stream = TcpStream::connect(addr).await.expect("connects");
+    stream.write_all(request).await.expect("writes");
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(3), stream.read_to_end(&mut answer)).await;
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[tokio::test]
+async fn conflicting_length_headers_cannot_smuggle_a_request() {
+    let upstream = ScriptedUpstream::start().await;
+    upstream.set_default(Reply::json(200, json!({"ok": true})));
+    let gateway = TestGateway::start(
+        &upstream,
+        "[[routes]]\npath = \"/v1\"\nupstream = \"llm\"\n",
+    )
+    .await;
+    let smuggle = b"POST /v1/a HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /v1/smuggled HTTP/1.1\r\nHost: x\r\n\r\n";
+    let answer = raw_exchange(gateway.addr, smuggle).await;
+    // Transfer-Encoding wins over Content-Length (RFC 9112 §6.3) and the connection is closed
+    // after the answer, so the trailing bytes are never read as a second request.
+    assert_eq!(answer.matches("HTTP/1.1 ").count(), 1, "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("connection: close"),
+        "{answer}"
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let requests = upstream.requests();
+    assert_eq!(
+        requests.len(),
+        1,
+        "only the client's own request went upstream"
+    );
+    assert_eq!(requests[0].path_and_query, "/v1/a");
+    assert!(
+        requests[0].header("content-length").is_none(),
+        "never both length headers upstream"
+    );
+}
+
+#[tokio::test]
+async fn a_client_that_never_finishes_its_head_is_disconnected() {
+    let upstream = ScriptedUpstream::start().await;
+    let audit = temp_audit_path();
+    let text = config_text(
+        &upstream.url(),
+        &audit,
+        "[[routes]]\npath = \"/v1\"\nupstream = \"llm\"\n",
+    )
+    .replace(
+        "shutdown_grace_ms = 2000",
+        "shutdown_grace_ms = 2000\nheader_read_timeout_ms = 200\nrequest_body_timeout_ms = 200",
+    );
+    let runtime = Runtime::new();
+    let config = Config::from_toml(&text, "test.toml", &runtime.plugins).expect("loads");
+    let gateway = Gateway::bind(config, runtime).await.expect("binds");
+    let addr = gateway.local_addr().expect("bound");
+    tokio::spawn(gateway.run(std::future::pending()));
+
+    let mut slow = TcpStream::connect(addr).await.expect("connects");
+    slow.write_all(b"POST /v1/x HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .expect("writes");
+    let mut buffer = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(3), slow.read_to_end(&mut buffer)).await;
+    assert!(closed.is_ok(), "the connection was closed by the gateway");
+
+    // A body that stops halfway is cut too.
+    upstream.set_default(Reply::json(200, json!({})));
+    let answer = raw_exchange(
+        addr,
+        b"POST /v1/x HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"partial\"",
+    )
+    .await;
+    assert!(!answer.contains("200 OK"), "{answer}");
+}
+
+#[tokio::test]
+async fn the_connection_cap_holds_new_connections_until_one_frees() {
+    let upstream = ScriptedUpstream::start().await;
+    upstream.set_default(Reply::json(200, json!({})));
+    let audit = temp_audit_path();
+    let text = config_text(
+        &upstream.url(),
+        &audit,
+        "[[routes]]\npath = \"/v1\"\nupstream = \"llm\"\n",
+    )
+    .replace(
+        "shutdown_grace_ms = 2000",
+        "shutdown_grace_ms = 2000\nmax_connections = 1",
+    );
+    let runtime = Runtime::new();
+    let config = Config::from_toml(&text, "test.toml", &runtime.plugins).expect("loads");
+    let gateway = Gateway::bind(config, runtime).await.expect("binds");
+    let addr = gateway.local_addr().expect("bound");
+    tokio::spawn(gateway.run(std::future::pending()));
+
+    let holder = TcpStream::connect(addr).await.expect("connects");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let waiting = tokio::spawn(raw_exchange(
+        addr,
+        b"GET /v1/x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    ));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        upstream.request_count(),
+        0,
+        "the second connection is not served while the first holds the only slot"
+    );
+    drop(holder);
+    let answer = waiting.await.expect("joins");
+    assert!(
+        answer.starts_with("HTTP/1.1 200"),
+        "served once the slot freed: {answer}"
+    );
+}
