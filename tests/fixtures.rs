@@ -1,44 +1,87 @@
-//! Golden exchanges: every recorded pair in `fixtures/chat/` goes through a real gateway, and the
-//! client must see the verdict `fixtures/chat/verdicts.json` records for it (status, code, and
-//! the fields of each violation). The same pairs drive `toolgate explain` and `toolgate demo`.
+//! Golden exchanges: every recorded pair in `fixtures/{chat,responses,anthropic}/` goes through a
+//! real gateway on its format's endpoint, and the client must see the verdict the folder's
+//! `verdicts.json` records (status, code, the fields of each violation) in its format's error
+//! shape. The same pairs drive `toolgate explain` and `toolgate demo`.
 
 mod common;
 
-use common::{Reply, ScriptedUpstream, TestGateway, fixture, fixture_json, guarded_chat};
+use common::{Reply, ScriptedUpstream, TestGateway, fixture, fixture_json};
 use serde_json::Value;
+
+/// tool_selection on every route, the format found per request (path, then body).
+fn guarded_everywhere(settings: &str) -> String {
+    format!(
+        "[[plugins]]\nname = \"tool_selection\"\n[plugins.settings]\n{settings}\n\n\
+         [[routes]]\npath = \"/v1\"\nupstream = \"llm\"\n"
+    )
+}
+
+/// One folder of recorded exchanges and the endpoint its format is served on.
+#[derive(Clone, Copy)]
+struct Folder {
+    name: &'static str,
+    path: &'static str,
+    anthropic: bool,
+}
+
+const FOLDERS: [Folder; 3] = [
+    Folder {
+        name: "chat",
+        path: "/v1/chat/completions",
+        anthropic: false,
+    },
+    Folder {
+        name: "responses",
+        path: "/v1/responses",
+        anthropic: false,
+    },
+    Folder {
+        name: "anthropic",
+        path: "/v1/messages",
+        anthropic: true,
+    },
+];
 
 /// Checks one exchange against its expected verdict; returns a description of any mismatch.
 async fn check(
     gateway: &TestGateway,
     upstream: &ScriptedUpstream,
+    folder: Folder,
     name: &str,
     expected: &Value,
 ) -> Option<String> {
+    let dir = folder.name;
     upstream.push(Reply::raw(
         200,
         "application/json",
-        fixture(&format!("chat/{name}.response.json")).into_bytes(),
+        fixture(&format!("{dir}/{name}.response.json")).into_bytes(),
     ));
     let response = gateway
         .post(
-            "/v1/chat/completions",
-            &fixture_json(&format!("chat/{name}.request.json")),
+            folder.path,
+            &fixture_json(&format!("{dir}/{name}.request.json")),
         )
         .await;
     let status = response.status().as_u16();
     let body = response.text().await.unwrap_or_default();
     if expected["verdict"] == "allowed" {
-        let recorded = fixture(&format!("chat/{name}.response.json"));
+        let recorded = fixture(&format!("{dir}/{name}.response.json"));
         return (status != 200 || body != recorded)
-            .then(|| format!("{name}: expected the recorded answer, got {status}: {body}"));
+            .then(|| format!("{dir}/{name}: expected the recorded answer, got {status}: {body}"));
     }
     if Some(u64::from(status)) != expected["status"].as_u64() {
         return Some(format!(
-            "{name}: expected status {}, got {status}: {body}",
+            "{dir}/{name}: expected status {}, got {status}: {body}",
             expected["status"]
         ));
     }
     let body: Value = serde_json::from_str(&body).unwrap_or_default();
+    if folder.anthropic && (body["type"] != "error" || body["error"]["type"] != "permission_error")
+    {
+        return Some(format!(
+            "{dir}/{name}: expected Anthropic's error shape, got {body}"
+        ));
+    }
     if body["error"]["code"] != expected["code"] {
         return Some(format!(
             "{name}: expected code {}, got {}",
@@ -74,20 +117,39 @@ async fn check(
 
 #[tokio::test]
 async fn every_recorded_exchange_gets_its_recorded_verdict() {
-    let verdicts = fixture_json("chat/verdicts.json");
-    let verdicts = verdicts.as_object().expect("an object of verdicts");
-    assert!(verdicts.len() >= 10, "the golden set is complete");
     let upstream = ScriptedUpstream::start().await;
-    let gateway = TestGateway::start(&upstream, &guarded_chat("")).await;
+    let gateway = TestGateway::start(&upstream, &guarded_everywhere("")).await;
     let strict_upstream = ScriptedUpstream::start().await;
-    let strict_gateway = TestGateway::start(&strict_upstream, &guarded_chat("strict = true")).await;
+    let strict_gateway =
+        TestGateway::start(&strict_upstream, &guarded_everywhere("strict = true")).await;
 
     let mut failures = Vec::new();
-    for (name, expected) in verdicts {
-        failures.extend(check(&gateway, &upstream, name, expected).await);
-        // Under strict, an entry's `strict` verdict applies; otherwise the same verdict does.
-        let strict_expected = expected.get("strict").unwrap_or(expected);
-        failures.extend(check(&strict_gateway, &strict_upstream, name, strict_expected).await);
+    let mut checked = 0;
+    for folder in FOLDERS {
+        let verdicts = fixture_json(&format!("{}/verdicts.json", folder.name));
+        let verdicts = verdicts.as_object().cloned().unwrap_or_default();
+        assert!(
+            verdicts.len() >= 6,
+            "the golden set of {} is complete",
+            folder.name
+        );
+        for (name, expected) in &verdicts {
+            checked += 1;
+            failures.extend(check(&gateway, &upstream, folder, name, expected).await);
+            // Under strict, an entry's `strict` verdict applies; otherwise the same verdict does.
+            let strict_expected = expected.get("strict").unwrap_or(expected);
+            failures.extend(
+                check(
+                    &strict_gateway,
+                    &strict_upstream,
+                    folder,
+                    name,
+                    strict_expected,
+                )
+                .await,
+            );
+        }
     }
+    assert!(checked >= 28, "{checked} exchanges checked");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
