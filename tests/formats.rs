@@ -1,0 +1,186 @@
+//! No bypass by format or by `stream`: every recorded exchange of the three formats is sent
+//! streamed and not, on its endpoint and on a route whose format is found from the body, and
+//! the decision must be the same each time and the one its `verdicts.json` records.
+
+mod common;
+
+use common::upstream::{chat_completion, chat_stream};
+use common::{Reply, ScriptedUpstream, TestGateway, fixture, fixture_json};
+use serde_json::{Value, json};
+
+/// What the client got, reduced to the decision: allowed, or blocked with a code.
+#[derive(Debug, PartialEq, Eq)]
+enum Decision {
+    Allowed,
+    Blocked(String),
+}
+
+/// Reads the decision from an answer: a 2xx without an error event is allowed; a 403, or an
+/// error event in a stream (each format shapes it its own way), is blocked with its code.
+fn decision(status: u16, body: &str) -> Decision {
+    if status == 403 {
+        let envelope: Value = serde_json::from_str(body).unwrap_or_default();
+        return Decision::Blocked(envelope["error"]["code"].as_str().unwrap_or("?").to_owned());
+    }
+    assert_eq!(status, 200, "neither allowed nor blocked: {status} {body}");
+    for data in body.lines().filter_map(|line| line.strip_prefix("data: ")) {
+        let Ok(event) = serde_json::from_str::<Value>(data) else {
+            continue;
+        };
+        let code = if event["type"] == "error" && event["error"].is_object() {
+            &event["error"]["code"] // Anthropic
+        } else if event["type"] == "error" {
+            &event["code"] // Responses API
+        } else {
+            &event["error"]["code"] // chat completions
+        };
+        if let Some(code) = code.as_str() {
+            return Decision::Blocked(code.to_owned());
+        }
+    }
+    Decision::Allowed
+}
+
+fn expected_decision(verdict: &Value) -> Decision {
+    match verdict["verdict"].as_str() {
+        Some("allowed") => Decision::Allowed,
+        _ => Decision::Blocked(verdict["code"].as_str().unwrap_or("?").to_owned()),
+    }
+}
+
+async fn send(
+    gateway: &TestGateway,
+    upstream: &ScriptedUpstream,
+    path: &str,
+    request: &Value,
+    reply: Reply,
+) -> Decision {
+    upstream.push(reply);
+    let response = gateway.post(path, request).await;
+    let status = response.status().as_u16();
+    decision(status, &response.text().await.unwrap_or_default())
+}
+
+#[tokio::test]
+async fn every_format_gets_the_same_decision_streamed_or_not_and_wherever_it_is_sent() {
+    let upstream = ScriptedUpstream::start().await;
+    let routes = "[[plugins]]\nname = \"tool_selection\"\n\n\
+                  [[routes]]\npath = \"/v1\"\nupstream = \"llm\"\n\n\
+                  [[routes]]\npath = \"/gateway\"\nupstream = \"llm\"\n";
+    let gateway = TestGateway::start(&upstream, routes).await;
+    let mut failures = Vec::new();
+    let mut cases = 0;
+    for (folder, path) in [
+        ("responses", "/v1/responses"),
+        ("anthropic", "/v1/messages"),
+    ] {
+        let verdicts = fixture_json(&format!("{folder}/verdicts.json"));
+        for (name, verdict) in verdicts.as_object().cloned().unwrap_or_default() {
+            let expected = expected_decision(&verdict);
+            let request = fixture_json(&format!("{folder}/{name}.request.json"));
+            let mut streamed = request.clone();
+            streamed["stream"] = json!(true);
+            let body = fixture(&format!("{folder}/{name}.response.json"));
+            let stream = fixture(&format!("{folder}/{name}.sse"));
+            let sends = [
+                (
+                    "plain",
+                    path,
+                    &request,
+                    Reply::raw(200, "application/json", body.clone().into_bytes()),
+                ),
+                ("streamed", path, &streamed, Reply::sse_chunked(&stream, 13)),
+                // `/gateway/…` says nothing of the format: the body's shape must.
+                (
+                    "plain, format from the body",
+                    "/gateway/anything",
+                    &request,
+                    Reply::raw(200, "application/json", body.into_bytes()),
+                ),
+                (
+                    "streamed, format from the body",
+                    "/gateway/anything",
+                    &streamed,
+                    Reply::sse_chunked(&stream, 29),
+                ),
+            ];
+            for (how, path, request, reply) in sends {
+                cases += 1;
+                let got = send(&gateway, &upstream, path, request, reply).await;
+                if got != expected {
+                    failures.push(format!(
+                        "{folder}/{name} {how}: expected {expected:?}, got {got:?}"
+                    ));
+                }
+            }
+        }
+    }
+
+    // Chat completions, built from the same calls streamed and not.
+    let tools = json!([{"type": "function", "function": {"name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]);
+    let chat_cases: [(&str, &str, Decision); 4] = [
+        ("get_weather", r#"{"city":"Oslo"}"#, Decision::Allowed),
+        (
+            "delete_user",
+            "{}",
+            Decision::Blocked("undeclared_tool".into()),
+        ),
+        (
+            "get_weather",
+            r#"{"town":"Oslo"}"#,
+            Decision::Blocked("schema_violation".into()),
+        ),
+        (
+            "get_weather",
+            r#"{"city":"Os"#,
+            Decision::Blocked("invalid_arguments".into()),
+        ),
+    ];
+    for (name, arguments, expected) in chat_cases {
+        for stream in [false, true] {
+            let request = json!({"model": "m", "stream": stream, "messages": [{"role": "user", "content": "hi"}], "tools": tools});
+            let calls = [("call_1", name, arguments)];
+            let reply = if stream {
+                Reply::sse_chunked(&chat_stream(&calls, Some("One moment.")), 7)
+            } else {
+                Reply::json(200, chat_completion(&calls, None))
+            };
+            cases += 1;
+            let got = send(&gateway, &upstream, "/v1/chat/completions", &request, reply).await;
+            if got != expected {
+                failures.push(format!(
+                    "chat {name} {arguments} stream={stream}: expected {expected:?}, got {got:?}"
+                ));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {cases} cases differ:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    assert!(cases >= 60, "{cases} cases");
+}
+
+#[tokio::test]
+async fn anthropic_clients_get_anthropic_errors_from_the_gateway_itself() {
+    let upstream = ScriptedUpstream::start().await;
+    let gateway = TestGateway::start(
+        &upstream,
+        "[[routes]]\npath = \"/v1/chat\"\nupstream = \"llm\"\n",
+    )
+    .await;
+    let response = gateway
+        .post(
+            "/v1/messages",
+            &json!({"model": "claude", "max_tokens": 10, "messages": []}),
+        )
+        .await;
+    assert_eq!(response.status(), 404);
+    let body: Value = response.json().await.expect("json");
+    assert_eq!(body["type"], "error");
+    assert_eq!(body["error"]["type"], "not_found_error");
+    assert_eq!(body["error"]["code"], "route_not_found");
+}
