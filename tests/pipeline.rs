@@ -129,7 +129,9 @@ async fn start(mode: &str) -> (ScriptedUpstream, TestGateway, ToolRemoverFactory
         "[[routes]]\npath = \"/v1/chat/completions\"\nupstream = \"llm\"\n\
          [[routes.plugins]]\nname = \"tool_selection\"\npriority = 100\n\
          [[routes.plugins]]\nname = \"tool_remover\"\npriority = 10\nmode = \"{mode}\"\n\
-         [routes.plugins.settings]\ntool = \"delete_user\"\n"
+         [routes.plugins.settings]\ntool = \"delete_user\"\n\n\
+         [[routes]]\npath = \"/v1\"\nupstream = \"llm\"\n\
+         [[routes.plugins]]\nname = \"tool_remover\"\n[routes.plugins.settings]\ntool = \"delete_user\"\n"
     );
     let gateway = TestGateway::start_with(&upstream, &routes, runtime).await;
     (upstream, gateway, factory)
@@ -223,5 +225,33 @@ async fn post_response_runs_after_the_client_is_answered() {
     panic!(
         "post_response ran {} times",
         factory.completed.load(Ordering::SeqCst)
+    );
+}
+
+#[tokio::test]
+async fn removing_a_tool_rewrites_each_format_in_its_own_shape() {
+    let (upstream, gateway, _) = start("enforce").await;
+    upstream.set_default(Reply::json(200, json!({})));
+    let responses = json!({"model": "gpt-4.1", "input": "go", "tools": [
+        {"type": "function", "name": "get_weather", "parameters": {"type": "object"}},
+        {"type": "function", "name": "delete_user", "parameters": {"type": "object"}},
+        {"type": "web_search_preview"}]});
+    gateway.post("/v1/responses", &responses).await;
+    let sent = upstream.last_request().expect("forwarded").json();
+    assert_eq!(
+        sent["tools"],
+        json!([responses["tools"][0], responses["tools"][2]])
+    );
+
+    let anthropic = json!({"model": "claude", "max_tokens": 100, "messages": [{"role": "user", "content": "go"}],
+        "tools": [{"name": "delete_user", "input_schema": {"type": "object"}},
+                  {"name": "get_weather", "input_schema": {"type": "object"}}],
+        "tool_choice": {"type": "tool", "name": "delete_user"}});
+    gateway.post("/v1/messages", &anthropic).await;
+    let sent = upstream.last_request().expect("forwarded").json();
+    assert_eq!(sent["tools"], json!([anthropic["tools"][1]]));
+    assert!(
+        sent.get("tool_choice").is_none(),
+        "a choice forcing the removed tool goes too"
     );
 }
