@@ -18,7 +18,9 @@ fuzz_target!(|data: &[u8]| {
             let edit = Edit::RemoveDeclaredTools(vec![tool.name.clone()]);
             if let Ok(Some(edited)) = format.apply_request_edits(data, &[edit]) {
                 // An edited body is still a request of the same format, one tool shorter.
-                let reread = format.parse_request(edited).expect("an edited request parses");
+                let reread = format
+                    .parse_request(edited)
+                    .expect("an edited request parses");
                 assert!(reread.declared_tools.len() < request.declared_tools.len());
             }
         }

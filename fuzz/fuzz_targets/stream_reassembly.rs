@@ -7,7 +7,11 @@ use libfuzzer_sys::fuzz_target;
 use toolgate_plugin::WireFormat;
 use toolgate_plugin::sse::SseParser;
 
-fn reassemble(format: WireFormat, data: &[u8], chunk: usize) -> (Vec<u8>, Vec<toolgate_plugin::ToolCall>) {
+fn reassemble(
+    format: WireFormat,
+    data: &[u8],
+    chunk: usize,
+) -> (Vec<u8>, Vec<toolgate_plugin::ToolCall>) {
     let mut parser = SseParser::new();
     let mut assembler = format.stream_assembler();
     let mut raw = Vec::with_capacity(data.len());
