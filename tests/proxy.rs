@@ -178,19 +178,15 @@ async fn a_slow_upstream_is_a_504_envelope() {
 #[tokio::test]
 async fn a_guarded_request_over_the_size_limit_is_a_413_envelope() {
     let upstream = ScriptedUpstream::start().await;
-    let body = format!("{}\n", guarded_chat(""));
-    let gateway = {
-        // The limit is set through the server table, prepended by the harness; override it here.
-        let audit = common::temp_audit_path();
-        let text = common::config_text(&upstream.url(), &audit, &body).replace(
-            "shutdown_grace_ms = 2000",
-            "shutdown_grace_ms = 2000\nmax_request_body_bytes = 1024",
-        );
-        start_from_text(&text).await
-    };
+    let gateway = TestGateway::start_tuned(
+        &upstream,
+        "max_request_body_bytes = 1024",
+        &guarded_chat(""),
+    )
+    .await;
     let large = json!({"model": "m", "messages": [{"role": "user", "content": "x".repeat(4096)}]});
     let response = reqwest::Client::new()
-        .post(format!("http://{}/v1/chat/completions", gateway.0))
+        .post(format!("{}/v1/chat/completions", gateway.url()))
         .json(&large)
         .send()
         .await
@@ -198,21 +194,6 @@ async fn a_guarded_request_over_the_size_limit_is_a_413_envelope() {
     let body = envelope(response, 413).await;
     assert_eq!(body["error"]["code"], "request_too_large");
     assert_eq!(upstream.request_count(), 0);
-}
-
-/// Starts a gateway from a complete config text; returns its address and the stop signal.
-async fn start_from_text(text: &str) -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>) {
-    let runtime = toolgate::Runtime::new();
-    let config = toolgate::Config::from_toml(text, "test.toml", &runtime.plugins).expect("loads");
-    let gateway = toolgate::Gateway::bind(config, runtime)
-        .await
-        .expect("binds");
-    let addr = gateway.local_addr().expect("bound");
-    let (stop, signal) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(gateway.run(async {
-        let _ = signal.await;
-    }));
-    (addr, stop)
 }
 
 #[tokio::test]

@@ -17,6 +17,8 @@ use tokio::net::{TcpListener, TcpStream};
 use toolgate::server::GatewayState;
 use toolgate::{Config, Gateway, Runtime};
 
+const PASS_THROUGH: &str = "[[routes]]\npath = \"/v1\"\nupstream = \"llm\"\n";
+
 /// A gateway started from a config file, with the file watcher polling every 50 ms.
 struct FileGateway {
     addr: SocketAddr,
@@ -349,21 +351,13 @@ async fn conflicting_length_headers_cannot_smuggle_a_request() {
 #[tokio::test]
 async fn a_client_that_never_finishes_its_head_is_disconnected() {
     let upstream = ScriptedUpstream::start().await;
-    let audit = temp_audit_path();
-    let text = config_text(
-        &upstream.url(),
-        &audit,
-        "[[routes]]\npath = \"/v1\"\nupstream = \"llm\"\n",
+    let gateway = TestGateway::start_tuned(
+        &upstream,
+        "header_read_timeout_ms = 200\nrequest_body_timeout_ms = 200",
+        PASS_THROUGH,
     )
-    .replace(
-        "shutdown_grace_ms = 2000",
-        "shutdown_grace_ms = 2000\nheader_read_timeout_ms = 200\nrequest_body_timeout_ms = 200",
-    );
-    let runtime = Runtime::new();
-    let config = Config::from_toml(&text, "test.toml", &runtime.plugins).expect("loads");
-    let gateway = Gateway::bind(config, runtime).await.expect("binds");
-    let addr = gateway.local_addr().expect("bound");
-    tokio::spawn(gateway.run(std::future::pending()));
+    .await;
+    let addr = gateway.addr;
 
     let mut slow = TcpStream::connect(addr).await.expect("connects");
     slow.write_all(b"POST /v1/x HTTP/1.1\r\nHost: x\r\n")
@@ -387,21 +381,8 @@ async fn a_client_that_never_finishes_its_head_is_disconnected() {
 async fn the_connection_cap_holds_new_connections_until_one_frees() {
     let upstream = ScriptedUpstream::start().await;
     upstream.set_default(Reply::json(200, json!({})));
-    let audit = temp_audit_path();
-    let text = config_text(
-        &upstream.url(),
-        &audit,
-        "[[routes]]\npath = \"/v1\"\nupstream = \"llm\"\n",
-    )
-    .replace(
-        "shutdown_grace_ms = 2000",
-        "shutdown_grace_ms = 2000\nmax_connections = 1",
-    );
-    let runtime = Runtime::new();
-    let config = Config::from_toml(&text, "test.toml", &runtime.plugins).expect("loads");
-    let gateway = Gateway::bind(config, runtime).await.expect("binds");
-    let addr = gateway.local_addr().expect("bound");
-    tokio::spawn(gateway.run(std::future::pending()));
+    let gateway = TestGateway::start_tuned(&upstream, "max_connections = 1", PASS_THROUGH).await;
+    let addr = gateway.addr;
 
     let holder = TcpStream::connect(addr).await.expect("connects");
     tokio::time::sleep(Duration::from_millis(100)).await;

@@ -40,8 +40,18 @@ pub fn temp_audit_path() -> PathBuf {
 /// A config with one upstream `llm`, the audit log in a temp file, and `body` appended (routes,
 /// plugins). `{upstream}` and `{audit}` in `body` are filled in.
 pub fn config_text(upstream_url: &str, audit_path: &std::path::Path, body: &str) -> String {
+    config_text_with(upstream_url, audit_path, "", body)
+}
+
+/// [`config_text`] with extra `[server]` settings (limits, timeouts), one per line.
+pub fn config_text_with(
+    upstream_url: &str,
+    audit_path: &std::path::Path,
+    server: &str,
+    body: &str,
+) -> String {
     let head = format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\nshutdown_grace_ms = 2000\n\n\
+        "[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\nshutdown_grace_ms = 2000\n{server}\n\n\
          [upstreams.llm]\nurl = \"{upstream_url}\"\nresponse_timeout_ms = 3000\nread_timeout_ms = 3000\n\n\
          [audit]\noutput = \"{}\"\n\n",
         audit_path.display()
@@ -69,8 +79,22 @@ impl TestGateway {
         body: &str,
         runtime: Runtime,
     ) -> TestGateway {
+        TestGateway::start_from(upstream, "", body, runtime).await
+    }
+
+    /// A gateway with extra `[server]` settings (limits, timeouts).
+    pub async fn start_tuned(upstream: &ScriptedUpstream, server: &str, body: &str) -> TestGateway {
+        TestGateway::start_from(upstream, server, body, Runtime::new()).await
+    }
+
+    async fn start_from(
+        upstream: &ScriptedUpstream,
+        server: &str,
+        body: &str,
+        runtime: Runtime,
+    ) -> TestGateway {
         let audit_path = temp_audit_path();
-        let text = config_text(&upstream.url(), &audit_path, body);
+        let text = config_text_with(&upstream.url(), &audit_path, server, body);
         let config = match Config::from_toml(&text, "test.toml", &runtime.plugins) {
             Ok(config) => config,
             Err(errors) => panic!("test config does not load:\n{errors}\n---\n{text}"),
