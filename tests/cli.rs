@@ -193,3 +193,90 @@ fn serve_runs_the_shipped_config_and_stops_on_sigterm() {
         "a SIGTERM is a clean shutdown: {status:?}"
     );
 }
+
+#[tokio::test]
+async fn secrets_never_reach_the_logs_or_the_audit_lines_even_at_trace_level() {
+    use common::upstream::chat_completion;
+    use common::{Reply, ScriptedUpstream};
+
+    let upstream = ScriptedUpstream::start().await;
+    upstream.set_default(Reply::json(
+        200,
+        chat_completion(&[("call_1", "undeclared", "{}")], None),
+    ));
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port();
+    let config = write_config(&format!(
+        "[server]\nlisten = \"127.0.0.1:{port}\"\nadmin_listen = \"off\"\n\n\
+         [upstreams.llm]\nurl = \"{}\"\napi_key = \"sk-upstream-SECRET-1234\"\n\n\
+         [upstreams.down]\nurl = \"http://127.0.0.1:1\"\napi_key = \"sk-upstream-SECRET-1234\"\n\n\
+         [[plugins]]\nname = \"tool_selection\"\n[plugins.settings]\nopenai_api_key = \"sk-judge-SECRET-5678\"\n\
+         base_url = \"http://127.0.0.1:1/v1\"\n\n\
+         [[routes]]\npath = \"/v1/chat/completions\"\nupstream = \"llm\"\n\n\
+         [[routes]]\npath = \"/v1/down\"\nupstream = \"down\"\n",
+        upstream.url()
+    ));
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["serve", "--config", config.to_str().expect("utf-8 path")])
+        .env("TOOLGATE_LOG", "trace")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("starts");
+    let client = reqwest::Client::new();
+    let request = serde_json::json!({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+        "tools": [{"type": "function", "function": {"name": "declared", "parameters": {"type": "object"}}}]});
+    let mut answered = 0;
+    for _ in 0..100 {
+        let sent = client
+            .post(format!("http://127.0.0.1:{port}/v1/chat/completions"))
+            .header("authorization", "Bearer sk-client-SECRET-9999")
+            .json(&request)
+            .send()
+            .await;
+        if sent.is_ok() {
+            answered += 1;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(answered, 1, "the gateway came up");
+    let down = client
+        .post(format!("http://127.0.0.1:{port}/v1/down"))
+        .header("authorization", "Bearer sk-client-SECRET-9999")
+        .body("{}")
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(down.status(), 502);
+    let forwarded = upstream.last_request().expect("forwarded");
+    assert_eq!(
+        forwarded.header("authorization"),
+        Some("Bearer sk-upstream-SECRET-1234")
+    );
+
+    let pid = child.id().expect("running").to_string();
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill runs");
+    let output = child.wait_with_output().await.expect("exits");
+    let everything = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        everything.contains("tool_call_blocked") || everything.contains("blocked"),
+        "the audit line was written"
+    );
+    for secret in ["SECRET-1234", "SECRET-5678", "SECRET-9999"] {
+        assert!(
+            !everything.contains(secret),
+            "{secret} leaked into the output:\n{everything}"
+        );
+    }
+}
