@@ -184,3 +184,122 @@ async fn anthropic_clients_get_anthropic_errors_from_the_gateway_itself() {
     assert_eq!(body["error"]["type"], "not_found_error");
     assert_eq!(body["error"]["code"], "route_not_found");
 }
+
+#[tokio::test]
+async fn the_openai_sdk_speaks_the_responses_api_through_the_gateway() {
+    use async_openai::error::OpenAIError;
+    use async_openai::types::responses::{CreateResponse, OutputItem};
+    use futures_util::StreamExt;
+
+    let upstream = ScriptedUpstream::start().await;
+    let gateway = TestGateway::start(&upstream, "[[plugins]]\nname = \"tool_selection\"\n\n[[routes]]\npath = \"/v1\"\nupstream = \"llm\"\n").await;
+    let request = |name: &str| -> CreateResponse {
+        serde_json::from_value(fixture_json(&format!("responses/{name}.request.json")))
+            .expect("the SDK reads the request")
+    };
+
+    upstream.push(Reply::raw(
+        200,
+        "application/json",
+        fixture("responses/function_call_allowed.response.json").into_bytes(),
+    ));
+    let response = gateway
+        .openai()
+        .responses()
+        .create(request("function_call_allowed"))
+        .await
+        .expect("allowed");
+    assert!(
+        response.output.iter().any(
+            |item| matches!(item, OutputItem::FunctionCall(call) if call.name == "get_weather")
+        )
+    );
+
+    upstream.push(Reply::raw(
+        200,
+        "application/json",
+        fixture("responses/undeclared_tool.response.json").into_bytes(),
+    ));
+    let error = gateway
+        .openai()
+        .responses()
+        .create(request("undeclared_tool"))
+        .await
+        .expect_err("blocked");
+    let OpenAIError::ApiError(api) = error else {
+        panic!("expected an API error, got {error:?}")
+    };
+    assert_eq!(api.status_code.as_u16(), 403);
+    assert_eq!(api.api_error.code.as_deref(), Some("undeclared_tool"));
+
+    // Streamed: a blocked call after text ends the SDK's event stream with an error.
+    upstream.push(Reply::sse_chunked(
+        &fixture("responses/text_then_call.sse"),
+        17,
+    ));
+    let mut streamed = request("text_then_call");
+    streamed.stream = Some(true);
+    let events: Vec<_> = gateway
+        .openai()
+        .responses()
+        .create_stream(streamed)
+        .await
+        .expect("opens")
+        .collect()
+        .await;
+    assert!(
+        !events.is_empty() && events.iter().all(Result::is_ok),
+        "an allowed stream reads cleanly"
+    );
+}
+
+#[tokio::test]
+async fn truncated_and_disordered_streams_of_every_format_are_answered_never_hung() {
+    let upstream = ScriptedUpstream::start().await;
+    let gateway = TestGateway::start(&upstream, "[[plugins]]\nname = \"tool_selection\"\n\n[[routes]]\npath = \"/v1\"\nupstream = \"llm\"\n").await;
+    for (folder, path, name) in [
+        ("anthropic", "/v1/messages", "tool_use_allowed"),
+        ("responses", "/v1/responses", "function_call_allowed"),
+    ] {
+        let stream = fixture(&format!("{folder}/{name}.sse"));
+        let mut request = fixture_json(&format!("{folder}/{name}.request.json"));
+        request["stream"] = json!(true);
+        // Cut inside the call's arguments: the JSON never closes, so the call is refused.
+        let events: Vec<&str> = stream.split_inclusive("\n\n").collect();
+        let cut_at = events
+            .iter()
+            .position(|event| {
+                (event.contains("arguments.delta") || event.contains("input_json_delta"))
+                    && event.contains("Par")
+            })
+            .expect("an arguments delta");
+        let truncated: String = events[..=cut_at].concat();
+        let got = send(
+            &gateway,
+            &upstream,
+            path,
+            &request,
+            Reply::sse_chunked(&truncated, 11),
+        )
+        .await;
+        assert_ne!(
+            got,
+            Decision::Allowed,
+            "{folder}: a call cut short is never released"
+        );
+        // Reversed events: nothing that makes sense, never a hang, never an unchecked call.
+        let reversed: String = events.iter().rev().copied().collect();
+        let answer = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            send(
+                &gateway,
+                &upstream,
+                path,
+                &request,
+                Reply::sse_chunked(&reversed, 23),
+            ),
+        )
+        .await;
+        assert!(answer.is_ok(), "{folder}: reversed events were answered");
+    }
+}
