@@ -188,7 +188,8 @@ impl Relay {
             }
             StreamStep::Unrecognized if !self.unparsable_seen => {
                 self.unparsable_seen = true;
-                let error = ParseError::new("a stream event that is not an event of the exchange's format");
+                let error =
+                    ParseError::new("a stream event that is not an event of the exchange's format");
                 match self.check(Parsed::Unparsable(error)).await {
                     Some(rejection) => self.block(rejection).await,
                     None => self.send(event.raw).await,
