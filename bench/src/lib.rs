@@ -1,0 +1,28 @@
+//! toolgate-bench: the load benchmark of issue 6. One driver (`loadbench`) starts a scripted
+//! upstream, nginx and toolgate on loopback, drives the same requests through each, and writes
+//! a markdown report; `bench-upstream` is the scripted upstream as its own process.
+//!
+//! Design choices:
+//! - Each server is its own process, so its CPU time (per thread, from /proc) divided by the
+//!   requests it served is the cost of one request there, whatever else shares the 2 cores.
+//! - The fixed-rate runs use oha (with latency correction); what oha cannot see — CPU per
+//!   request, the time a text delta spends inside a proxy, 1,000 streams held at once — is
+//!   measured by the driver's own client.
+//! - Every child is killed when the driver ends, however it ends; every loop has a deadline.
+//!
+//! # Layout
+//! - `workload`: the tools, requests and answers (JSON and SSE) the benchmark sends.
+//! - `upstream`: the scripted upstream server, steered by `x-bench-*` headers.
+//! - `client`: the driver's HTTP/1.1 client: closed-loop runs and timed SSE streams.
+//! - `oha`: finding or installing oha, running it, reading its JSON.
+//! - `stack`: starting the upstream, nginx and toolgate with generated configs.
+//! - `procs`: child processes that die with the driver, and /proc readings (CPU, RSS).
+//! - `report`: the markdown tables.
+
+pub mod client;
+pub mod oha;
+pub mod procs;
+pub mod report;
+pub mod stack;
+pub mod upstream;
+pub mod workload;

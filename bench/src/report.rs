@@ -1,0 +1,644 @@
+//! What a run measured and how it reads: the result types the driver fills, and their rendering
+//! as the markdown of bench/RESULTS.md (absolute numbers, ratios to direct and to nginx, the
+//! issue's targets marked met or not).
+
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use crate::oha;
+
+/// One target of the main table.
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetResult {
+    /// `a` … `e`, with `a'`/`b'` for the streamed references.
+    pub key: String,
+    pub label: String,
+    pub streamed: bool,
+    pub saturation: OhaResult,
+    /// CPU of the hop (nginx, toolgate) per request at saturation; none for direct.
+    pub hop_cpu_us: Option<f64>,
+    /// CPU of the upstream per request at saturation.
+    pub upstream_cpu_us: f64,
+    /// (rate, result) at each fixed rate.
+    pub fixed: Vec<(u32, OhaResult)>,
+}
+
+/// oha's numbers, kept serializable for results/latest.json.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct OhaResult {
+    pub ok_per_sec: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub ok: u64,
+    pub not_ok: u64,
+    pub problems: Vec<String>,
+}
+
+impl From<oha::Report> for OhaResult {
+    fn from(report: oha::Report) -> Self {
+        OhaResult {
+            ok_per_sec: report.ok_per_sec,
+            p50_ms: report.p50_ms,
+            p99_ms: report.p99_ms,
+            ok: report.ok,
+            not_ok: report.not_ok,
+            problems: report.problems,
+        }
+    }
+}
+
+/// A closed-loop measurement of one server at one curve point.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Measure {
+    pub per_sec: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    /// CPU of the measured server per request (the upstream for direct, else toolgate).
+    pub cpu_us: f64,
+    pub failed: u64,
+    pub first_failure: Option<String>,
+}
+
+/// One point of a scaling curve, measured direct, through plain toolgate and guarded toolgate.
+#[derive(Debug, Clone, Serialize)]
+pub struct CurvePoint {
+    pub x: String,
+    pub request_bytes: usize,
+    pub direct: Measure,
+    pub plain: Measure,
+    pub guard: Measure,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Curve {
+    pub title: String,
+    pub axis: String,
+    pub points: Vec<CurvePoint>,
+}
+
+/// Memory of one toolgate while it relays many streams at once.
+#[derive(Debug, Clone, Serialize)]
+pub struct RssResult {
+    pub label: String,
+    pub streams: usize,
+    pub completed: u64,
+    pub failed: u64,
+    pub first_failure: Option<String>,
+    pub idle_kib: u64,
+    pub peak_kib: u64,
+}
+
+/// How long stamped text deltas took from the upstream's send to the client.
+#[derive(Debug, Clone, Serialize)]
+pub struct DelayResult {
+    pub label: String,
+    pub samples: usize,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub max_us: f64,
+    pub failed: u64,
+    pub first_failure: Option<String>,
+}
+
+/// One criterion benchmark's median.
+#[derive(Debug, Clone, Serialize)]
+pub struct CriterionResult {
+    pub id: String,
+    pub median_ns: f64,
+    pub low_ns: f64,
+    pub high_ns: f64,
+    /// Bytes or elements per iteration, when the bench declared a throughput.
+    pub throughput: Option<(String, f64)>,
+}
+
+/// Everything one run produced.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Results {
+    pub command: String,
+    pub machine: Vec<(String, String)>,
+    pub settings: Vec<(String, String)>,
+    pub checks: Vec<String>,
+    pub table: Vec<TargetResult>,
+    pub curves: Vec<Curve>,
+    pub rss: Vec<RssResult>,
+    pub delays: Vec<DelayResult>,
+    pub profiles: Vec<(String, String)>,
+    pub criterion: Vec<CriterionResult>,
+    pub notes: Vec<String>,
+}
+
+fn ratio(value: f64, reference: f64) -> String {
+    if reference > 0.0 && value.is_finite() && reference.is_finite() {
+        format!("{:.2}×", value / reference)
+    } else {
+        "—".to_owned()
+    }
+}
+
+fn ms(value: f64) -> String {
+    if value.is_finite() {
+        format!("{value:.3}")
+    } else {
+        "—".to_owned()
+    }
+}
+
+fn thousands(value: f64) -> String {
+    if !value.is_finite() {
+        return "—".to_owned();
+    }
+    let whole = value.round() as u64;
+    let text = whole.to_string();
+    let mut out = String::new();
+    for (index, digit) in text.chars().enumerate() {
+        if index > 0 && (text.len() - index) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
+fn duration_ns(ns: f64) -> String {
+    if ns >= 1e6 {
+        format!("{:.2} ms", ns / 1e6)
+    } else if ns >= 1e3 {
+        format!("{:.2} µs", ns / 1e3)
+    } else {
+        format!("{ns:.0} ns")
+    }
+}
+
+impl Results {
+    /// The reference rows for a target: direct and nginx in the same mode (streamed or not).
+    fn references(&self, streamed: bool) -> (Option<&TargetResult>, Option<&TargetResult>) {
+        let find = |key: &str| {
+            self.table
+                .iter()
+                .find(|row| row.key.trim_end_matches('\'') == key && row.streamed == streamed)
+        };
+        (find("a"), find("b"))
+    }
+
+    fn row(&self, key: &str) -> Option<&TargetResult> {
+        self.table.iter().find(|row| row.key == key)
+    }
+
+    pub fn markdown(&self) -> String {
+        let mut out = String::new();
+        let _ = self.write_markdown(&mut out);
+        out
+    }
+
+    fn write_markdown(&self, out: &mut String) -> std::fmt::Result {
+        writeln!(out, "# toolgate load benchmark — results\n")?;
+        writeln!(
+            out,
+            "Generated by the driver; do not edit by hand. What is measured and how: `bench/README.md`.\n"
+        )?;
+        writeln!(out, "Command:\n\n```sh\n{}\n```\n", self.command)?;
+        writeln!(out, "| machine | |\n|---|---|")?;
+        for (key, value) in &self.machine {
+            writeln!(out, "| {key} | {value} |")?;
+        }
+        writeln!(out)?;
+        if !self.settings.is_empty() {
+            writeln!(out, "| setting | |\n|---|---|")?;
+            for (key, value) in &self.settings {
+                writeln!(out, "| {key} | {value} |")?;
+            }
+            writeln!(out)?;
+        }
+        if !self.checks.is_empty() {
+            writeln!(out, "Checked before measuring:\n")?;
+            for check in &self.checks {
+                writeln!(out, "- {check}")?;
+            }
+            writeln!(out)?;
+        }
+        self.write_targets(out)?;
+        self.write_table(out)?;
+        self.write_curves(out)?;
+        self.write_streams(out)?;
+        self.write_criterion(out)?;
+        if !self.profiles.is_empty() {
+            writeln!(
+                out,
+                "## Profile (perf, cpu-clock samples of the toolgate process)\n"
+            )?;
+            for (title, text) in &self.profiles {
+                writeln!(out, "{title}\n\n```text\n{}\n```\n", text.trim_end())?;
+            }
+        }
+        if !self.notes.is_empty() {
+            writeln!(out, "## Notes\n")?;
+            for note in &self.notes {
+                writeln!(out, "- {note}")?;
+            }
+        }
+        Ok(())
+    }
+
+    fn write_targets(&self, out: &mut String) -> std::fmt::Result {
+        let mut lines = Vec::new();
+        let mark = |met: bool| if met { "met" } else { "**not met**" };
+        if let (Some(guard), Some(direct), Some(nginx)) =
+            (self.row("d"), self.row("a"), self.row("b"))
+        {
+            let versus_nginx = guard.saturation.ok_per_sec / nginx.saturation.ok_per_sec;
+            let versus_direct = guard.saturation.ok_per_sec / direct.saturation.ok_per_sec;
+            lines.push(format!(
+                "throughput with tool_selection ≥ 1.0× nginx: {versus_nginx:.2}× — {}",
+                mark(versus_nginx >= 1.0)
+            ));
+            lines.push(format!(
+                "throughput with tool_selection ≥ 0.8× direct: {versus_direct:.2}× — {}",
+                mark(versus_direct >= 0.8)
+            ));
+            let at = |row: &TargetResult| {
+                row.fixed
+                    .iter()
+                    .find(|(rate, _)| *rate == 1000)
+                    .map(|(_, result)| result.p99_ms)
+            };
+            if let (Some(guard_p99), Some(direct_p99)) = (at(guard), at(direct)) {
+                let added = guard_p99 - direct_p99;
+                lines.push(format!(
+                    "p99 added latency at 1k rps ≤ 0.3 ms: {added:.3} ms ({guard_p99:.3} vs {direct_p99:.3} direct) — {}",
+                    mark(added <= 0.3)
+                ));
+            }
+        }
+        for rss in self
+            .rss
+            .iter()
+            .filter(|rss| rss.label.contains("tool_selection"))
+        {
+            let mib = rss.peak_kib as f64 / 1024.0;
+            lines.push(format!(
+                "RSS ≤ 64 MB at {} concurrent streams: peak {mib:.1} MiB — {}",
+                rss.streams,
+                mark(mib <= 64.0 && rss.failed == 0)
+            ));
+        }
+        let direct = self
+            .delays
+            .iter()
+            .find(|delay| delay.label.starts_with("direct"));
+        for delay in self
+            .delays
+            .iter()
+            .filter(|delay| delay.label.contains("tool_selection"))
+        {
+            if let Some(direct) = direct {
+                let added = delay.p99_us - direct.p99_us;
+                lines.push(format!(
+                    "a text delta leaves toolgate within 1 ms: p99 {:.0} µs added ({:.0} vs {:.0} direct) — {}",
+                    added,
+                    delay.p99_us,
+                    direct.p99_us,
+                    mark(added <= 1000.0)
+                ));
+            }
+        }
+        if let Some(curve) = self
+            .curves
+            .iter()
+            .find(|curve| curve.axis == "declared tools")
+            && let (Some(first), Some(last)) = (curve.points.first(), curve.points.last())
+        {
+            lines.push(format!(
+                "cost flat in declared tools: guard − plain = {:.0} µs/req at {} tools, {:.0} µs/req at {} (request {} → {} bytes; see the curve)",
+                first.guard.cpu_us - first.plain.cpu_us,
+                first.x,
+                last.guard.cpu_us - last.plain.cpu_us,
+                last.x,
+                first.request_bytes,
+                last.request_bytes
+            ));
+        }
+        if lines.is_empty() {
+            return Ok(());
+        }
+        writeln!(out, "## Issue 6 targets\n")?;
+        for line in lines {
+            writeln!(out, "- {line}")?;
+        }
+        writeln!(out)
+    }
+
+    fn write_table(&self, out: &mut String) -> std::fmt::Result {
+        if self.table.is_empty() {
+            return Ok(());
+        }
+        writeln!(out, "## Throughput at saturation\n")?;
+        writeln!(
+            out,
+            "Streamed rows (e, a', b') compare with the streamed direct (a') and nginx (b') rows. \
+             CPU µs/req is the process's CPU time (all threads) over the run divided by the \
+             requests it served: the cost of a request there, independent of who else shares the cores.\n"
+        )?;
+        writeln!(
+            out,
+            "| | target | req/s | × (a) | × (b) | p50 ms | p99 ms | hop CPU µs/req | upstream CPU µs/req | failed |"
+        )?;
+        writeln!(out, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")?;
+        for row in &self.table {
+            let (direct, nginx) = self.references(row.streamed);
+            let sat = &row.saturation;
+            writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {:.1} | {} |",
+                row.key,
+                row.label,
+                thousands(sat.ok_per_sec),
+                direct.map_or("—".into(), |d| ratio(
+                    sat.ok_per_sec,
+                    d.saturation.ok_per_sec
+                )),
+                nginx.map_or("—".into(), |n| ratio(
+                    sat.ok_per_sec,
+                    n.saturation.ok_per_sec
+                )),
+                ms(sat.p50_ms),
+                ms(sat.p99_ms),
+                row.hop_cpu_us.map_or("—".into(), |cpu| format!("{cpu:.1}")),
+                row.upstream_cpu_us,
+                sat.not_ok,
+            )?;
+        }
+        writeln!(out)?;
+        let rates: Vec<u32> = self
+            .table
+            .first()
+            .map(|row| row.fixed.iter().map(|(rate, _)| *rate).collect())
+            .unwrap_or_default();
+        for rate in rates {
+            writeln!(
+                out,
+                "## Latency at {} req/s (fixed rate, latency-corrected)\n",
+                thousands(f64::from(rate))
+            )?;
+            writeln!(
+                out,
+                "| | target | achieved req/s | p50 ms | p99 ms | p50 × (a) | p99 × (a) | p99 × (b) | p50 added vs (a) ms | p99 added vs (a) ms | failed |"
+            )?;
+            writeln!(
+                out,
+                "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+            )?;
+            for row in &self.table {
+                let Some((_, result)) = row.fixed.iter().find(|(r, _)| *r == rate) else {
+                    continue;
+                };
+                let (direct, nginx) = self.references(row.streamed);
+                let at = |reference: Option<&TargetResult>| {
+                    reference
+                        .and_then(|r| r.fixed.iter().find(|(x, _)| *x == rate))
+                        .map(|(_, x)| x.clone())
+                };
+                let (direct, nginx) = (at(direct), at(nginx));
+                writeln!(
+                    out,
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                    row.key,
+                    row.label,
+                    thousands(result.ok_per_sec),
+                    ms(result.p50_ms),
+                    ms(result.p99_ms),
+                    direct
+                        .as_ref()
+                        .map_or("—".into(), |d| ratio(result.p50_ms, d.p50_ms)),
+                    direct
+                        .as_ref()
+                        .map_or("—".into(), |d| ratio(result.p99_ms, d.p99_ms)),
+                    nginx
+                        .as_ref()
+                        .map_or("—".into(), |n| ratio(result.p99_ms, n.p99_ms)),
+                    direct
+                        .as_ref()
+                        .map_or("—".into(), |d| ms(result.p50_ms - d.p50_ms)),
+                    direct
+                        .as_ref()
+                        .map_or("—".into(), |d| ms(result.p99_ms - d.p99_ms)),
+                    result.not_ok,
+                )?;
+            }
+            writeln!(out)?;
+        }
+        let problems: Vec<String> = self
+            .table
+            .iter()
+            .flat_map(|row| {
+                std::iter::once(("saturation".to_owned(), &row.saturation))
+                    .chain(
+                        row.fixed
+                            .iter()
+                            .map(|(rate, result)| (format!("{rate} rps"), result)),
+                    )
+                    .filter(|(_, result)| !result.problems.is_empty())
+                    .map(move |(run, result)| {
+                        format!("({}) {run}: {}", row.key, result.problems.join(", "))
+                    })
+            })
+            .collect();
+        if !problems.is_empty() {
+            writeln!(out, "Failed requests:\n")?;
+            for problem in problems {
+                writeln!(out, "- {problem}")?;
+            }
+            writeln!(out)?;
+        }
+        Ok(())
+    }
+
+    fn write_curves(&self, out: &mut String) -> std::fmt::Result {
+        if self.curves.is_empty() {
+            return Ok(());
+        }
+        writeln!(out, "## Scaling curves\n")?;
+        writeln!(
+            out,
+            "Closed loop, the same requests direct, through toolgate without plugins (plain) and \
+             with tool_selection (guard). CPU µs/req: the upstream's for direct, toolgate's for \
+             plain and guard; guard − plain is what the guardrail costs per request.\n"
+        )?;
+        for curve in &self.curves {
+            writeln!(out, "### {}\n", curve.title)?;
+            writeln!(
+                out,
+                "| {} | request bytes | upstream µs/req | plain µs/req | guard µs/req | guard − plain µs/req | p50 ms direct / plain / guard | p99 ms direct / plain / guard | guard req/s | failed |",
+                curve.axis
+            )?;
+            writeln!(out, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")?;
+            for point in &curve.points {
+                writeln!(
+                    out,
+                    "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {} / {} / {} | {} / {} / {} | {} | {} |",
+                    point.x,
+                    thousands(point.request_bytes as f64),
+                    point.direct.cpu_us,
+                    point.plain.cpu_us,
+                    point.guard.cpu_us,
+                    point.guard.cpu_us - point.plain.cpu_us,
+                    ms(point.direct.p50_ms),
+                    ms(point.plain.p50_ms),
+                    ms(point.guard.p50_ms),
+                    ms(point.direct.p99_ms),
+                    ms(point.plain.p99_ms),
+                    ms(point.guard.p99_ms),
+                    thousands(point.guard.per_sec),
+                    point.direct.failed + point.plain.failed + point.guard.failed,
+                )?;
+            }
+            writeln!(out)?;
+            for point in &curve.points {
+                for (name, measure) in [
+                    ("direct", &point.direct),
+                    ("plain", &point.plain),
+                    ("guard", &point.guard),
+                ] {
+                    if let Some(failure) = &measure.first_failure {
+                        writeln!(
+                            out,
+                            "- {} {name}: {} failed, first: {failure}",
+                            point.x, measure.failed
+                        )?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn write_streams(&self, out: &mut String) -> std::fmt::Result {
+        if !self.rss.is_empty() {
+            writeln!(out, "## Memory with concurrent streams\n")?;
+            writeln!(
+                out,
+                "| toolgate | streams | completed | failed | idle RSS MiB | peak RSS (VmHWM) MiB |"
+            )?;
+            writeln!(out, "|---|---:|---:|---:|---:|---:|")?;
+            for rss in &self.rss {
+                writeln!(
+                    out,
+                    "| {} | {} | {} | {} | {:.1} | {:.1} |",
+                    rss.label,
+                    rss.streams,
+                    rss.completed,
+                    rss.failed,
+                    rss.idle_kib as f64 / 1024.0,
+                    rss.peak_kib as f64 / 1024.0
+                )?;
+            }
+            writeln!(out)?;
+            for rss in self.rss.iter().filter(|rss| rss.first_failure.is_some()) {
+                writeln!(
+                    out,
+                    "- {}: first failure: {}",
+                    rss.label,
+                    rss.first_failure.as_deref().unwrap_or("")
+                )?;
+            }
+        }
+        if !self.delays.is_empty() {
+            writeln!(out, "## Time a text delta spends in the hop (streaming)\n")?;
+            writeln!(
+                out,
+                "Each text delta carries the upstream's send time (ns since the Unix epoch); the \
+                 client subtracts it from the arrival time of the event's last byte. Direct is \
+                 the floor (two loopback hops of the kernel and the runtimes).\n"
+            )?;
+            let direct = self
+                .delays
+                .iter()
+                .find(|delay| delay.label.starts_with("direct"));
+            writeln!(
+                out,
+                "| path | deltas | p50 µs | p99 µs | max µs | p50 added µs | p99 added µs | failed streams |"
+            )?;
+            writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|")?;
+            for delay in &self.delays {
+                let (p50_added, p99_added) = direct.map_or(("—".into(), "—".into()), |d| {
+                    (
+                        format!("{:.0}", delay.p50_us - d.p50_us),
+                        format!("{:.0}", delay.p99_us - d.p99_us),
+                    )
+                });
+                writeln!(
+                    out,
+                    "| {} | {} | {:.0} | {:.0} | {:.0} | {} | {} | {} |",
+                    delay.label,
+                    delay.samples,
+                    delay.p50_us,
+                    delay.p99_us,
+                    delay.max_us,
+                    p50_added,
+                    p99_added,
+                    delay.failed
+                )?;
+            }
+            writeln!(out)?;
+        }
+        Ok(())
+    }
+
+    fn write_criterion(&self, out: &mut String) -> std::fmt::Result {
+        if self.criterion.is_empty() {
+            return Ok(());
+        }
+        writeln!(
+            out,
+            "## Micro-benchmarks (criterion, median with its 95% interval)\n"
+        )?;
+        writeln!(out, "| benchmark | median | 95% interval | throughput |")?;
+        writeln!(out, "|---|---:|---|---:|")?;
+        for bench in &self.criterion {
+            let throughput = match &bench.throughput {
+                Some((unit, per_iteration)) if unit == "bytes" => {
+                    format!("{:.0} MB/s", per_iteration / bench.median_ns * 1e3)
+                }
+                Some((_, per_iteration)) => {
+                    format!("{} /s", thousands(per_iteration / bench.median_ns * 1e9))
+                }
+                None => String::new(),
+            };
+            writeln!(
+                out,
+                "| {} | {} | {} – {} | {} |",
+                bench.id,
+                duration_ns(bench.median_ns),
+                duration_ns(bench.low_ns),
+                duration_ns(bench.high_ns),
+                throughput
+            )?;
+        }
+        writeln!(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_read_well() {
+        assert_eq!(thousands(1234567.4), "1,234,567");
+        assert_eq!(thousands(999.0), "999");
+        assert_eq!(ratio(50.0, 100.0), "0.50×");
+        assert_eq!(ratio(1.0, 0.0), "—");
+        assert_eq!(duration_ns(1500.0), "1.50 µs");
+        assert_eq!(duration_ns(2_500_000.0), "2.50 ms");
+    }
+
+    #[test]
+    fn an_empty_run_still_renders() {
+        let results = Results {
+            command: "loadbench".into(),
+            ..Results::default()
+        };
+        let text = results.markdown();
+        assert!(text.contains("```sh\nloadbench\n```"));
+    }
+}

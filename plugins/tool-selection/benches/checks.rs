@@ -1,0 +1,172 @@
+//! Micro-benchmarks of the tool_selection plugin's `pre_response` stage with a warm schema
+//! cache: membership, arguments and JSON Schema checks of an answer's calls against the
+//! request's declared tools (judge off), on the load benchmark's own traffic.
+//! Run: `cargo bench -p toolgate-tool-selection --bench checks`.
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::Duration;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use futures_util::FutureExt;
+use http::{HeaderMap, Method, StatusCode};
+use toolgate_plugin::prometheus_client::registry::Registry;
+use toolgate_plugin::{
+    ExchangeMeta, Parsed, Plugin, PluginFactory, ResponseExchange, ToolRequest, ToolResponse,
+    Verdict, WireFormat,
+};
+use toolgate_tool_selection::ToolSelectionFactory;
+
+// The requests and answers of bench/ (one definition of the traffic for load and micro runs);
+// this target uses part of it.
+#[allow(dead_code)]
+#[path = "../../../bench/src/workload.rs"]
+mod workload;
+
+use workload::{AnswerSpec, RequestSpec};
+
+/// A request and an answer as the gateway hands them to the plugin.
+struct Exchange {
+    meta: ExchangeMeta,
+    headers: HeaderMap,
+    request: Parsed<ToolRequest>,
+    response: Parsed<ToolResponse>,
+}
+
+impl Exchange {
+    fn new(tools: usize, answer: AnswerSpec) -> Exchange {
+        let body = workload::request_body(RequestSpec {
+            tools,
+            ..RequestSpec::default()
+        });
+        let request = match WireFormat::ChatCompletions.parse_request(body) {
+            Ok(request) => Parsed::Parsed(request),
+            Err(error) => panic!("the benchmark request does not parse: {error}"),
+        };
+        let response =
+            match WireFormat::ChatCompletions.parse_response(&workload::completion(answer)) {
+                Ok(response) => Parsed::Parsed(response),
+                Err(error) => panic!("the benchmark answer does not parse: {error}"),
+            };
+        Exchange {
+            meta: ExchangeMeta {
+                request_id: "bench-0001".to_owned(),
+                route: "/v1".to_owned(),
+                method: Method::POST,
+                path_and_query: "/v1/chat/completions".to_owned(),
+            },
+            headers: HeaderMap::new(),
+            request,
+            response,
+        }
+    }
+
+    fn view(&self) -> ResponseExchange<'_> {
+        ResponseExchange {
+            meta: &self.meta,
+            request_headers: &self.headers,
+            request: &self.request,
+            status: StatusCode::OK,
+            response: &self.response,
+            streamed: false,
+        }
+    }
+}
+
+/// Runs `pre_response` to its verdict. Without a judge the stage never waits, so the future is
+/// ready on its first poll; a pending one would mean the setup is not what this bench measures.
+fn verdict(plugin: &dyn Plugin, exchange: &Exchange) -> Verdict {
+    match plugin.pre_response(&exchange.view()).now_or_never() {
+        Some(verdict) => verdict,
+        None => panic!("pre_response waited: is a judge configured?"),
+    }
+}
+
+fn plugin() -> Arc<dyn Plugin> {
+    let factory = ToolSelectionFactory::new(&mut Registry::default());
+    match factory.build(&serde_json::json!({})) {
+        Ok(plugin) => plugin,
+        Err(error) => panic!("default settings refused: {error}"),
+    }
+}
+
+fn pre_response(c: &mut Criterion) {
+    let plugin = plugin();
+    let mut group = c.benchmark_group("tool_selection/pre_response");
+    let cases = [
+        ("2_calls_10_tools", 10, 2),
+        ("16_calls_10_tools", 10, 16),
+        ("2_calls_1000_tools", 1000, 2),
+    ];
+    for (name, tools, calls) in cases {
+        let exchange = Exchange::new(
+            tools,
+            AnswerSpec {
+                calls,
+                ..AnswerSpec::default()
+            },
+        );
+        // Warms the schema cache and checks the answer is allowed, as in the load runs.
+        assert!(matches!(
+            verdict(plugin.as_ref(), &exchange),
+            Verdict::Continue
+        ));
+        group.throughput(Throughput::Elements(calls as u64));
+        group.bench_function(name, |b| {
+            b.iter(|| verdict(plugin.as_ref(), black_box(&exchange)))
+        });
+    }
+    let blocked = Exchange::new(
+        10,
+        AnswerSpec {
+            undeclared: true,
+            ..AnswerSpec::default()
+        },
+    );
+    assert!(matches!(
+        verdict(plugin.as_ref(), &blocked),
+        Verdict::Block(_)
+    ));
+    group.throughput(Throughput::Elements(2));
+    group.bench_function("2_calls_one_undeclared_blocked", |b| {
+        b.iter(|| verdict(plugin.as_ref(), black_box(&blocked)))
+    });
+    group.finish();
+}
+
+/// Everything the plugin side costs per exchange: read the request's tools and the answer's
+/// calls from their bytes, then check.
+fn parse_and_check(c: &mut Criterion) {
+    let plugin = plugin();
+    let body = workload::request_body(RequestSpec::default());
+    let answer = workload::completion(AnswerSpec::default());
+    let mut exchange = Exchange::new(10, AnswerSpec::default());
+    let mut group = c.benchmark_group("tool_selection/exchange");
+    group.throughput(Throughput::Bytes((body.len() + answer.len()) as u64));
+    group.bench_function("parse_request_response_and_check_2_calls_10_tools", |b| {
+        b.iter(|| {
+            if let Ok(request) = WireFormat::ChatCompletions.parse_request(body.clone()) {
+                exchange.request = Parsed::Parsed(request);
+            }
+            if let Ok(response) = WireFormat::ChatCompletions.parse_response(&answer) {
+                exchange.response = Parsed::Parsed(response);
+            }
+            verdict(plugin.as_ref(), black_box(&exchange))
+        })
+    });
+    group.finish();
+}
+
+fn config() -> Criterion {
+    Criterion::default()
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
+        .sample_size(50)
+}
+
+criterion_group! {
+    name = benches;
+    config = config();
+    targets = pre_response, parse_and_check
+}
+criterion_main!(benches);

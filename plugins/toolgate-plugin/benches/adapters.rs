@@ -1,0 +1,103 @@
+//! Micro-benchmarks of the wire-format adapters on the load benchmark's own traffic: reading the
+//! declared tools of a chat request (10 and 1,000 tools), the calls of a 2-call answer, and the
+//! SSE parser plus chat stream assembler over the same answer streamed.
+//! Run: `cargo bench -p toolgate-plugin --bench adapters`.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use toolgate_plugin::WireFormat;
+use toolgate_plugin::sse::SseParser;
+use toolgate_plugin::stream::{ChatStreamAssembler, StreamAssembler};
+
+// The requests and answers of bench/ (one definition of the traffic for load and micro runs);
+// this target uses part of it.
+#[allow(dead_code)]
+#[path = "../../../bench/src/workload.rs"]
+mod workload;
+
+use workload::{AnswerSpec, RequestSpec};
+
+fn parse_request(c: &mut Criterion) {
+    let mut group = c.benchmark_group("adapters/parse_request");
+    for tools in [10, 1000] {
+        let body = workload::request_body(RequestSpec {
+            tools,
+            ..RequestSpec::default()
+        });
+        group.throughput(Throughput::Bytes(body.len() as u64));
+        group.bench_function(format!("{tools}_tools"), |b| {
+            b.iter(|| WireFormat::ChatCompletions.parse_request(black_box(body.clone())))
+        });
+    }
+    group.finish();
+}
+
+fn parse_response(c: &mut Criterion) {
+    let mut group = c.benchmark_group("adapters/parse_response");
+    for calls in [2, 16] {
+        let body = workload::completion(AnswerSpec {
+            calls,
+            ..AnswerSpec::default()
+        });
+        group.throughput(Throughput::Bytes(body.len() as u64));
+        group.bench_function(format!("{calls}_calls"), |b| {
+            b.iter(|| WireFormat::ChatCompletions.parse_response(black_box(&body)))
+        });
+    }
+    group.finish();
+}
+
+/// What the stream guard does with an answer: split it into events, classify each, rebuild the
+/// calls. `event_chunks` feeds one event per push (how an upstream that flushes per token
+/// arrives); `one_chunk` feeds the whole stream at once.
+fn sse_reassembly(c: &mut Criterion) {
+    let events = workload::stream_events(AnswerSpec::default());
+    let whole: Vec<u8> = events.iter().flat_map(|event| event.to_vec()).collect();
+    let mut group = c.benchmark_group("adapters/sse_assemble_2_calls");
+    group.throughput(Throughput::Bytes(whole.len() as u64));
+    group.bench_function("event_chunks", |b| {
+        b.iter(|| {
+            let mut parser = SseParser::new();
+            let mut assembler = ChatStreamAssembler::new();
+            for chunk in &events {
+                for event in parser.push(black_box(chunk)) {
+                    black_box(assembler.observe(&event));
+                }
+            }
+            assembler.take_calls()
+        })
+    });
+    group.bench_function("one_chunk", |b| {
+        b.iter(|| {
+            let mut parser = SseParser::new();
+            let mut assembler = ChatStreamAssembler::new();
+            for event in parser.push(black_box(&whole)) {
+                black_box(assembler.observe(&event));
+            }
+            assembler.take_calls()
+        })
+    });
+    group.bench_function("parser_only", |b| {
+        b.iter(|| {
+            let mut parser = SseParser::new();
+            parser.push(black_box(&whole)).len()
+        })
+    });
+    group.finish();
+}
+
+fn config() -> Criterion {
+    Criterion::default()
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
+        .sample_size(50)
+}
+
+criterion_group! {
+    name = benches;
+    config = config();
+    targets = parse_request, parse_response, sse_reassembly
+}
+criterion_main!(benches);
