@@ -71,13 +71,6 @@ impl StageOutcome {
             }
         }
     }
-
-    /// Carries response-side edits (headers) from an earlier stage into this one.
-    pub fn merge_response_headers(&mut self, earlier: &StageOutcome) {
-        let mut headers = earlier.response_headers.clone();
-        headers.append(&mut self.response_headers);
-        self.response_headers = headers;
-    }
 }
 
 impl Chain {

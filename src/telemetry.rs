@@ -13,7 +13,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use serde::Serialize;
 use tokio::sync::mpsc;
-use toolgate_plugin::{Check, ToolCall, Violation, prometheus_client};
+use toolgate_plugin::{ToolCall, Violation, prometheus_client};
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
@@ -265,9 +265,4 @@ pub fn millis(duration: Duration) -> f64 {
 
 pub fn now_rfc3339() -> String {
     humantime::format_rfc3339_millis(SystemTime::now()).to_string()
-}
-
-/// The checks of a set of violations, for logs.
-pub fn checks_of(violations: &[Violation]) -> Vec<Check> {
-    violations.iter().map(|violation| violation.check).collect()
 }

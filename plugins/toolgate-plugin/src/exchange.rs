@@ -36,10 +36,6 @@ impl<T> Parsed<T> {
             _ => None,
         }
     }
-
-    pub fn is_unparsable(&self) -> bool {
-        matches!(self, Parsed::Unparsable(_))
-    }
 }
 
 /// The `pre_request` view: the client's request before it goes upstream.
