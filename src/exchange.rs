@@ -111,46 +111,48 @@ impl Exchange {
         state
             .metrics
             .record_violations(&route_path, "observe", &self.observed);
-        let verdict = if self.failed {
-            AuditVerdict::Error
-        } else if self.blocked {
-            AuditVerdict::Blocked
-        } else if !self.observed.is_empty() {
-            AuditVerdict::Observed
-        } else {
-            AuditVerdict::Allowed
-        };
-        let record = AuditRecord {
-            timestamp: now_rfc3339(),
-            request_id: self.meta.request_id.clone(),
-            route: route_path,
-            method: self.meta.method.to_string(),
-            path: self.meta.path_and_query.clone(),
-            status: status.as_u16(),
-            verdict,
-            streamed: self.streamed,
-            plugins: self.route.chain.names().map(str::to_owned).collect(),
-            declared_tools: self
-                .request
-                .as_parsed()
-                .map(|request| {
-                    request
-                        .declared_tools
-                        .iter()
-                        .map(|tool| tool.name.clone())
-                        .collect()
-                })
-                .unwrap_or_default(),
-            calls: self.checked_calls.iter().map(AuditCall::from).collect(),
-            violations: self.violations.clone(),
-            observed: self.observed.clone(),
-            timings_ms: Timings {
-                total: millis(self.started.elapsed()),
-                upstream: millis(self.upstream_time),
-                checks: millis(self.checks_time),
-            },
-        };
-        state.audit.write(&record).await;
+        if state.audit.is_enabled() {
+            let verdict = if self.failed {
+                AuditVerdict::Error
+            } else if self.blocked {
+                AuditVerdict::Blocked
+            } else if !self.observed.is_empty() {
+                AuditVerdict::Observed
+            } else {
+                AuditVerdict::Allowed
+            };
+            let record = AuditRecord {
+                timestamp: now_rfc3339(),
+                request_id: self.meta.request_id.clone(),
+                route: route_path,
+                method: self.meta.method.to_string(),
+                path: self.meta.path_and_query.clone(),
+                status: status.as_u16(),
+                verdict,
+                streamed: self.streamed,
+                plugins: self.route.chain.names().map(str::to_owned).collect(),
+                declared_tools: self
+                    .request
+                    .as_parsed()
+                    .map(|request| {
+                        request
+                            .declared_tools
+                            .iter()
+                            .map(|tool| tool.name.clone())
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                calls: self.checked_calls.iter().map(AuditCall::from).collect(),
+                violations: self.violations.clone(),
+                observed: self.observed.clone(),
+                timings_ms: Timings {
+                    total: millis(self.started.elapsed()),
+                    upstream: millis(self.upstream_time),
+                    checks: millis(self.checks_time),
+                },
+            };
+            state.audit.write(&record).await;
+        }
         let elapsed = self.started.elapsed();
         tokio::spawn(async move {
             let completed = CompletedExchange {

@@ -189,6 +189,11 @@ impl AuditLog {
         })
     }
 
+    /// False when audit is off, so callers can skip building records nobody reads.
+    pub fn is_enabled(&self) -> bool {
+        self.sender.is_some()
+    }
+
     pub async fn write(&self, record: &AuditRecord) {
         let Some(sender) = &self.sender else { return };
         match serde_json::to_string(record) {
