@@ -7,10 +7,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode};
-use toolgate_plugin::sse::SseParser;
-use toolgate_plugin::{
-    ErrorShape, ExchangeMeta, Parsed, ResponseExchange, ToolResponse, WireFormat,
-};
+use toolgate_plugin::{ErrorShape, ExchangeMeta, Parsed, ResponseExchange};
 
 use crate::error::ErrorReport;
 use crate::pipeline::StageOutcome;
@@ -98,7 +95,7 @@ pub async fn explain(route: &Arc<Route>, path: &str, request: Bytes, response: &
 
     let streamed = looks_like_sse(response);
     let parsed_response = if streamed {
-        assemble_stream(format, response)
+        Ok(toolgate_plugin::stream::reassemble(format, [response]).response)
     } else {
         format.parse_response(response)
     };
@@ -179,26 +176,4 @@ fn looks_like_sse(body: &[u8]) -> bool {
         .unwrap_or(0);
     let rest = &body[start..];
     rest.starts_with(b"data:") || rest.starts_with(b"event:") || rest.starts_with(b":")
-}
-
-/// Reassembles every call of a recorded stream, as the stream guard would.
-fn assemble_stream(
-    format: WireFormat,
-    body: &[u8],
-) -> Result<ToolResponse, toolgate_plugin::ParseError> {
-    let mut parser = SseParser::new();
-    let mut assembler = format.stream_assembler();
-    let mut calls = Vec::new();
-    let events = parser.push(body).into_iter().chain(parser.finish());
-    for event in events {
-        assembler.observe(&event);
-        if assembler.calls_ready() {
-            calls.extend(assembler.take_calls());
-        }
-    }
-    calls.extend(assembler.take_calls());
-    Ok(ToolResponse {
-        calls,
-        reasoning: assembler.reasoning().map(str::to_owned),
-    })
 }

@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 
 use proptest::prelude::*;
-use toolgate_plugin::sse::SseParser;
-use toolgate_plugin::{ToolCall, WireFormat};
+use toolgate_plugin::WireFormat;
+use toolgate_plugin::stream::reassemble;
 
 /// Every recorded stream with the format it is in.
 fn recorded_streams() -> Vec<(WireFormat, String, Vec<u8>)> {
@@ -31,28 +31,6 @@ fn recorded_streams() -> Vec<(WireFormat, String, Vec<u8>)> {
     }
     streams.sort_by(|a, b| a.1.cmp(&b.1));
     streams
-}
-
-/// The raw bytes of the events and the calls, as the stream guard would see them.
-fn reassemble(format: WireFormat, chunks: &[&[u8]]) -> (Vec<u8>, Vec<ToolCall>) {
-    let mut parser = SseParser::new();
-    let mut assembler = format.stream_assembler();
-    let mut raw = Vec::new();
-    let mut calls = Vec::new();
-    let mut events = Vec::new();
-    for chunk in chunks {
-        events.extend(parser.push(chunk));
-    }
-    events.extend(parser.finish());
-    for event in events {
-        raw.extend_from_slice(&event.raw);
-        assembler.observe(&event);
-        if assembler.calls_ready() {
-            calls.extend(assembler.take_calls());
-        }
-    }
-    calls.extend(assembler.take_calls());
-    (raw, calls)
 }
 
 /// Cuts `bytes` at the given fractions of its length.
@@ -91,11 +69,11 @@ proptest! {
     #[test]
     fn any_chunking_yields_the_same_bytes_and_calls(fractions in prop::collection::vec(0.0f64..1.0, 0..40)) {
         for (format, name, bytes) in recorded_streams() {
-            let (whole_raw, whole_calls) = reassemble(format, &[&bytes]);
-            prop_assert_eq!(&whole_raw, &bytes, "{}", name);
-            let (raw, calls) = reassemble(format, &cut(&bytes, &fractions));
-            prop_assert_eq!(&raw, &bytes, "{}", name);
-            prop_assert_eq!(&calls, &whole_calls, "{}", name);
+            let whole = reassemble(format, [bytes.as_slice()]);
+            prop_assert_eq!(&whole.raw, &bytes, "{}", name);
+            let chunked = reassemble(format, cut(&bytes, &fractions));
+            prop_assert_eq!(&chunked.raw, &bytes, "{}", name);
+            prop_assert_eq!(&chunked.response, &whole.response, "{}", name);
         }
     }
 }

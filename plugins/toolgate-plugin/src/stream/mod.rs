@@ -10,7 +10,8 @@ pub use anthropic::AnthropicStreamAssembler;
 pub use chat::ChatStreamAssembler;
 pub use responses::ResponsesStreamAssembler;
 
-use crate::sse::SseEvent;
+use crate::format::{ToolResponse, WireFormat};
+use crate::sse::{SseEvent, SseParser};
 use crate::tool::ToolCall;
 
 /// What an event is, as far as holding back goes.
@@ -44,6 +45,44 @@ pub trait StreamAssembler: Send {
 
     /// The reasoning summary streamed so far, if any.
     fn reasoning(&self) -> Option<&str>;
+}
+
+/// A whole recorded stream, reassembled the way the stream guard reads it: the calls it carries
+/// and the exact bytes of its events (which must equal the input).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reassembled {
+    pub raw: Vec<u8>,
+    pub response: ToolResponse,
+}
+
+/// Reassembles a stream delivered in `chunks`: for offline verdicts (`toolgate explain`), fuzzing
+/// and property tests.
+pub fn reassemble<'a>(
+    format: WireFormat,
+    chunks: impl IntoIterator<Item = &'a [u8]>,
+) -> Reassembled {
+    let mut parser = SseParser::new();
+    let mut assembler = format.stream_assembler();
+    let mut events = Vec::new();
+    for chunk in chunks {
+        events.extend(parser.push(chunk));
+    }
+    events.extend(parser.finish());
+    let mut raw = Vec::new();
+    let mut calls = Vec::new();
+    for event in events {
+        raw.extend_from_slice(&event.raw);
+        assembler.observe(&event);
+        if assembler.calls_ready() {
+            calls.extend(assembler.take_calls());
+        }
+    }
+    calls.extend(assembler.take_calls());
+    let reasoning = assembler.reasoning().map(str::to_owned);
+    Reassembled {
+        raw,
+        response: ToolResponse { calls, reasoning },
+    }
 }
 
 #[cfg(test)]
