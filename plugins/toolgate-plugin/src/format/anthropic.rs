@@ -9,21 +9,11 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::raw_object::RawObject;
-use super::tool_entry::{declared_tools as read_tools, without_tools};
-use super::{ParseError, ToolRequest, ToolResponse, WireFormat, text_or_raw_json};
+use super::tool_entry::without_tools;
+use super::{ParseError, RequestHead, ToolRequest, ToolResponse, WireFormat, text_or_raw_json};
 use crate::stream::AnthropicStreamAssembler as Blocks;
 use crate::tool::{CallOutcome, DeclaredTool, HistoryCall, ToolCall, ToolKind};
 use crate::verdict::Edit;
-
-#[derive(Deserialize)]
-struct RequestWire<'a> {
-    #[serde(borrow, default)]
-    tools: Option<&'a RawValue>,
-    #[serde(default)]
-    stream: Option<bool>,
-    #[serde(default)]
-    model: Option<String>,
-}
 
 /// The names a declared `code_execution` server tool (version 20250825 and later) answers
 /// under: it runs as `server_tool_use` calls of its bash and file-editing halves, so declaring
@@ -31,11 +21,8 @@ struct RequestWire<'a> {
 const CODE_EXECUTION_PARTS: [&str; 2] = ["bash_code_execution", "text_editor_code_execution"];
 
 pub(super) fn parse_request(body: Bytes) -> Result<ToolRequest, ParseError> {
-    let wire: RequestWire = serde_json::from_slice(&body)?;
-    let mut declared_tools = match wire.tools {
-        Some(tools) if tools.get() != "null" => read_tools(tools)?,
-        _ => Vec::new(),
-    };
+    let wire: RequestHead = serde_json::from_slice(&body)?;
+    let mut declared_tools = wire.declared_tools()?;
     let runs_code = declared_tools
         .iter()
         .any(|tool| tool.kind == ToolKind::Builtin && tool.name == "code_execution");

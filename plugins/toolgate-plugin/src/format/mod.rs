@@ -159,6 +159,27 @@ impl WireFormat {
     }
 }
 
+/// The top-level request fields the Responses and Anthropic formats share: tools of any shape,
+/// the stream flag and the model. (Chat adds its legacy `functions[]` and reads its own.)
+#[derive(serde::Deserialize)]
+pub(crate) struct RequestHead<'a> {
+    #[serde(borrow, default)]
+    tools: Option<&'a RawValue>,
+    #[serde(default)]
+    pub stream: Option<bool>,
+    #[serde(default)]
+    pub model: Option<String>,
+}
+
+impl RequestHead<'_> {
+    pub(crate) fn declared_tools(&self) -> Result<Vec<DeclaredTool>, ParseError> {
+        match self.tools {
+            Some(tools) if tools.get() != "null" => tool_entry::declared_tools(tools),
+            _ => Ok(Vec::new()),
+        }
+    }
+}
+
 /// What the checks need from a request.
 #[derive(Debug, Clone)]
 pub struct ToolRequest {

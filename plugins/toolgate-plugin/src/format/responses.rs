@@ -9,8 +9,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::raw_object::RawObject;
-use super::tool_entry::{ToolEntry, declared_tools as read_tools, without_tools};
-use super::{ParseError, ToolRequest, ToolResponse, WireFormat, text_or_raw_json};
+use super::tool_entry::{ToolEntry, without_tools};
+use super::{ParseError, RequestHead, ToolRequest, ToolResponse, WireFormat, text_or_raw_json};
 use crate::tool::{CallOutcome, DeclaredTool, HistoryCall, ToolCall, ToolKind};
 use crate::verdict::Edit;
 
@@ -38,22 +38,9 @@ fn without_date(kind: &str) -> &str {
     kind.get(..split).filter(|_| dated).unwrap_or(kind)
 }
 
-#[derive(Deserialize)]
-struct RequestWire<'a> {
-    #[serde(borrow, default)]
-    tools: Option<&'a RawValue>,
-    #[serde(default)]
-    stream: Option<bool>,
-    #[serde(default)]
-    model: Option<String>,
-}
-
 pub(super) fn parse_request(body: Bytes) -> Result<ToolRequest, ParseError> {
-    let wire: RequestWire = serde_json::from_slice(&body)?;
-    let mut declared_tools = match wire.tools {
-        Some(tools) if tools.get() != "null" => read_tools(tools)?,
-        _ => Vec::new(),
-    };
+    let wire: RequestHead = serde_json::from_slice(&body)?;
+    let mut declared_tools = wire.declared_tools()?;
     for tool in &mut declared_tools {
         tool.name = reported_name(tool).to_owned();
     }
