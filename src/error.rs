@@ -62,6 +62,21 @@ impl GatewayError {
         )
     }
 
+    /// A route that requires a tenant's key got none, or one no tenant holds.
+    pub fn unauthenticated(failure: crate::tenants::AuthFailure) -> Self {
+        let (code, message) = match failure {
+            crate::tenants::AuthFailure::MissingKey => (
+                "missing_api_key",
+                "this route requires a tenant API key (Authorization: Bearer <key>)",
+            ),
+            crate::tenants::AuthFailure::UnknownKey => (
+                "invalid_api_key",
+                "the API key does not belong to any tenant",
+            ),
+        };
+        Self::new(Blame::Client, StatusCode::UNAUTHORIZED, code, message)
+    }
+
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(
             Blame::Client,

@@ -99,7 +99,10 @@ impl Exchange {
         state
             .metrics
             .record_request(&route_path, status.as_u16(), self.started.elapsed());
-        if self.route.chain.is_empty() {
+        // A bare pass-through is not audited; anything guarded or authenticated is, 401s too.
+        let authenticated =
+            self.meta.tenant.is_some() || self.route.auth == crate::tenants::RouteAuth::Tenant;
+        if self.route.chain.is_empty() && !authenticated {
             return;
         }
         state
@@ -127,6 +130,7 @@ impl Exchange {
                 route: route_path,
                 method: self.meta.method.to_string(),
                 path: self.meta.path_and_query.clone(),
+                tenant: self.meta.tenant.as_ref().map(|tenant| tenant.name.clone()),
                 status: status.as_u16(),
                 verdict,
                 streamed: self.streamed,

@@ -51,6 +51,7 @@ pub async fn explain(route: &Arc<Route>, path: &str, request: Bytes, response: &
         route: route.path.clone(),
         method: Method::POST,
         path_and_query: path.to_owned(),
+        tenant: None,
     };
     let headers = HeaderMap::new();
     let format = route.format.resolve(path, Some(&request));

@@ -38,6 +38,7 @@ pub mod router;
 pub mod server;
 pub mod streaming;
 pub mod telemetry;
+pub mod tenants;
 pub mod upstream;
 
 pub use config::{Config, ConfigErrors, PluginRegistry};

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{HeaderMap, Request, Response, Version};
 use hyper::body::Incoming;
-use toolgate_plugin::{ExchangeMeta, Parsed, ResponseExchange, ToolRequest, WireFormat};
+use toolgate_plugin::{ExchangeMeta, Parsed, ResponseExchange, Tenant, ToolRequest, WireFormat};
 
 use crate::body::{self, IdleTimeout, ProxyBody, collect_limited};
 use crate::config::ServerConfig;
@@ -17,6 +17,7 @@ use crate::error::{ErrorReport, GatewayError};
 use crate::exchange::Exchange;
 use crate::server::GatewayState;
 use crate::streaming;
+use crate::tenants::{AuthFailure, RouteAuth, TenantDirectory, strip_client_credentials};
 use crate::upstream::strip_hop_by_hop;
 
 pub const REQUEST_ID: &str = "x-request-id";
@@ -49,10 +50,18 @@ pub async fn handle(state: Arc<GatewayState>, request: Request<Incoming>) -> Res
                     .uri()
                     .path_and_query()
                     .map_or_else(|| "/".to_owned(), |pq| pq.as_str().to_owned()),
+                tenant: None,
             };
             let server = &config.server;
+            let auth = route.auth;
             let mut exchange = Exchange::new(meta, route, request.headers().clone(), started);
-            let result = forward(&mut exchange, request, server).await;
+            let result = match authenticate(&config.tenants, auth, request.headers()) {
+                Ok(tenant) => {
+                    exchange.meta.tenant = tenant;
+                    forward(&mut exchange, request, server).await
+                }
+                Err(error) => Err(error),
+            };
             let plugin_headers = std::mem::take(&mut exchange.response_headers);
             let mut response = match result {
                 Ok(Step::Respond(response)) => {
@@ -172,6 +181,10 @@ async fn forward(
             GatewayError::bad_request(format!("the request path cannot be forwarded: {error}"))
         })?;
     strip_hop_by_hop(&mut headers);
+    if exchange.meta.tenant.is_some() {
+        // The tenant's key is toolgate's business only; the upstream gets its own key.
+        strip_client_credentials(&mut headers);
+    }
     headers.remove(header::HOST);
     headers.remove(header::CONTENT_LENGTH);
     route.upstream.authorize(&mut headers);
@@ -261,6 +274,26 @@ async fn forward(
         response_parts,
         body::full(bytes),
     )))
+}
+
+/// The tenant the request's key belongs to. A route that requires a tenant refuses a missing
+/// or unknown key; elsewhere an unknown key is taken for the upstream's own and passed on.
+fn authenticate(
+    tenants: &TenantDirectory,
+    auth: RouteAuth,
+    headers: &HeaderMap,
+) -> Result<Option<Arc<Tenant>>, GatewayError> {
+    if tenants.is_empty() {
+        return Ok(None);
+    }
+    match (tenants.authenticate(headers), auth) {
+        (Ok(Some(tenant)), _) => Ok(Some(tenant)),
+        (Ok(None) | Err(_), RouteAuth::None) => Ok(None),
+        (Ok(None), RouteAuth::Tenant) => {
+            Err(GatewayError::unauthenticated(AuthFailure::MissingKey))
+        }
+        (Err(failure), RouteAuth::Tenant) => Err(GatewayError::unauthenticated(failure)),
+    }
 }
 
 fn parse_request(format: WireFormat, headers: &HeaderMap, bytes: &Bytes) -> Parsed<ToolRequest> {

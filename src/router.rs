@@ -7,6 +7,7 @@ use std::sync::Arc;
 use toolgate_plugin::WireFormat;
 
 use crate::pipeline::Chain;
+use crate::tenants::RouteAuth;
 use crate::upstream::Upstream;
 
 pub struct Route {
@@ -15,6 +16,8 @@ pub struct Route {
     pub chain: Chain,
     /// How bodies on this route are read.
     pub format: RouteFormat,
+    /// Whether a tenant's key is required.
+    pub auth: RouteAuth,
 }
 
 /// A route's wire format: fixed by configuration, or found per request.
@@ -45,6 +48,7 @@ impl Route {
             upstream,
             chain,
             format,
+            auth: RouteAuth::None,
         }
     }
 

@@ -227,6 +227,8 @@ pub struct AuditRecord {
     pub route: String,
     pub method: String,
     pub path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
     pub status: u16,
     pub verdict: AuditVerdict,
     pub streamed: bool,

@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 use toolgate::{PluginRegistry, Runtime};
 
 use toolgate_plugin::{
-    BodyNeeds, Check, CompletedExchange, Edit, Plugin, PluginFactory, Rejection, RequestExchange,
-    SettingsError, Verdict, Violation, async_trait, parse_settings,
+    BodyNeeds, BuildContext, Check, CompletedExchange, Edit, Plugin, PluginFactory, Rejection,
+    RequestExchange, SettingsError, Verdict, Violation, async_trait, parse_settings,
 };
 
 /// Removes one named tool before the request goes upstream, and records what it saw.
@@ -94,7 +94,11 @@ impl PluginFactory for ToolRemoverFactory {
     fn name(&self) -> &'static str {
         "tool_remover"
     }
-    fn build(&self, settings: &Value) -> Result<Arc<dyn Plugin>, SettingsError> {
+    fn build(
+        &self,
+        settings: &Value,
+        _context: &BuildContext,
+    ) -> Result<Arc<dyn Plugin>, SettingsError> {
         let settings: RemoverSettings = parse_settings(settings)?;
         Ok(Arc::new(ToolRemover {
             tool: settings.tool,

@@ -8,13 +8,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use toolgate_plugin::prometheus_client::registry::Registry;
-use toolgate_plugin::{PluginFactory, WireFormat};
+use toolgate_plugin::{BuildContext, CatalogTool, PluginFactory, Tenant, ToolCatalog, WireFormat};
 
 use super::source::{ConfigError, ConfigErrors, KeyPath, Source};
 use super::{Config, Mode, RawConfig, RawPluginEntry, ServerConfig, settings_to_json};
 use crate::pipeline::{Chain, ChainEntry};
 use crate::router::{Route, RouteFormat, Router};
 use crate::telemetry::AuditOutput;
+use crate::tenants::{KeyDigest, RouteAuth, TenantDirectory, digest, parse_digest};
 use crate::upstream::{Upstream, UpstreamSettings};
 
 /// The plugins this process can build, by name. Created once per process (plugins register
@@ -103,6 +104,12 @@ pub(super) fn build(
         }
     }
 
+    let catalog = Arc::new(build_catalog(&raw, source, &mut errors));
+    let tenants = build_tenants(&raw, source, &mut errors);
+    let mut context = BuildContext::default();
+    context.catalog = catalog.clone();
+    context.tenants = tenants.by_name().clone();
+
     let mut routes = Vec::new();
     let mut seen_paths = HashSet::new();
     for (index, route) in raw.routes.iter().enumerate() {
@@ -152,16 +159,39 @@ pub(super) fn build(
                 }
             },
         };
+        let auth = match route.auth.as_deref() {
+            None if tenants.is_empty() => RouteAuth::None,
+            None | Some("tenant") => RouteAuth::Tenant,
+            Some("none") => RouteAuth::None,
+            Some(other) => {
+                errors.push(source.error_at_key(
+                    &route_path.clone().key("auth"),
+                    format!("unknown auth '{other}' (one of: tenant, none)"),
+                ));
+                RouteAuth::Tenant
+            }
+        };
+        if auth == RouteAuth::Tenant && tenants.is_empty() {
+            errors.push(source.error_at_key(
+                &route_path.clone().key("auth"),
+                "auth = \"tenant\" needs at least one [tenants.NAME] with a key",
+            ));
+        }
+        let mut route_context = context.clone();
+        route_context.route = route.path.clone();
         let chain = build_chain(
             &raw.plugins,
             &route.plugins,
             &route_path,
             source,
             plugins,
+            &route_context,
             &mut errors,
         );
         if let Some(upstream) = upstream {
-            routes.push(Route::new(route.path.clone(), upstream, chain, format));
+            let mut built = Route::new(route.path.clone(), upstream, chain, format);
+            built.auth = auth;
+            routes.push(built);
         }
     }
 
@@ -177,6 +207,8 @@ pub(super) fn build(
             server,
             router: Router::new(routes),
             audit,
+            catalog,
+            tenants,
             origin: source.origin.to_owned(),
         }),
         _ => Err(ConfigErrors(errors)),
@@ -252,6 +284,7 @@ fn build_chain(
     route_path: &KeyPath,
     source: &Source,
     plugins: &PluginRegistry,
+    context: &BuildContext,
     errors: &mut Vec<ConfigError>,
 ) -> Chain {
     let mut merged: Vec<MergedEntry> = Vec::new();
@@ -325,7 +358,7 @@ fn build_chain(
                 continue;
             }
         };
-        match factory.build(&settings) {
+        match factory.build(&settings, context) {
             Ok(plugin) => chain.push(ChainEntry {
                 name: entry.name.to_owned(),
                 plugin,
@@ -336,4 +369,109 @@ fn build_chain(
         }
     }
     Chain::new(chain)
+}
+
+/// `[tools.NAME]` into the catalog. Names, groups and states are exact and case-sensitive, so
+/// only what could never match (an empty string) is refused here.
+fn build_catalog(raw: &RawConfig, source: &Source, errors: &mut Vec<ConfigError>) -> ToolCatalog {
+    let mut tools = Vec::new();
+    for (name, entry) in &raw.tools {
+        let tool_path = KeyPath::default().key("tools").key(name);
+        let mut tool = CatalogTool::new(name.clone());
+        if let Some(groups) = &entry.groups {
+            tool.groups = if groups.is_empty() {
+                vec![toolgate_plugin::catalog::DEFAULT_GROUP.to_owned()]
+            } else {
+                groups.clone()
+            };
+        }
+        if let Some(states) = &entry.available_in_states {
+            tool.available_in_states = states.clone();
+        }
+        tool.transition = entry.state.clone();
+        tool.category = entry.category.clone();
+        tool.action = entry.action.clone();
+        tool.description = entry.description.clone();
+        for (key, values) in [
+            ("groups", &tool.groups),
+            ("available_in_states", &tool.available_in_states),
+        ] {
+            if values.iter().any(|value| value.trim().is_empty()) {
+                errors.push(
+                    source.error_at_key(&tool_path.clone().key(key), "names must not be empty"),
+                );
+            }
+        }
+        if tool
+            .transition
+            .as_deref()
+            .is_some_and(|state| state.trim().is_empty())
+        {
+            errors.push(
+                source.error_at_key(&tool_path.clone().key("state"), "a state must not be empty"),
+            );
+        }
+        tools.push(tool);
+    }
+    ToolCatalog::new(tools)
+}
+
+/// `[tenants.NAME]` into the key table. Every tenant needs a key, and no key may belong to two
+/// tenants (the request could not say whose it is).
+fn build_tenants(
+    raw: &RawConfig,
+    source: &Source,
+    errors: &mut Vec<ConfigError>,
+) -> TenantDirectory {
+    let mut owners: BTreeMap<KeyDigest, &str> = BTreeMap::new();
+    let mut tenants = Vec::new();
+    for (name, entry) in &raw.tenants {
+        let tenant_path = KeyPath::default().key("tenants").key(name);
+        let mut digests = Vec::new();
+        for (index, key) in entry.api_keys.iter().enumerate() {
+            let path = tenant_path.clone().key("api_keys").index(index);
+            if key.0.trim().is_empty() {
+                errors.push(source.error_at_key(&path, "an API key must not be empty"));
+            } else {
+                digests.push((digest(key.0.trim().as_bytes()), path));
+            }
+        }
+        for (index, hex) in entry.api_key_sha256.iter().enumerate() {
+            let path = tenant_path.clone().key("api_key_sha256").index(index);
+            match parse_digest(hex) {
+                Some(parsed) => digests.push((parsed, path)),
+                None => errors.push(source.error_at_key(
+                    &path,
+                    "not a SHA-256 digest: write 64 hex digits (printf %s \"$KEY\" | sha256sum)",
+                )),
+            }
+        }
+        if entry.api_keys.is_empty() && entry.api_key_sha256.is_empty() {
+            errors.push(source.error_at_key(
+                &tenant_path,
+                "a tenant needs a key: set api_keys or api_key_sha256",
+            ));
+        }
+        for (parsed, path) in &digests {
+            if let Some(owner) = owners.insert(*parsed, name) {
+                errors.push(source.error_at_key(
+                    path,
+                    format!("this key is also tenant '{owner}''s: a key identifies one tenant"),
+                ));
+            }
+        }
+        let tenant = Tenant {
+            name: name.clone(),
+            groups: entry.groups.clone(),
+            access_level: entry.access_level.clone(),
+            allowed_tools: entry.allowed_tools.clone(),
+            denied_tools: entry.denied_tools.clone(),
+            agents: entry.agents.clone(),
+        };
+        tenants.push((
+            Arc::new(tenant),
+            digests.into_iter().map(|(digest, _)| digest).collect(),
+        ));
+    }
+    TenantDirectory::new(tenants)
 }

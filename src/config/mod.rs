@@ -9,6 +9,7 @@ mod source;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -17,14 +18,20 @@ pub use build::PluginRegistry;
 pub use env::expand as expand_env;
 pub use source::{ConfigError, ConfigErrors, KeyPath};
 
+use toolgate_plugin::ToolCatalog;
+
 use crate::router::Router;
 use crate::telemetry::AuditOutput;
+use crate::tenants::TenantDirectory;
 
 /// The gateway's configuration, validated and with every plugin built.
 pub struct Config {
     pub server: ServerConfig,
     pub router: Router,
     pub audit: AuditOutput,
+    /// `[tools.NAME]`, shared with every plugin built from this configuration.
+    pub catalog: Arc<ToolCatalog>,
+    pub tenants: TenantDirectory,
     /// Where the configuration came from, for logs.
     pub origin: String,
 }
@@ -95,6 +102,53 @@ pub(crate) struct RawConfig {
     pub routes: Vec<RawRoute>,
     #[serde(default)]
     pub audit: RawAudit,
+    /// `[tools.NAME]`: the tool catalog.
+    #[serde(default)]
+    pub tools: BTreeMap<String, RawTool>,
+    /// `[tenants.NAME]`: the clients that authenticate to toolgate.
+    #[serde(default)]
+    pub tenants: BTreeMap<String, RawTenant>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawTool {
+    #[serde(default)]
+    pub groups: Option<Vec<String>>,
+    /// The state a successful call moves the conversation to.
+    #[serde(default)]
+    pub state: Option<String>,
+    #[serde(default, alias = "applicable-states")]
+    pub available_in_states: Option<Vec<String>>,
+    #[serde(default)]
+    pub category: Option<String>,
+    /// `category:action`.
+    #[serde(default)]
+    pub action: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawTenant {
+    /// Keys in the clear, normally `${VAR}` so they stay out of the file.
+    #[serde(default)]
+    pub api_keys: Vec<EnvString>,
+    /// Keys as lowercase hex SHA-256 digests (`printf %s "$KEY" | sha256sum`).
+    #[serde(default)]
+    pub api_key_sha256: Vec<String>,
+    #[serde(default)]
+    pub groups: Vec<String>,
+    #[serde(default)]
+    pub access_level: Option<String>,
+    #[serde(default)]
+    pub allowed_tools: Vec<String>,
+    #[serde(default)]
+    pub denied_tools: Vec<String>,
+    /// Agent identities the tenant may assert with `x-toolgate-agent`.
+    #[serde(default)]
+    pub agents: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -217,6 +271,9 @@ pub(crate) struct RawRoute {
     pub format: Option<String>,
     #[serde(default)]
     pub plugins: Vec<RawPluginEntry>,
+    /// `tenant` (a tenant's key is required) or `none`; default `tenant` when tenants exist.
+    #[serde(default)]
+    pub auth: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -130,6 +130,15 @@ impl TestGateway {
         )
     }
 
+    /// A real OpenAI SDK client that authenticates to the gateway with `key` (a tenant's).
+    pub fn openai_with_key(&self, key: &str) -> Client<OpenAIConfig> {
+        Client::with_config(
+            OpenAIConfig::new()
+                .with_api_base(format!("{}/v1", self.url()))
+                .with_api_key(key),
+        )
+    }
+
     /// POSTs a JSON body to `path` and returns the raw response.
     pub async fn post(&self, path: &str, body: &Value) -> reqwest::Response {
         reqwest::Client::new()

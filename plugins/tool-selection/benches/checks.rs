@@ -54,6 +54,7 @@ impl Exchange {
                 route: "/v1".to_owned(),
                 method: Method::POST,
                 path_and_query: "/v1/chat/completions".to_owned(),
+                tenant: None,
             },
             headers: HeaderMap::new(),
             request,
@@ -84,7 +85,10 @@ fn verdict(plugin: &dyn Plugin, exchange: &Exchange) -> Verdict {
 
 fn plugin() -> Arc<dyn Plugin> {
     let factory = ToolSelectionFactory::new(&mut Registry::default());
-    match factory.build(&serde_json::json!({})) {
+    match factory.build(
+        &serde_json::json!({}),
+        &toolgate_plugin::BuildContext::default(),
+    ) {
         Ok(plugin) => plugin,
         Err(error) => panic!("default settings refused: {error}"),
     }

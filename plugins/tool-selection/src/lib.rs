@@ -52,7 +52,7 @@ mod testing;
 use std::sync::Arc;
 
 use prometheus_client::registry::Registry;
-use toolgate_plugin::{Plugin, PluginFactory, SettingsError};
+use toolgate_plugin::{BuildContext, Plugin, PluginFactory, SettingsError};
 
 use crate::metrics::Metrics;
 use crate::plugin::ToolSelection;
@@ -94,7 +94,11 @@ impl PluginFactory for ToolSelectionFactory {
 
     /// Validates the settings and builds a plugin. Cheap and without I/O: the judge's HTTP
     /// client is created on its first use.
-    fn build(&self, settings: &serde_json::Value) -> Result<Arc<dyn Plugin>, SettingsError> {
+    fn build(
+        &self,
+        settings: &serde_json::Value,
+        _context: &BuildContext,
+    ) -> Result<Arc<dyn Plugin>, SettingsError> {
         let settings = Settings::parse(settings)?;
         Ok(Arc::new(ToolSelection::new(
             settings,
@@ -120,7 +124,7 @@ mod tests {
         assert_eq!(factory.name(), "tool_selection");
         assert_eq!(factory.default_priority(), 100);
         let plugin = factory
-            .build(&json!({"strict": true}))
+            .build(&json!({"strict": true}), &BuildContext::default())
             .expect("valid settings");
         assert_eq!(plugin.name(), "tool_selection");
     }
@@ -129,12 +133,12 @@ mod tests {
     fn build_refuses_bad_settings_with_their_path() {
         let factory = ToolSelectionFactory::new(&mut Registry::default());
         let error = factory
-            .build(&json!({"judge_concurrency": 0}))
+            .build(&json!({"judge_concurrency": 0}), &BuildContext::default())
             .err()
             .expect("concurrency 0 is refused");
         assert_eq!(error.path, "judge_concurrency");
         let error = factory
-            .build(&json!({"stict": true}))
+            .build(&json!({"stict": true}), &BuildContext::default())
             .err()
             .expect("a typo is refused");
         assert!(error.message.contains("stict"), "{}", error.message);
@@ -143,8 +147,12 @@ mod tests {
     #[tokio::test]
     async fn plugins_of_one_factory_share_compiled_schemas() {
         let factory = ToolSelectionFactory::new(&mut Registry::default());
-        let first = factory.build(&json!({})).expect("valid");
-        let second = factory.build(&json!({"strict": true})).expect("valid");
+        let first = factory
+            .build(&json!({}), &BuildContext::default())
+            .expect("valid");
+        let second = factory
+            .build(&json!({"strict": true}), &BuildContext::default())
+            .expect("valid");
         let response = Parsed::Parsed(crate::testing::parse_response(&response_with_calls(&[(
             "send_email",
             r#"{"to":"a@b.c"}"#,

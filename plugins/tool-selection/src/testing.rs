@@ -33,7 +33,7 @@ pub struct Harness {
 impl Harness {
     pub fn new(settings: Value) -> Self {
         let factory = ToolSelectionFactory::new(&mut Registry::default());
-        let plugin = match factory.build(&settings) {
+        let plugin = match factory.build(&settings, &toolgate_plugin::BuildContext::default()) {
             Ok(plugin) => plugin,
             Err(error) => panic!("settings refused: {error}"),
         };
@@ -134,6 +134,7 @@ pub async fn run(
         route: "/v1/chat/completions".to_owned(),
         method: Method::POST,
         path_and_query: "/v1/chat/completions".to_owned(),
+        tenant: None,
     };
     let headers = HeaderMap::new();
     let exchange = ResponseExchange {

@@ -1,11 +1,13 @@
 //! What a plugin sees at each stage of an exchange. Views are read-only: a plugin changes the
 //! exchange by returning [`Verdict::Modify`](crate::Verdict::Modify), never by mutation.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::{HeaderMap, Method, StatusCode};
 
 use crate::format::{ParseError, ToolRequest, ToolResponse};
+use crate::tenant::Tenant;
 
 /// Facts about the exchange that every stage shares.
 #[derive(Debug, Clone)]
@@ -17,6 +19,8 @@ pub struct ExchangeMeta {
     pub method: Method,
     /// The request path and query as the client sent them.
     pub path_and_query: String,
+    /// The tenant whose key authenticated the request, when tenants are configured.
+    pub tenant: Option<Arc<Tenant>>,
 }
 
 /// A body as the gateway could read it.

@@ -17,22 +17,28 @@
 //! - [`tool`]: `DeclaredTool`, `ToolCall` and their kinds, the nouns of every check.
 //! - [`exchange`]: what a plugin sees at each stage (`RequestExchange`, `ResponseExchange`, …).
 //! - [`verdict`]: `Verdict`, `Rejection`, `Violation`, `Check`, `Edit`.
-//! - [`plugin`]: the `Plugin` trait (one method per stage) and `PluginFactory`.
+//! - [`plugin`]: the `Plugin` trait (one method per stage), `PluginFactory` and `BuildContext`.
+//! - [`catalog`]: the tool catalog (groups, workflow states, categories, action types).
+//! - [`tenant`]: the tenant an exchange was authenticated as.
 //! - [`format`]: wire-format adapters that turn bodies into tools and calls, and apply edits.
 //! - [`sse`]: an incremental Server-Sent Events parser that keeps each event's exact bytes.
 //! - [`stream`]: stream assemblers that rebuild tool calls from streamed fragments.
 
+pub mod catalog;
 pub mod exchange;
 pub mod format;
 pub mod plugin;
 pub mod sse;
 pub mod stream;
+pub mod tenant;
 pub mod tool;
 pub mod verdict;
 
+pub use catalog::{CatalogTool, ToolCatalog};
 pub use exchange::{CompletedExchange, ExchangeMeta, Parsed, RequestExchange, ResponseExchange};
 pub use format::{ErrorShape, ParseError, ParseErrorKind, ToolRequest, ToolResponse, WireFormat};
-pub use plugin::{BodyNeeds, Plugin, PluginFactory, SettingsError, parse_settings};
+pub use plugin::{BodyNeeds, BuildContext, Plugin, PluginFactory, SettingsError, parse_settings};
+pub use tenant::Tenant;
 pub use tool::{CallOutcome, DeclaredTool, HistoryCall, ToolCall, ToolKind};
 pub use verdict::{Check, Edit, Rejection, Verdict, Violation};
 

@@ -1,12 +1,15 @@
 //! The `Plugin` trait — one method per stage of an exchange — and the factory that builds a
 //! plugin from its per-route settings.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde::de::DeserializeOwned;
 
+use crate::catalog::ToolCatalog;
 use crate::exchange::{CompletedExchange, RequestExchange, ResponseExchange};
+use crate::tenant::Tenant;
 use crate::verdict::Verdict;
 
 /// Which bodies a plugin reads. The gateway buffers and parses a body only when some plugin on
@@ -59,8 +62,26 @@ pub trait PluginFactory: Send + Sync + 'static {
         0
     }
 
-    /// Validates `settings` and builds the plugin. Unknown keys must be refused.
-    fn build(&self, settings: &serde_json::Value) -> Result<Arc<dyn Plugin>, SettingsError>;
+    /// Validates `settings` and builds the plugin. Unknown keys must be refused. `context`
+    /// carries what the config says outside the plugin's own table (the tool catalog, tenants).
+    fn build(
+        &self,
+        settings: &serde_json::Value,
+        context: &BuildContext,
+    ) -> Result<Arc<dyn Plugin>, SettingsError>;
+}
+
+/// The gateway-wide sections of one config load that a plugin may read while it is built.
+/// The gateway fills it in; a test or a tool builds one with `Default` and sets what it needs.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct BuildContext {
+    /// The route the plugin is built for (its path prefix); empty outside a route.
+    pub route: String,
+    /// `[tools.NAME]`: groups, states, categories and action types.
+    pub catalog: Arc<ToolCatalog>,
+    /// `[tenants.NAME]`, by name.
+    pub tenants: Arc<BTreeMap<String, Arc<Tenant>>>,
 }
 
 /// A settings error, located by the key path inside the plugin's `settings` table so the gateway

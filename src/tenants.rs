@@ -1,0 +1,198 @@
+//! Tenant authentication: the table from key digests to tenants, reading a client's key from
+//! the headers every OpenAI and Anthropic SDK sends, and removing it before the request goes
+//! upstream. Keys are held only as SHA-256 digests, so no key can reach a log or a dump.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use http::HeaderMap;
+use http::header::{self, HeaderName};
+use sha2::{Digest, Sha256};
+use toolgate_plugin::Tenant;
+
+/// The headers a client's key may arrive in: OpenAI SDKs send `Authorization: Bearer`,
+/// Anthropic's `x-api-key`, Azure-style clients `api-key`.
+const KEY_HEADERS: [HeaderName; 3] = [
+    header::AUTHORIZATION,
+    HeaderName::from_static("x-api-key"),
+    HeaderName::from_static("api-key"),
+];
+
+pub type KeyDigest = [u8; 32];
+
+/// Who may talk to a route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteAuth {
+    /// Anyone; a tenant key that is presented still identifies its tenant.
+    None,
+    /// Only clients presenting a tenant's key (401 otherwise).
+    Tenant,
+}
+
+/// Why a request could not be authenticated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthFailure {
+    MissingKey,
+    UnknownKey,
+}
+
+/// Every tenant of one configuration, by name and by key digest.
+#[derive(Debug, Default)]
+pub struct TenantDirectory {
+    by_name: Arc<BTreeMap<String, Arc<Tenant>>>,
+    by_digest: HashMap<KeyDigest, Arc<Tenant>>,
+}
+
+impl TenantDirectory {
+    /// `tenants` with the digests of their keys; a digest listed twice is refused by the
+    /// config loader before this is built.
+    pub fn new(tenants: Vec<(Arc<Tenant>, Vec<KeyDigest>)>) -> Self {
+        let mut by_name = BTreeMap::new();
+        let mut by_digest = HashMap::new();
+        for (tenant, digests) in tenants {
+            for digest in digests {
+                by_digest.insert(digest, tenant.clone());
+            }
+            by_name.insert(tenant.name.clone(), tenant);
+        }
+        TenantDirectory {
+            by_name: Arc::new(by_name),
+            by_digest,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_name.is_empty()
+    }
+
+    pub fn by_name(&self) -> &Arc<BTreeMap<String, Arc<Tenant>>> {
+        &self.by_name
+    }
+
+    /// The tenant whose key the request carries. `Ok(None)` when no key was presented.
+    pub fn authenticate(&self, headers: &HeaderMap) -> Result<Option<Arc<Tenant>>, AuthFailure> {
+        let Some(key) = presented_key(headers) else {
+            return Ok(None);
+        };
+        self.by_digest
+            .get(&digest(key))
+            .cloned()
+            .map(Some)
+            .ok_or(AuthFailure::UnknownKey)
+    }
+}
+
+/// The SHA-256 digest of a key.
+pub fn digest(key: &[u8]) -> KeyDigest {
+    Sha256::digest(key).into()
+}
+
+/// Reads a lowercase or uppercase hex SHA-256 digest.
+pub fn parse_digest(hex: &str) -> Option<KeyDigest> {
+    let hex = hex.trim();
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut digest = [0u8; 32];
+    for (index, byte) in digest.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(hex.get(index * 2..index * 2 + 2)?, 16).ok()?;
+    }
+    Some(digest)
+}
+
+/// The client's key from the first key header that carries one.
+fn presented_key(headers: &HeaderMap) -> Option<&[u8]> {
+    KEY_HEADERS.iter().find_map(|name| {
+        let value = headers.get(name)?.as_bytes();
+        let key = if *name == header::AUTHORIZATION {
+            let (scheme, rest) = value.split_at_checked(7)?;
+            if !scheme.eq_ignore_ascii_case(b"bearer ") {
+                return None;
+            }
+            rest
+        } else {
+            value
+        };
+        let key = key.trim_ascii();
+        (!key.is_empty()).then_some(key)
+    })
+}
+
+/// Removes every header a client's key may travel in, so it never reaches the upstream.
+pub fn strip_client_credentials(headers: &mut HeaderMap) {
+    for name in &KEY_HEADERS {
+        headers.remove(name);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn directory() -> TenantDirectory {
+        let tenant = Arc::new(Tenant {
+            name: "acme".into(),
+            ..Tenant::default()
+        });
+        TenantDirectory::new(vec![(tenant, vec![digest(b"sk-acme")])])
+    }
+
+    fn headers(name: &'static str, value: &'static str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(name, HeaderValue::from_static(value));
+        headers
+    }
+
+    #[test]
+    fn a_key_is_read_from_each_sdk_header() {
+        let directory = directory();
+        for headers in [
+            headers("authorization", "Bearer sk-acme"),
+            headers("authorization", "bearer  sk-acme "),
+            headers("x-api-key", "sk-acme"),
+            headers("api-key", "sk-acme"),
+        ] {
+            let tenant = directory.authenticate(&headers).expect("known key");
+            assert_eq!(
+                tenant.map(|tenant| tenant.name.clone()).as_deref(),
+                Some("acme")
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_and_missing_keys_are_told_apart() {
+        let directory = directory();
+        assert_eq!(
+            directory.authenticate(&headers("authorization", "Bearer sk-other")),
+            Err(AuthFailure::UnknownKey)
+        );
+        assert_eq!(directory.authenticate(&HeaderMap::new()), Ok(None));
+        assert_eq!(
+            directory.authenticate(&headers("authorization", "Basic c2s6")),
+            Ok(None)
+        );
+    }
+
+    #[test]
+    fn digests_round_trip_through_hex() {
+        let hex: String = digest(b"sk-acme")
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(parse_digest(&hex), Some(digest(b"sk-acme")));
+        assert_eq!(parse_digest(&hex.to_uppercase()), Some(digest(b"sk-acme")));
+        assert_eq!(parse_digest("abc"), None);
+        assert_eq!(parse_digest(&"zz".repeat(32)), None);
+    }
+
+    #[test]
+    fn credentials_are_stripped() {
+        let mut headers = headers("authorization", "Bearer sk-acme");
+        headers.insert("x-api-key", HeaderValue::from_static("sk-acme"));
+        headers.insert("api-key", HeaderValue::from_static("sk-acme"));
+        strip_client_credentials(&mut headers);
+        assert!(headers.is_empty());
+    }
+}
