@@ -36,6 +36,8 @@ pub struct Exchange {
     pub streamed: bool,
     /// Headers plugins asked to set on the client's response.
     pub response_headers: Vec<(http::HeaderName, http::HeaderValue)>,
+    /// Fields plugins added to the audit line.
+    pub annotations: serde_json::Map<String, serde_json::Value>,
 }
 
 impl Exchange {
@@ -69,6 +71,7 @@ impl Exchange {
             failed: false,
             streamed: false,
             response_headers: Vec::new(),
+            annotations: serde_json::Map::new(),
         }
     }
 
@@ -86,6 +89,9 @@ impl Exchange {
         }
         self.response_headers
             .extend(outcome.response_headers.iter().cloned());
+        for (key, value) in &outcome.annotations {
+            self.annotations.insert(key.clone(), value.clone());
+        }
         for observed in &outcome.observed {
             self.observed
                 .extend(observed.rejection.violations.iter().cloned());
@@ -149,6 +155,7 @@ impl Exchange {
                 calls: self.checked_calls.iter().map(AuditCall::from).collect(),
                 violations: self.violations.clone(),
                 observed: self.observed.clone(),
+                annotations: self.annotations.clone(),
                 timings_ms: Timings {
                     total: millis(self.started.elapsed()),
                     upstream: millis(self.upstream_time),

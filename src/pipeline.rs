@@ -50,9 +50,19 @@ pub struct StageOutcome {
     pub response_headers: Vec<(http::HeaderName, http::HeaderValue)>,
     /// Edits to the response body (pre_response only).
     pub response_edits: Vec<Edit>,
+    /// Fields plugins added to the audit line.
+    pub annotations: Vec<(String, serde_json::Value)>,
 }
 
 impl StageOutcome {
+    fn keep_annotations(&mut self, edits: &[Edit]) {
+        for edit in edits {
+            if let Edit::Annotate(key, value) = edit {
+                self.annotations.push((key.clone(), value.clone()));
+            }
+        }
+    }
+
     fn record(&mut self, entry: &ChainEntry, rejection: Rejection) {
         match entry.mode {
             Mode::Observe => {
@@ -124,9 +134,11 @@ impl Chain {
                     }
                 }
                 Verdict::Modify(edits) if entry.mode == Mode::Observe => {
+                    outcome.keep_annotations(&edits);
                     tracing::info!(plugin = %entry.name, ?edits, "observe mode: would have modified the request");
                 }
                 Verdict::Modify(edits) => {
+                    outcome.keep_annotations(&edits);
                     for edit in &edits {
                         match edit {
                             Edit::SetRequestHeader(name, value) => {
@@ -135,7 +147,9 @@ impl Chain {
                             Edit::SetResponseHeader(name, value) => {
                                 outcome.response_headers.push((name.clone(), value.clone()))
                             }
-                            Edit::RemoveDeclaredTools(_) => {}
+                            Edit::RemoveDeclaredTools(_)
+                            | Edit::StripToolFields
+                            | Edit::Annotate(..) => {}
                             Edit::ReplaceArguments { .. } => {
                                 tracing::warn!(plugin = %entry.name, "ignored an arguments edit before the response exists");
                             }
@@ -175,6 +189,7 @@ impl Chain {
                 Verdict::Continue => {}
                 Verdict::Block(rejection) => outcome.record(entry, rejection),
                 Verdict::Modify(edits) if entry.mode == Mode::Observe => {
+                    outcome.keep_annotations(&edits);
                     tracing::info!(plugin = %entry.name, ?edits, "observe mode: would have modified the response");
                 }
                 Verdict::Modify(edits) => {
@@ -183,6 +198,7 @@ impl Chain {
                             Edit::SetResponseHeader(name, value) => {
                                 outcome.response_headers.push((name, value))
                             }
+                            Edit::Annotate(key, value) => outcome.annotations.push((key, value)),
                             other => outcome.response_edits.push(other),
                         }
                     }

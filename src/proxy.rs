@@ -171,6 +171,20 @@ async fn forward(
         for (name, value) in outcome.request_headers {
             headers.insert(name, value);
         }
+        if let Parsed::Parsed(request) = &exchange.request
+            && request.directives.is_some()
+        {
+            // The `toolgate` object is for toolgate: upstreams refuse unknown fields.
+            match toolgate_plugin::format::without_directives(&bytes) {
+                Ok(Some(stripped)) => bytes = stripped,
+                Ok(None) => {}
+                Err(error) => {
+                    return Err(GatewayError::bad_request(format!(
+                        "the request body could not be rewritten: {error}"
+                    )));
+                }
+            }
+        }
         body_for_upstream.unwrap_or_else(|| body::full(bytes))
     };
 

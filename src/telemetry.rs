@@ -239,6 +239,9 @@ pub struct AuditRecord {
     /// Violations that observe-mode plugins recorded without blocking.
     pub observed: Vec<Violation>,
     pub timings_ms: Timings,
+    /// Fields plugins added (`requested_groups`, `initial_state`, …), at the top level.
+    #[serde(flatten)]
+    pub annotations: serde_json::Map<String, serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Serialize)]

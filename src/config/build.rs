@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use toolgate_plugin::prometheus_client::registry::Registry;
+use toolgate_plugin::taxonomy;
 use toolgate_plugin::{BuildContext, CatalogTool, PluginFactory, Tenant, ToolCatalog, WireFormat};
 
 use super::source::{ConfigError, ConfigErrors, KeyPath, Source};
@@ -374,6 +375,7 @@ fn build_chain(
 /// `[tools.NAME]` into the catalog. Names, groups and states are exact and case-sensitive, so
 /// only what could never match (an empty string) is refused here.
 fn build_catalog(raw: &RawConfig, source: &Source, errors: &mut Vec<ConfigError>) -> ToolCatalog {
+    let known_categories = || taxonomy::CATEGORIES.join(", ");
     let mut tools = Vec::new();
     for (name, entry) in &raw.tools {
         let tool_path = KeyPath::default().key("tools").key(name);
@@ -402,6 +404,28 @@ fn build_catalog(raw: &RawConfig, source: &Source, errors: &mut Vec<ConfigError>
                 );
             }
         }
+        if let Some(category) = &tool.category
+            && !taxonomy::is_category(category)
+        {
+            errors.push(source.error_at_key(
+                &tool_path.clone().key("category"),
+                format!(
+                    "unknown category '{category}' (one of: {})",
+                    known_categories()
+                ),
+            ));
+        }
+        if let Some(action) = &tool.action
+            && !taxonomy::is_action_type(action)
+        {
+            errors.push(source.error_at_key(
+                &tool_path.clone().key("action"),
+                format!(
+                    "unknown action type '{action}' (write category:action, one of: {})",
+                    taxonomy::ACTION_TYPES.join(", ")
+                ),
+            ));
+        }
         if tool
             .transition
             .as_deref()
@@ -413,7 +437,44 @@ fn build_catalog(raw: &RawConfig, source: &Source, errors: &mut Vec<ConfigError>
         }
         tools.push(tool);
     }
-    ToolCatalog::new(tools)
+    let mut catalog = ToolCatalog::new(tools);
+    for (level, entry) in &raw.access_levels {
+        for (index, category) in entry.categories.iter().enumerate() {
+            if !taxonomy::is_category(category) {
+                let path = KeyPath::default()
+                    .key("access_levels")
+                    .key(level)
+                    .key("categories")
+                    .index(index);
+                errors.push(source.error_at_key(
+                    &path,
+                    format!(
+                        "unknown category '{category}' (one of: {})",
+                        known_categories()
+                    ),
+                ));
+            }
+        }
+        catalog = catalog.with_access_level(level.clone(), entry.categories.clone());
+    }
+    for (name, tenant) in &raw.tenants {
+        if let Some(level) = &tenant.access_level
+            && catalog.access_level(level).is_none()
+        {
+            let path = KeyPath::default()
+                .key("tenants")
+                .key(name)
+                .key("access_level");
+            errors.push(source.error_at_key(
+                &path,
+                format!(
+                    "unknown access level '{level}' (one of: {}; define more in [access_levels.NAME])",
+                    catalog.access_levels().collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        }
+    }
+    catalog
 }
 
 /// `[tenants.NAME]` into the key table. Every tenant needs a key, and no key may belong to two

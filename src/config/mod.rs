@@ -108,6 +108,19 @@ pub(crate) struct RawConfig {
     /// `[tenants.NAME]`: the clients that authenticate to toolgate.
     #[serde(default)]
     pub tenants: BTreeMap<String, RawTenant>,
+    /// `[access_levels.NAME]`: redefines a built-in access level or adds one.
+    #[serde(default)]
+    pub access_levels: BTreeMap<String, RawAccessLevel>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawAccessLevel {
+    pub categories: Vec<String>,
+    /// For people reading the file; toolgate does not use it.
+    #[serde(default)]
+    #[allow(dead_code)]
+    pub description: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -53,20 +53,53 @@ impl CatalogTool {
     }
 }
 
-/// Every tool the config describes, by exact name.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Every tool the config describes, by exact name, and the access levels that open their
+/// categories (the built-in ones, as `[access_levels.NAME]` overrides or extends them).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolCatalog {
     tools: BTreeMap<String, CatalogTool>,
+    access_levels: BTreeMap<String, Vec<String>>,
+}
+
+impl Default for ToolCatalog {
+    fn default() -> Self {
+        ToolCatalog::new(Vec::new())
+    }
 }
 
 impl ToolCatalog {
+    /// A catalog of `tools` with the built-in access levels.
     pub fn new(tools: impl IntoIterator<Item = CatalogTool>) -> Self {
         ToolCatalog {
             tools: tools
                 .into_iter()
                 .map(|tool| (tool.name.clone(), tool))
                 .collect(),
+            access_levels: crate::taxonomy::ACCESS_LEVELS
+                .iter()
+                .map(|(level, categories)| {
+                    (
+                        (*level).to_owned(),
+                        categories.iter().map(|c| (*c).to_owned()).collect(),
+                    )
+                })
+                .collect(),
         }
+    }
+
+    /// Defines or redefines an access level.
+    pub fn with_access_level(mut self, level: impl Into<String>, categories: Vec<String>) -> Self {
+        self.access_levels.insert(level.into(), categories);
+        self
+    }
+
+    /// The categories an access level opens; `None` for a level nobody defined.
+    pub fn access_level(&self, level: &str) -> Option<&[String]> {
+        self.access_levels.get(level).map(Vec::as_slice)
+    }
+
+    pub fn access_levels(&self) -> impl Iterator<Item = &str> {
+        self.access_levels.keys().map(String::as_str)
     }
 
     /// The tool's entry, if the config describes it.

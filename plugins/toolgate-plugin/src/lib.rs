@@ -19,25 +19,36 @@
 //! - [`verdict`]: `Verdict`, `Rejection`, `Violation`, `Check`, `Edit`.
 //! - [`plugin`]: the `Plugin` trait (one method per stage), `PluginFactory` and `BuildContext`.
 //! - [`catalog`]: the tool catalog (groups, workflow states, categories, action types).
+//! - [`directives`]: the client's `toolgate` object and `x-toolgate-*` headers.
+//! - [`pattern`]: tool-name patterns (`search_*`), trimmed and case-folded.
+//! - [`taxonomy`]: tool categories, action types and access levels (seed 003).
 //! - [`tenant`]: the tenant an exchange was authenticated as.
 //! - [`format`]: wire-format adapters that turn bodies into tools and calls, and apply edits.
 //! - [`sse`]: an incremental Server-Sent Events parser that keeps each event's exact bytes.
 //! - [`stream`]: stream assemblers that rebuild tool calls from streamed fragments.
 
 pub mod catalog;
+pub mod directives;
 pub mod exchange;
 pub mod format;
+pub mod pattern;
 pub mod plugin;
 pub mod sse;
 pub mod stream;
+pub mod taxonomy;
 pub mod tenant;
 pub mod tool;
 pub mod verdict;
 
 pub use catalog::{CatalogTool, ToolCatalog};
+pub use directives::Directives;
 pub use exchange::{CompletedExchange, ExchangeMeta, Parsed, RequestExchange, ResponseExchange};
 pub use format::{ErrorShape, ParseError, ParseErrorKind, ToolRequest, ToolResponse, WireFormat};
-pub use plugin::{BodyNeeds, BuildContext, Plugin, PluginFactory, SettingsError, parse_settings};
+pub use pattern::ToolPattern;
+pub use plugin::{
+    AvailabilityQuery, BodyNeeds, BuildContext, Plugin, PluginFactory, SettingsError,
+    parse_settings,
+};
 pub use tenant::Tenant;
 pub use tool::{CallOutcome, DeclaredTool, HistoryCall, ToolCall, ToolKind};
 pub use verdict::{Check, Edit, Rejection, Verdict, Violation};

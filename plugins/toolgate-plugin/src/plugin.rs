@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use crate::catalog::ToolCatalog;
 use crate::exchange::{CompletedExchange, RequestExchange, ResponseExchange};
 use crate::tenant::Tenant;
-use crate::verdict::Verdict;
+use crate::verdict::{Verdict, Violation};
 
 /// Which bodies a plugin reads. The gateway buffers and parses a body only when some plugin on
 /// the route needs it; otherwise it streams through untouched.
@@ -49,6 +49,22 @@ pub trait Plugin: Send + Sync + 'static {
 
     /// Runs after the client got its answer, for accounting; it cannot change anything.
     async fn post_response(&self, _exchange: &CompletedExchange<'_>) {}
+
+    /// Why this plugin would keep `tool` from a request like `query`, or `None` when it would
+    /// not. Answers `GET /tools` (discovery) with the same rules the stages enforce.
+    fn unavailability(&self, _query: &AvailabilityQuery, _tool: &str) -> Option<Violation> {
+        None
+    }
+}
+
+/// A would-be request, as `GET /tools` describes it.
+#[derive(Debug, Clone, Default)]
+pub struct AvailabilityQuery {
+    /// The groups it would ask for (`None`: none named).
+    pub groups: Option<Vec<String>>,
+    /// The workflow state it would be in (`None`: the initial state).
+    pub state: Option<String>,
+    pub tenant: Option<Arc<Tenant>>,
 }
 
 /// Builds a plugin from the `settings` table of one route's entry. Registered once per process;

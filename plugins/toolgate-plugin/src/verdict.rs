@@ -140,8 +140,12 @@ impl Rejection {
 /// so the body stays in the client's format and untouched parts keep their bytes.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Edit {
-    /// Remove these declared tools from the request before it goes upstream.
+    /// Remove these declared tools from the request before it goes upstream. When every tool
+    /// goes, the list is left empty (`tools: []`) and any `tool_choice` is dropped.
     RemoveDeclaredTools(Vec<String>),
+    /// Remove the tool fields altogether (`tools`, legacy `functions`, `tool_choice`,
+    /// `parallel_tool_calls`, …), for upstreams that refuse an empty tool list.
+    StripToolFields,
     /// Replace one call's arguments in the response (e.g. a redacted value).
     ReplaceArguments {
         choice: u32,
@@ -152,4 +156,7 @@ pub enum Edit {
     SetRequestHeader(HeaderName, HeaderValue),
     /// Set a header on the response sent to the client.
     SetResponseHeader(HeaderName, HeaderValue),
+    /// Add a field to the exchange's audit line (e.g. the groups a request asked for). Kept in
+    /// observe mode too: it records what was seen, it changes nothing.
+    Annotate(String, serde_json::Value),
 }

@@ -21,6 +21,8 @@ struct RequestWire<'a> {
     stream: Option<bool>,
     #[serde(default)]
     model: Option<String>,
+    #[serde(borrow, default)]
+    toolgate: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -48,6 +50,7 @@ pub(super) fn parse_request(body: Bytes) -> Result<ToolRequest, ParseError> {
         declared_tools,
         stream: wire.stream.unwrap_or(false),
         model: wire.model,
+        directives: wire.toolgate.map(RawValue::to_owned),
         body,
     })
 }
@@ -294,11 +297,92 @@ pub(super) fn apply_request_edits(
     if replacements.is_empty() {
         return Ok(None);
     }
+    let none_left = replacements
+        .iter()
+        .all(|(_, kept)| kept.as_deref() == Some("[]"));
+    let forced_removed = |field: &str| {
+        object
+            .0
+            .iter()
+            .find(|(key, _)| key == field)
+            .and_then(|(_, raw)| serde_json::from_str::<ForcedChoiceWire>(raw.get()).ok())
+            .and_then(|choice| {
+                choice
+                    .function
+                    .map(|function| function.name)
+                    .or(choice.name)
+            })
+            .is_some_and(|name| removed.contains(&name.as_str()))
+    };
+    // The upstream refuses a choice of a tool that is not there, or any choice without tools.
+    for field in ["tool_choice", "function_call"] {
+        if object.0.iter().any(|(key, _)| key == field) && (none_left || forced_removed(field)) {
+            replacements.push((field, None));
+        }
+    }
+    if none_left && object.0.iter().any(|(key, _)| key == "parallel_tool_calls") {
+        replacements.push(("parallel_tool_calls", None));
+    }
     Ok(Some(Bytes::from(object.write(&replacements))))
+}
+
+/// A `tool_choice` (`{"type":"function","function":{"name"}}`) or legacy `function_call`
+/// (`{"name"}`) that forces one tool; `"auto"` and friends do not parse as this.
+#[derive(Deserialize)]
+struct ForcedChoiceWire {
+    #[serde(default)]
+    function: Option<FunctionNameWire>,
+    #[serde(default)]
+    name: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct FunctionNameWire {
+    name: String,
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn removing_every_tool_drops_the_choices_that_need_one() {
+        let body = br#"{"model":"m","tools":[{"type":"function","function":{"name":"a"}}],"tool_choice":"required","parallel_tool_calls":false}"#;
+        let edited = apply_request_edits(body, &[Edit::RemoveDeclaredTools(vec!["a".into()])])
+            .expect("edits")
+            .expect("changed");
+        assert_eq!(edited.as_ref(), br#"{"model":"m","tools":[]}"#);
+    }
+
+    #[test]
+    fn a_choice_forcing_a_removed_tool_is_dropped_and_others_are_kept() {
+        let body = br#"{"tools":[{"type":"function","function":{"name":"a"}},{"type":"function","function":{"name":"b"}}],"tool_choice":{"type":"function","function":{"name":"b"}}}"#;
+        let edited = apply_request_edits(body, &[Edit::RemoveDeclaredTools(vec!["b".into()])])
+            .expect("edits")
+            .expect("changed");
+        assert_eq!(
+            edited.as_ref(),
+            br#"{"tools":[{"type":"function","function":{"name":"a"}}]}"#
+        );
+        let body = br#"{"tools":[{"type":"function","function":{"name":"a"}},{"type":"function","function":{"name":"b"}}],"tool_choice":{"type":"function","function":{"name":"a"}}}"#;
+        let edited = apply_request_edits(body, &[Edit::RemoveDeclaredTools(vec!["b".into()])])
+            .expect("edits")
+            .expect("changed");
+        assert!(
+            std::str::from_utf8(&edited)
+                .unwrap()
+                .contains("tool_choice")
+        );
+    }
+
+    #[test]
+    fn stripping_tool_fields_removes_all_of_them() {
+        let body = br#"{"model":"m","tools":[],"functions":[],"tool_choice":"auto","function_call":"auto","parallel_tool_calls":true,"n":1}"#;
+        let edited = WireFormat::ChatCompletions
+            .apply_request_edits(body, &[Edit::StripToolFields])
+            .expect("edits")
+            .expect("changed");
+        assert_eq!(edited.as_ref(), br#"{"model":"m","n":1}"#);
+    }
+
     use super::*;
 
     fn request(json: &str) -> ToolRequest {

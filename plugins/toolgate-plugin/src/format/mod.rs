@@ -15,11 +15,13 @@ use bytes::Bytes;
 use serde::Serialize;
 use serde_json::value::RawValue;
 
+use crate::directives::{DIRECTIVES_FIELD, Directives};
 use crate::stream::{
     AnthropicStreamAssembler, ChatStreamAssembler, ResponsesStreamAssembler, StreamAssembler,
 };
 use crate::tool::{DeclaredTool, HistoryCall, ToolCall};
 use crate::verdict::Edit;
+use raw_object::RawObject;
 
 /// The API shape of an exchange.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -151,12 +153,46 @@ impl WireFormat {
         body: &[u8],
         edits: &[Edit],
     ) -> Result<Option<Bytes>, ParseError> {
+        if edits.contains(&Edit::StripToolFields) {
+            return strip_fields(body, self.tool_fields());
+        }
         match self {
             WireFormat::ChatCompletions => chat::apply_request_edits(body, edits),
             WireFormat::Responses => responses::apply_request_edits(body, edits),
             WireFormat::AnthropicMessages => anthropic::apply_request_edits(body, edits),
         }
     }
+}
+
+impl WireFormat {
+    /// The top-level request fields that declare or steer tools.
+    fn tool_fields(self) -> &'static [&'static str] {
+        match self {
+            WireFormat::ChatCompletions => &[
+                "tools",
+                "functions",
+                "tool_choice",
+                "function_call",
+                "parallel_tool_calls",
+            ],
+            WireFormat::Responses => &["tools", "tool_choice", "parallel_tool_calls"],
+            WireFormat::AnthropicMessages => &["tools", "tool_choice"],
+        }
+    }
+}
+
+/// Removes top-level fields; `None` when none of them is there.
+fn strip_fields(body: &[u8], fields: &[&str]) -> Result<Option<Bytes>, ParseError> {
+    let object: RawObject = serde_json::from_slice(body)?;
+    let present: Vec<(&str, Option<String>)> = fields
+        .iter()
+        .filter(|field| object.0.iter().any(|(key, _)| key == *field))
+        .map(|field| (*field, None))
+        .collect();
+    if present.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(Bytes::from(object.write(&present))))
 }
 
 /// The top-level request fields the Responses and Anthropic formats share: tools of any shape,
@@ -169,6 +205,8 @@ pub(crate) struct RequestHead<'a> {
     pub stream: Option<bool>,
     #[serde(default)]
     pub model: Option<String>,
+    #[serde(borrow, default)]
+    pub toolgate: Option<&'a RawValue>,
 }
 
 impl RequestHead<'_> {
@@ -188,6 +226,9 @@ pub struct ToolRequest {
     /// The client asked for a streamed answer.
     pub stream: bool,
     pub model: Option<String>,
+    /// The top-level `toolgate` object, verbatim: the client's group, state and agent. Read
+    /// with [`ToolRequest::directives`]; the gateway removes it before forwarding.
+    pub directives: Option<Box<RawValue>>,
     /// The original body, kept so rarely needed parts (the conversation) are parsed on demand.
     body: Bytes,
 }
@@ -224,6 +265,25 @@ impl ToolRequest {
     pub fn body(&self) -> &Bytes {
         &self.body
     }
+
+    /// The client's `toolgate` object, read strictly: a wrong type or an unknown key is an
+    /// error to report, never a directive to ignore.
+    pub fn directives(&self) -> Result<Option<Directives>, String> {
+        self.directives
+            .as_deref()
+            .map(Directives::parse)
+            .transpose()
+    }
+}
+
+/// Removes the top-level `toolgate` object from a request body; `None` when there is none, so
+/// a body without it keeps its bytes.
+pub fn without_directives(body: &[u8]) -> Result<Option<Bytes>, ParseError> {
+    let object: RawObject = serde_json::from_slice(body)?;
+    if !object.0.iter().any(|(key, _)| key == DIRECTIVES_FIELD) {
+        return Ok(None);
+    }
+    Ok(Some(Bytes::from(object.write(&[(DIRECTIVES_FIELD, None)]))))
 }
 
 /// What the checks need from a response.

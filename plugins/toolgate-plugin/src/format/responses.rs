@@ -49,6 +49,7 @@ pub(super) fn parse_request(body: Bytes) -> Result<ToolRequest, ParseError> {
         declared_tools,
         stream: wire.stream.unwrap_or(false),
         model: wire.model,
+        directives: wire.toolgate.map(RawValue::to_owned),
         body,
     })
 }
