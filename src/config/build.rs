@@ -35,9 +35,13 @@ impl PluginRegistry {
 
     /// Every plugin shipped with toolgate.
     pub fn builtin(metrics: &mut Registry) -> Self {
-        PluginRegistry::empty().with(Arc::new(
-            toolgate_tool_selection::ToolSelectionFactory::new(metrics),
-        ))
+        let (groups, permission) = toolgate_access_control::factories(metrics);
+        PluginRegistry::empty()
+            .with(Arc::new(
+                toolgate_tool_selection::ToolSelectionFactory::new(metrics),
+            ))
+            .with(Arc::new(groups))
+            .with(Arc::new(permission))
     }
 
     /// Adds a factory (a user's own plugin, or a test's).
@@ -523,7 +527,12 @@ fn build_tenants(
         }
         let tenant = Tenant {
             name: name.clone(),
-            groups: entry.groups.clone(),
+            // A tenant that names no group holds the one every untagged tool is in.
+            groups: if entry.groups.is_empty() {
+                vec![toolgate_plugin::catalog::DEFAULT_GROUP.to_owned()]
+            } else {
+                entry.groups.clone()
+            },
             access_level: entry.access_level.clone(),
             allowed_tools: entry.allowed_tools.clone(),
             denied_tools: entry.denied_tools.clone(),

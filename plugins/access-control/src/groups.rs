@@ -1,0 +1,291 @@
+//! The tool_groups plugin: before the request, the declared tools are cut down to those of
+//! the requested groups that are available in the conversation's state, so the model only sees
+//! those; before the response, a call to any other tool is blocked (defence in depth).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use http::HeaderValue;
+use serde::Deserialize;
+use serde_json::json;
+use toolgate_plugin::directives::STATE_HEADER;
+use toolgate_plugin::{
+    AvailabilityQuery, BodyNeeds, Check, Edit, Plugin, RequestExchange, ResponseExchange,
+    ToolCatalog, Verdict, Violation,
+};
+
+use crate::filtering::{self, OnEmpty};
+use crate::metrics::{AccessMetrics, GroupLabel, TenantLabel, TransitionLabels, known_or_other};
+use crate::selection::{self, Refusal, Selection, entry_of};
+
+pub const PLUGIN_NAME: &str = "tool_groups";
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct GroupsSettings {
+    #[serde(default)]
+    pub on_empty: OnEmpty,
+}
+
+pub(crate) struct ToolGroups {
+    pub settings: GroupsSettings,
+    pub catalog: Arc<ToolCatalog>,
+    pub metrics: Arc<AccessMetrics>,
+}
+
+impl ToolGroups {
+    fn select(&self, exchange: &RequestExchange<'_>) -> Result<Selection, Refusal> {
+        selection::read(
+            exchange.headers,
+            exchange.request,
+            exchange.meta.tenant.as_deref(),
+            &self.catalog,
+        )
+    }
+
+    fn group_label(&self, group: &str) -> GroupLabel {
+        let known = |group: &str| {
+            group == "*"
+                || group == toolgate_plugin::catalog::DEFAULT_GROUP
+                || self
+                    .catalog
+                    .tools()
+                    .any(|tool| tool.groups.iter().any(|g| g == group))
+        };
+        GroupLabel {
+            group: known_or_other(group, known),
+        }
+    }
+
+    fn state_label(&self, state: &str) -> String {
+        known_or_other(state, |state| {
+            state == toolgate_plugin::catalog::INITIAL_STATE
+                || self.catalog.tools().any(|tool| {
+                    tool.transition.as_deref() == Some(state)
+                        || tool.available_in_states.iter().any(|s| s == state)
+                })
+        })
+    }
+
+    fn count_refusal(&self, refusal: &Refusal, tenant: Option<&str>) {
+        if refusal.denied_groups.is_empty() {
+            return;
+        }
+        for group in &refusal.denied_groups {
+            self.metrics
+                .group_access_denied
+                .get_or_create(&self.group_label(group))
+                .inc();
+        }
+        self.metrics
+            .privilege_escalation_attempts
+            .get_or_create(&TenantLabel {
+                tenant: tenant.unwrap_or_default().to_owned(),
+            })
+            .inc();
+    }
+
+    fn count_selection(&self, selection: &Selection) {
+        for group in &selection.groups {
+            self.metrics
+                .group_requests
+                .get_or_create(&self.group_label(group))
+                .inc();
+        }
+        for transition in &selection.transitions {
+            self.metrics
+                .state_transitions
+                .get_or_create(&TransitionLabels {
+                    tool: transition.tool.clone(),
+                    from: self.state_label(&transition.from),
+                    to: self.state_label(&transition.to),
+                })
+                .inc();
+        }
+        self.metrics
+            .invalid_state_transitions
+            .inc_by(selection.invalid_transitions as u64);
+    }
+}
+
+#[async_trait]
+impl Plugin for ToolGroups {
+    fn name(&self) -> &str {
+        PLUGIN_NAME
+    }
+
+    fn body_needs(&self) -> BodyNeeds {
+        BodyNeeds {
+            request: true,
+            response: true,
+        }
+    }
+
+    async fn pre_request(&self, exchange: &RequestExchange<'_>) -> Verdict {
+        let tenant = exchange
+            .meta
+            .tenant
+            .as_deref()
+            .map(|tenant| tenant.name.as_str());
+        let selection = match self.select(exchange) {
+            Ok(selection) => selection,
+            Err(refusal) => {
+                self.count_refusal(&refusal, tenant);
+                return Verdict::Block(refusal.rejection);
+            }
+        };
+        self.count_selection(&selection);
+
+        let mut available = Vec::new();
+        let (mut filtered_by_group, mut filtered_by_state) = (Vec::new(), Vec::new());
+        let declared = exchange
+            .request
+            .as_parsed()
+            .map(|request| request.declared_tools.as_slice())
+            .unwrap_or_default();
+        for tool in declared {
+            let mut fallback = None;
+            let entry = entry_of(&self.catalog, &tool.name, &mut fallback);
+            if !selection.in_groups(entry) {
+                filtered_by_group.push(tool.name.clone());
+            } else if !entry.available_in(&selection.state) {
+                filtered_by_state.push(tool.name.clone());
+            } else {
+                available.push(tool.name.clone());
+            }
+        }
+        self.metrics.filtered_tools.observe(available.len() as f64);
+
+        let mut edits = vec![
+            Edit::Annotate("requested_groups".into(), json!(selection.groups)),
+            Edit::Annotate("initial_state".into(), json!(selection.initial_state)),
+            Edit::Annotate("state".into(), json!(selection.state)),
+            Edit::Annotate("state_transitions".into(), json!(selection.transitions)),
+            Edit::Annotate("available_tools".into(), json!(available)),
+            Edit::Annotate("filtered_by_group".into(), json!(filtered_by_group)),
+            Edit::Annotate("filtered_by_state".into(), json!(filtered_by_state)),
+        ];
+        if let Ok(state) = HeaderValue::from_str(&selection.state) {
+            edits.push(Edit::SetResponseHeader(
+                http::HeaderName::from_static(STATE_HEADER),
+                state,
+            ));
+        }
+        let removed: Vec<String> = filtered_by_group
+            .into_iter()
+            .chain(filtered_by_state)
+            .collect();
+        filtering::verdict(
+            declared.len(),
+            removed,
+            self.settings.on_empty,
+            Check::Group,
+            edits,
+        )
+    }
+
+    async fn pre_response(&self, exchange: &ResponseExchange<'_>) -> Verdict {
+        let Some(response) = exchange.response.as_parsed() else {
+            return Verdict::Continue;
+        };
+        if !response.has_calls() {
+            return Verdict::Continue;
+        }
+        // The request passed pre_request, so its selection reads again without a refusal.
+        let Ok(selection) = selection::read(
+            exchange.request_headers,
+            exchange.request,
+            exchange.meta.tenant.as_deref(),
+            &self.catalog,
+        ) else {
+            return Verdict::Continue;
+        };
+        let mut violations = Vec::new();
+        for call in &response.calls {
+            let mut fallback = None;
+            let entry = entry_of(&self.catalog, &call.name, &mut fallback);
+            if !selection.in_groups(entry) {
+                violations.push(Violation::on_call(
+                    Check::Group,
+                    "tool_not_in_requested_groups",
+                    call,
+                    format!(
+                        "'{}' is in groups {:?}, none of which the request asked for ({:?})",
+                        call.name, entry.groups, selection.groups
+                    ),
+                ));
+            } else if !entry.available_in(&selection.state) {
+                violations.push(Violation::on_call(
+                    Check::State,
+                    "tool_not_available_in_state",
+                    call,
+                    format!(
+                        "'{}' is available in states {:?}, not in the current state '{}'",
+                        call.name, entry.available_in_states, selection.state
+                    ),
+                ));
+            }
+        }
+        if violations.is_empty() {
+            return Verdict::Continue;
+        }
+        self.metrics
+            .privilege_escalation_attempts
+            .get_or_create(&TenantLabel {
+                tenant: exchange
+                    .meta
+                    .tenant
+                    .as_ref()
+                    .map(|tenant| tenant.name.clone())
+                    .unwrap_or_default(),
+            })
+            .inc();
+        Verdict::Block(toolgate_plugin::Rejection::forbidden(violations))
+    }
+
+    fn unavailability(&self, query: &AvailabilityQuery, tool: &str) -> Option<Violation> {
+        let mut headers = http::HeaderMap::new();
+        if let Some(groups) = &query.groups
+            && let Ok(value) = HeaderValue::from_str(&groups.join(","))
+        {
+            headers.insert(toolgate_plugin::directives::GROUP_HEADER, value);
+        }
+        if let Some(state) = &query.state
+            && let Ok(value) = HeaderValue::from_str(state)
+        {
+            headers.insert(STATE_HEADER, value);
+        }
+        let selection = match selection::read(
+            &headers,
+            &toolgate_plugin::Parsed::Absent,
+            query.tenant.as_deref(),
+            &self.catalog,
+        ) {
+            Ok(selection) => selection,
+            Err(refusal) => return refusal.rejection.violations.into_iter().next(),
+        };
+        let mut fallback = None;
+        let entry = entry_of(&self.catalog, tool, &mut fallback);
+        if !selection.in_groups(entry) {
+            Some(Violation::new(
+                Check::Group,
+                "tool_not_in_requested_groups",
+                format!(
+                    "in groups {:?}, none of {:?}",
+                    entry.groups, selection.groups
+                ),
+            ))
+        } else if !entry.available_in(&selection.state) {
+            Some(Violation::new(
+                Check::State,
+                "tool_not_available_in_state",
+                format!(
+                    "available in states {:?}, not in '{}'",
+                    entry.available_in_states, selection.state
+                ),
+            ))
+        } else {
+            None
+        }
+    }
+}

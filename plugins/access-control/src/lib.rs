@@ -1,0 +1,96 @@
+//! toolgate's access-control plugins.
+//!
+//! - `tool_groups` (seed 000): tools belong to groups and are available in workflow states; a
+//!   request names its groups and state (`x-toolgate-group` / `x-toolgate-state`, or a
+//!   top-level `toolgate` object), a tenant may name only groups it holds, and the state moves
+//!   with every completed call in the conversation whose tool has a `state` transition.
+//! - `tool_permission` (seed 003): allow and deny lists, action types and access levels mapped
+//!   to tool categories; denied > allowed > access-level categories > deny.
+//!
+//! Both read the tool catalog (`[tools.NAME]`) and tenants from the gateway's [`BuildContext`],
+//! remove what the model may not see before the request, block calls to it before the response,
+//! and answer `GET /tools` (discovery) with the same rules.
+
+mod filtering;
+mod groups;
+mod metrics;
+mod permission;
+mod selection;
+
+use std::sync::Arc;
+
+use prometheus_client::registry::Registry;
+use toolgate_plugin::{BuildContext, Plugin, PluginFactory, SettingsError};
+
+pub use filtering::OnEmpty;
+pub use selection::{Selection, Transition};
+
+use crate::metrics::AccessMetrics;
+
+/// Builds `tool_groups` plugins. Runs first in a chain: what a request may not see is removed
+/// before anything else looks at it.
+pub struct ToolGroupsFactory {
+    metrics: Arc<AccessMetrics>,
+}
+
+/// Builds `tool_permission` plugins.
+pub struct ToolPermissionFactory {
+    metrics: Arc<AccessMetrics>,
+}
+
+/// Both factories, sharing one set of metrics.
+pub fn factories(registry: &mut Registry) -> (ToolGroupsFactory, ToolPermissionFactory) {
+    let metrics = Arc::new(AccessMetrics::register(registry));
+    (
+        ToolGroupsFactory {
+            metrics: metrics.clone(),
+        },
+        ToolPermissionFactory { metrics },
+    )
+}
+
+impl PluginFactory for ToolGroupsFactory {
+    fn name(&self) -> &'static str {
+        groups::PLUGIN_NAME
+    }
+
+    fn default_priority(&self) -> i32 {
+        10
+    }
+
+    fn build(
+        &self,
+        settings: &serde_json::Value,
+        context: &BuildContext,
+    ) -> Result<Arc<dyn Plugin>, SettingsError> {
+        let settings: groups::GroupsSettings = toolgate_plugin::parse_settings(settings)?;
+        self.metrics.describe_catalog(&context.catalog);
+        Ok(Arc::new(groups::ToolGroups {
+            settings,
+            catalog: context.catalog.clone(),
+            metrics: self.metrics.clone(),
+        }))
+    }
+}
+
+impl PluginFactory for ToolPermissionFactory {
+    fn name(&self) -> &'static str {
+        permission::PLUGIN_NAME
+    }
+
+    fn default_priority(&self) -> i32 {
+        20
+    }
+
+    fn build(
+        &self,
+        settings: &serde_json::Value,
+        context: &BuildContext,
+    ) -> Result<Arc<dyn Plugin>, SettingsError> {
+        Ok(Arc::new(permission::ToolPermission {
+            settings: permission::PermissionSettings::parse(settings, context)?,
+            catalog: context.catalog.clone(),
+            metrics: self.metrics.clone(),
+        }))
+    }
+}
