@@ -1,5 +1,5 @@
-//! The admin listener: `/health` (the process is up), `/ready` (it is serving traffic) and
-//! `/metrics` (Prometheus text format). Kept off the proxy port so it is never exposed with it.
+//! The admin listener: `/health` (the process is up), `/ready` (it is serving traffic),
+//! `/metrics` (Prometheus text format) and `/tools` (which tools a request would be offered). Kept off the proxy port so it is never exposed with it.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -52,6 +52,11 @@ fn answer(state: &GatewayState, request: &Request<Incoming>) -> Response<ProxyBo
                     r#"{"status":"not ready"}"#.to_owned(),
                 )
             }
+        }
+        "/tools" => {
+            let (status, body) =
+                crate::discovery::tools(&state.config.load(), request.uri().query());
+            json(status, body)
         }
         "/metrics" => {
             let mut text = String::new();

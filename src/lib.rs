@@ -28,6 +28,7 @@ pub mod body;
 pub mod cli;
 pub mod config;
 pub mod demo;
+pub mod discovery;
 pub mod error;
 pub mod exchange;
 pub mod explain;

@@ -9,8 +9,8 @@ use futures_util::future::join_all;
 use http::HeaderMap;
 use toolgate_plugin::plugin::BodyNeeds;
 use toolgate_plugin::{
-    CompletedExchange, Edit, ExchangeMeta, Parsed, Plugin, Rejection, RequestExchange,
-    ResponseExchange, ToolRequest, Verdict, WireFormat,
+    AvailabilityQuery, CompletedExchange, Edit, ExchangeMeta, Parsed, Plugin, Rejection,
+    RequestExchange, ResponseExchange, ToolRequest, Verdict, WireFormat,
 };
 
 use crate::config::Mode;
@@ -206,6 +206,25 @@ impl Chain {
             }
         }
         outcome
+    }
+
+    /// Why the enforcing plugins of this chain would keep `tool` from a request like `query`,
+    /// by plugin (for `GET /tools`).
+    pub fn unavailability(
+        &self,
+        query: &AvailabilityQuery,
+        tool: &str,
+    ) -> Vec<(&str, toolgate_plugin::Violation)> {
+        self.entries
+            .iter()
+            .filter(|entry| entry.mode == Mode::Enforce)
+            .filter_map(|entry| {
+                entry
+                    .plugin
+                    .unavailability(query, tool)
+                    .map(|violation| (entry.name.as_str(), violation))
+            })
+            .collect()
     }
 
     /// Runs `post_response` of every plugin concurrently; nothing they do changes the exchange.

@@ -131,7 +131,7 @@ impl Plugin for ToolGroups {
             Ok(selection) => selection,
             Err(refusal) => {
                 self.count_refusal(&refusal, tenant);
-                return Verdict::Block(refusal.rejection);
+                return Verdict::Block(*refusal.rejection);
             }
         };
         self.count_selection(&selection);

@@ -57,9 +57,7 @@ impl AccessMetrics {
         let metrics = AccessMetrics {
             group_requests: Family::default(),
             group_availability: Family::default(),
-            filtered_tools: Histogram::new(
-                [0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 500.0].into_iter(),
-            ),
+            filtered_tools: Histogram::new([0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 500.0]),
             state_transitions: Family::default(),
             state_availability: Family::default(),
             group_access_denied: Family::default(),

@@ -35,7 +35,8 @@ pub struct Transition {
 /// Why a request's selection is refused, with the groups to count as denied.
 #[derive(Debug)]
 pub(crate) struct Refusal {
-    pub rejection: Rejection,
+    /// Boxed: a refusal is rare, and the happy path's `Result` stays small.
+    pub rejection: Box<Rejection>,
     pub denied_groups: Vec<String>,
 }
 
@@ -136,7 +137,7 @@ pub(crate) fn read(
                 ),
             );
             return Err(Refusal {
-                rejection: Rejection::forbidden(vec![violation]),
+                rejection: Box::new(Rejection::forbidden(vec![violation])),
                 denied_groups: denied,
             });
         }
@@ -229,8 +230,10 @@ fn header_text(headers: &HeaderMap, name: &str) -> Result<Option<String>, Refusa
 
 fn bad_request(check: Check, code: &str, message: impl Into<String>) -> Refusal {
     Refusal {
-        rejection: Rejection::forbidden(vec![Violation::new(check, code, message)])
-            .with_status(StatusCode::BAD_REQUEST, "invalid_request_error"),
+        rejection: Box::new(
+            Rejection::forbidden(vec![Violation::new(check, code, message)])
+                .with_status(StatusCode::BAD_REQUEST, "invalid_request_error"),
+        ),
         denied_groups: Vec::new(),
     }
 }
