@@ -127,7 +127,14 @@ async fn an_exchange_in_flight_finishes_on_the_config_it_started_with() {
     let request = json!({"model": "m", "messages": [], "tools": [{"type": "function", "function": {"name": "declared"}}]});
     let in_flight =
         tokio::spawn(async move { reqwest::Client::new().post(url).json(&request).send().await });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Wait until the exchange is really in flight (the upstream holds it), however busy the
+    // machine is.
+    for _ in 0..200 {
+        if upstream.request_count() > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     // Swap to a config without any plugin while the exchange waits for the upstream.
     let unguarded = config_text(
         &upstream.url(),
