@@ -901,3 +901,25 @@ fn catalog_and_permission_typos_are_located_load_errors() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_streamed_call_to_a_tool_outside_the_groups_is_blocked_too() {
+    let upstream = ScriptedUpstream::start().await;
+    let gateway = TestGateway::start(&upstream, &groups_route("")).await;
+    upstream.push(Reply::sse_events(&common::upstream::chat_stream(
+        &[("c1", "graph-update", "{}")],
+        None,
+    )));
+    let mut body = request(&SEED_TOOLS, vec![]);
+    body["stream"] = json!(true);
+    let response = reqwest::Client::new()
+        .post(format!("{}/v1/chat/completions", gateway.url()))
+        .header("x-toolgate-group", "read-only")
+        .json(&body)
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(response.status(), 403, "nothing was sent yet: a real 403");
+    let envelope: Value = response.json().await.expect("json");
+    assert_eq!(envelope["error"]["violations"][0]["check"], "group");
+}
