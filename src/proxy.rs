@@ -54,7 +54,13 @@ pub async fn handle(state: Arc<GatewayState>, request: Request<Incoming>) -> Res
             };
             let server = &config.server;
             let auth = route.auth;
-            let mut exchange = Exchange::new(meta, route, request.headers().clone(), started);
+            // Only plugins read the request's headers after it has gone upstream.
+            let kept_headers = if route.chain.is_empty() {
+                HeaderMap::new()
+            } else {
+                request.headers().clone()
+            };
+            let mut exchange = Exchange::new(meta, route, kept_headers, started);
             let result = match authenticate(&config.tenants, auth, request.headers()) {
                 Ok(tenant) => {
                     exchange.meta.tenant = tenant;

@@ -21,7 +21,7 @@ use crate::verdict::Edit;
 const CODE_EXECUTION_PARTS: [&str; 2] = ["bash_code_execution", "text_editor_code_execution"];
 
 pub(super) fn parse_request(body: Bytes) -> Result<ToolRequest, ParseError> {
-    let wire: RequestHead = serde_json::from_slice(&body)?;
+    let mut wire: RequestHead = serde_json::from_slice(&body)?;
     let mut declared_tools = wire.declared_tools()?;
     let runs_code = declared_tools
         .iter()

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::raw_object::RawObject;
-use super::tool_entry::{declared_tools as read_tools, without_tools};
+use super::tool_entry::{ToolEntry, declared_tools as read_tools, without_tools};
 use super::{ParseError, ToolRequest, ToolResponse, WireFormat, text_or_raw_json};
 use crate::tool::{CallOutcome, DeclaredTool, HistoryCall, ToolCall, ToolKind};
 use crate::verdict::Edit;
@@ -14,7 +14,7 @@ use crate::verdict::Edit;
 #[derive(Deserialize)]
 struct RequestWire<'a> {
     #[serde(borrow, default)]
-    tools: Option<&'a RawValue>,
+    tools: Option<Vec<ToolEntry<'a>>>,
     #[serde(default)]
     functions: Option<Vec<FunctionWire>>,
     #[serde(default)]
@@ -34,10 +34,7 @@ struct FunctionWire {
 
 pub(super) fn parse_request(body: Bytes) -> Result<ToolRequest, ParseError> {
     let wire: RequestWire = serde_json::from_slice(&body)?;
-    let mut declared_tools = match wire.tools {
-        Some(tools) if tools.get() != "null" => read_tools(tools)?,
-        _ => Vec::new(),
-    };
+    let mut declared_tools = read_tools(wire.tools.unwrap_or_default())?;
     for function in wire.functions.into_iter().flatten() {
         declared_tools.push(DeclaredTool {
             name: function.name,

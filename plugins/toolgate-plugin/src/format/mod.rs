@@ -22,6 +22,7 @@ use crate::stream::{
 use crate::tool::{DeclaredTool, HistoryCall, ToolCall};
 use crate::verdict::Edit;
 use raw_object::RawObject;
+use tool_entry::ToolEntry;
 
 /// The API shape of an exchange.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -199,8 +200,9 @@ fn strip_fields(body: &[u8], fields: &[&str]) -> Result<Option<Bytes>, ParseErro
 /// the stream flag and the model. (Chat adds its legacy `functions[]` and reads its own.)
 #[derive(serde::Deserialize)]
 pub(crate) struct RequestHead<'a> {
+    /// Read in the same pass as the rest of the body: no second scan of the tools.
     #[serde(borrow, default)]
-    tools: Option<&'a RawValue>,
+    tools: Option<Vec<ToolEntry<'a>>>,
     #[serde(default)]
     pub stream: Option<bool>,
     #[serde(default)]
@@ -210,11 +212,8 @@ pub(crate) struct RequestHead<'a> {
 }
 
 impl RequestHead<'_> {
-    pub(crate) fn declared_tools(&self) -> Result<Vec<DeclaredTool>, ParseError> {
-        match self.tools {
-            Some(tools) if tools.get() != "null" => tool_entry::declared_tools(tools),
-            _ => Ok(Vec::new()),
-        }
+    pub(crate) fn declared_tools(&mut self) -> Result<Vec<DeclaredTool>, ParseError> {
+        tool_entry::declared_tools(self.tools.take().unwrap_or_default())
     }
 }
 

@@ -39,7 +39,7 @@ fn without_date(kind: &str) -> &str {
 }
 
 pub(super) fn parse_request(body: Bytes) -> Result<ToolRequest, ParseError> {
-    let wire: RequestHead = serde_json::from_slice(&body)?;
+    let mut wire: RequestHead = serde_json::from_slice(&body)?;
     let mut declared_tools = wire.declared_tools()?;
     for tool in &mut declared_tools {
         tool.name = reported_name(tool).to_owned();

@@ -92,9 +92,8 @@ impl ToolEntry<'_> {
     }
 }
 
-/// Reads a `tools` array of any shape.
-pub(crate) fn declared_tools(entries: &RawValue) -> Result<Vec<DeclaredTool>, ParseError> {
-    let entries: Vec<ToolEntry> = serde_json::from_str(entries.get())?;
+/// The tools of a `tools` array of any shape, read with the body that holds it.
+pub(crate) fn declared_tools(entries: Vec<ToolEntry<'_>>) -> Result<Vec<DeclaredTool>, ParseError> {
     entries
         .into_iter()
         .enumerate()
@@ -127,8 +126,7 @@ mod tests {
     use super::*;
 
     fn read(json: &str) -> Vec<(String, ToolKind, Option<String>)> {
-        let raw: Box<RawValue> = serde_json::from_str(json).expect("json");
-        declared_tools(&raw)
+        declared_tools(serde_json::from_str(json).expect("json"))
             .expect("tools parse")
             .into_iter()
             .map(|tool| {
@@ -175,8 +173,8 @@ mod tests {
 
     #[test]
     fn an_entry_without_a_name_is_an_error() {
-        let raw: Box<RawValue> = serde_json::from_str(r#"[{"type":"function"}]"#).expect("json");
-        assert!(declared_tools(&raw).is_err());
+        let entries = serde_json::from_str(r#"[{"type":"function"}]"#).expect("json");
+        assert!(declared_tools(entries).is_err());
     }
 
     #[test]
