@@ -51,6 +51,7 @@ pub async fn guard(
         sender,
         preamble: BytesMut::new(),
         held: BytesMut::new(),
+        outbox: BytesMut::new(),
         unparsable_seen: false,
         limit,
         head_status: parts.status,
@@ -90,6 +91,9 @@ struct Relay {
     preamble: BytesMut,
     /// Events of tool calls awaiting their check (and whatever followed them).
     held: BytesMut,
+    /// What is ready for the client from the current upstream frame: sent once per frame, not
+    /// once per event (one write for the many small events a frame usually carries).
+    outbox: BytesMut,
     unparsable_seen: bool,
     limit: usize,
     /// The status the client got, for metrics and the audit line.
@@ -145,7 +149,7 @@ impl Relay {
                     break;
                 }
             }
-            if stop {
+            if stop || matches!(self.flush().await, Flow::Stop) {
                 break;
             }
         }
@@ -154,6 +158,7 @@ impl Relay {
             let preamble = std::mem::take(&mut self.preamble).freeze();
             self.send(preamble).await;
         }
+        self.flush().await;
         self.exchange.upstream_time = upstream_started.elapsed();
         drop(self.sender);
         self.exchange.finish(&state, self.head_status).await;
@@ -237,20 +242,24 @@ impl Relay {
         outcome.blocked
     }
 
-    /// Sends bytes to the client, sending the head (and any held preamble) first.
+    /// Queues bytes for the client, deciding the head (with any held preamble) first. They
+    /// leave at the end of the upstream frame being read.
     async fn send(&mut self, bytes: Bytes) -> Flow {
-        let mut out = bytes;
         if self.head.is_some() {
             self.decide_head(Head::Stream(Vec::new()));
-            if !self.preamble.is_empty() {
-                let mut joined = std::mem::take(&mut self.preamble);
-                joined.extend_from_slice(&out);
-                out = joined.freeze();
-            }
+            let preamble = std::mem::take(&mut self.preamble);
+            self.outbox.extend_from_slice(&preamble);
         }
-        if out.is_empty() {
+        self.outbox.extend_from_slice(&bytes);
+        Flow::Continue
+    }
+
+    /// Sends what is queued for the client.
+    async fn flush(&mut self) -> Flow {
+        if self.outbox.is_empty() {
             return Flow::Continue;
         }
+        let out = std::mem::take(&mut self.outbox).freeze();
         match self.sender.send(Ok(out)).await {
             Ok(()) => Flow::Continue,
             // The client went away: stop reading the upstream.
@@ -260,6 +269,8 @@ impl Relay {
 
     async fn block(&mut self, rejection: Rejection) -> Flow {
         self.held.clear();
+        // What was released before the block still goes, ahead of the error frame.
+        self.flush().await;
         if self.head.is_some() {
             self.decide_head(Head::Reject(rejection));
         } else {
@@ -274,6 +285,7 @@ impl Relay {
     /// Ends the stream on an upstream failure. Held calls were never checked and are dropped.
     async fn fail(&mut self, error: GatewayError) {
         self.held.clear();
+        self.flush().await;
         self.exchange.failed = true;
         tracing::warn!(request_id = %self.exchange.meta.request_id, code = error.code, message = %error.message, "stream failed");
         if self.head.is_some() {
