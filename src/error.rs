@@ -162,6 +162,7 @@ impl GatewayError {
             message: self.message.clone(),
             request_id,
             violations: &[],
+            headers: None,
         }
     }
 }
@@ -194,6 +195,8 @@ pub struct ErrorReport<'a> {
     pub message: String,
     pub request_id: &'a str,
     pub violations: &'a [Violation],
+    /// Headers the answer carries besides the body's (`Retry-After` on a 429).
+    pub headers: Option<&'a http::HeaderMap>,
 }
 
 impl ErrorReport<'_> {
@@ -218,6 +221,7 @@ impl ErrorReport<'_> {
             message,
             request_id,
             violations: &rejection.violations,
+            headers: Some(&rejection.headers),
         }
     }
 
@@ -250,7 +254,11 @@ impl ErrorReport<'_> {
     }
 
     pub fn response(&self, shape: ErrorShape) -> Response<ProxyBody> {
-        json_response(self.status, &self.body(shape))
+        let mut response = json_response(self.status, &self.body(shape));
+        for (name, value) in self.headers.into_iter().flatten() {
+            response.headers_mut().insert(name.clone(), value.clone());
+        }
+        response
     }
 
     /// The SSE event that ends a stream whose head was already sent, as each format's clients

@@ -4,12 +4,15 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use toolgate_plugin::prometheus_client::registry::Registry;
 use toolgate_plugin::taxonomy;
-use toolgate_plugin::{BuildContext, CatalogTool, PluginFactory, Tenant, ToolCatalog, WireFormat};
+use toolgate_plugin::{
+    BuildContext, CatalogTool, MemoryStore, PluginFactory, StateStore, StoreFailMode, Tenant,
+    ToolCatalog, WireFormat,
+};
 
 use super::source::{ConfigError, ConfigErrors, KeyPath, Source};
 use super::{Config, Mode, RawConfig, RawPluginEntry, ServerConfig, settings_to_json};
@@ -23,13 +26,20 @@ use crate::upstream::{Upstream, UpstreamSettings};
 /// their metrics here), then used by every config load.
 pub struct PluginRegistry {
     factories: BTreeMap<&'static str, Arc<dyn PluginFactory>>,
+    /// The state store of the last load, reused while `[store]` names the same place, so a
+    /// reload keeps the counters (memory) and the connection (Redis).
+    store: Mutex<Option<(StoreKey, Arc<dyn StateStore>)>>,
 }
+
+/// What identifies a store across loads: its URL (none = memory) and timeout.
+type StoreKey = (Option<String>, Duration);
 
 impl PluginRegistry {
     /// An empty registry.
     pub fn empty() -> Self {
         PluginRegistry {
             factories: BTreeMap::new(),
+            store: Mutex::new(None),
         }
     }
 
@@ -42,6 +52,9 @@ impl PluginRegistry {
             ))
             .with(Arc::new(groups))
             .with(Arc::new(permission))
+            .with(Arc::new(toolgate_tool_budget::ToolBudgetFactory::new(
+                metrics,
+            )))
     }
 
     /// Adds a factory (a user's own plugin, or a test's).
@@ -52,6 +65,31 @@ impl PluginRegistry {
 
     fn get(&self, name: &str) -> Option<&Arc<dyn PluginFactory>> {
         self.factories.get(name)
+    }
+
+    /// The store `[store]` names: the one of the previous load when it names the same place,
+    /// else a new one (which connects on first use, so loading never waits on the network).
+    fn store_for(
+        &self,
+        url: Option<&str>,
+        timeout: Duration,
+    ) -> Result<Arc<dyn StateStore>, String> {
+        let key: StoreKey = (url.map(str::to_owned), timeout);
+        let mut cached = self
+            .store
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some((cached_key, store)) = cached.as_ref()
+            && *cached_key == key
+        {
+            return Ok(store.clone());
+        }
+        let store: Arc<dyn StateStore> = match url {
+            None => Arc::new(MemoryStore::default()),
+            Some(url) => Arc::new(toolgate_store_redis::RedisStore::new(url, timeout)?),
+        };
+        *cached = Some((key, store.clone()));
+        Ok(store)
     }
 
     fn names(&self) -> String {
@@ -114,6 +152,10 @@ pub(super) fn build(
     let mut context = BuildContext::default();
     context.catalog = catalog.clone();
     context.tenants = tenants.by_name().clone();
+    if let Some((store, fail_mode)) = build_store(&raw, source, plugins, &mut errors) {
+        context.store = store;
+        context.store_fail_mode = fail_mode;
+    }
 
     let mut routes = Vec::new();
     let mut seen_paths = HashSet::new();
@@ -265,6 +307,47 @@ fn build_server(
         request_body_timeout: Duration::from_millis(raw.server.request_body_timeout_ms),
         max_connections: raw.server.max_connections,
     })
+}
+
+/// `[store]`: the shared state store and what to do when it cannot answer.
+fn build_store(
+    raw: &RawConfig,
+    source: &Source,
+    plugins: &PluginRegistry,
+    errors: &mut Vec<ConfigError>,
+) -> Option<(Arc<dyn StateStore>, StoreFailMode)> {
+    let store_path = KeyPath::default().key("store");
+    let fail_mode = match raw.store.fail_mode.as_deref() {
+        None | Some("block") => StoreFailMode::Block,
+        Some("allow") => StoreFailMode::Allow,
+        Some(other) => {
+            errors.push(source.error_at_key(
+                &store_path.clone().key("fail_mode"),
+                format!("unknown fail_mode '{other}' (one of: block, allow)"),
+            ));
+            StoreFailMode::Block
+        }
+    };
+    let timeout_ms = raw.store.timeout_ms.unwrap_or(500);
+    if timeout_ms == 0 {
+        errors.push(source.error_at_key(
+            &store_path.clone().key("timeout_ms"),
+            "must be greater than 0",
+        ));
+    }
+    let url = raw
+        .store
+        .url
+        .as_ref()
+        .map(|url| url.0.trim())
+        .filter(|url| !url.is_empty() && *url != "memory");
+    match plugins.store_for(url, Duration::from_millis(timeout_ms.max(1))) {
+        Ok(store) => Some((store, fail_mode)),
+        Err(message) => {
+            errors.push(source.error_at_key(&store_path.key("url"), message));
+            None
+        }
+    }
 }
 
 fn unknown_plugin(name: &str, plugins: &PluginRegistry) -> String {

@@ -111,6 +111,9 @@ pub(crate) struct RawConfig {
     /// `[access_levels.NAME]`: redefines a built-in access level or adds one.
     #[serde(default)]
     pub access_levels: BTreeMap<String, RawAccessLevel>,
+    /// `[store]`: where shared state (budget counters) lives.
+    #[serde(default)]
+    pub store: RawStore,
 }
 
 #[derive(Debug, Deserialize)]
@@ -121,6 +124,20 @@ pub(crate) struct RawAccessLevel {
     #[serde(default)]
     #[allow(dead_code)]
     pub description: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawStore {
+    /// `redis://[:password@]host:port[/db]`; absent = in memory, per process.
+    #[serde(default)]
+    pub url: Option<EnvString>,
+    /// `block` (default: 503 `state_store_unavailable`) or `allow`.
+    #[serde(default)]
+    pub fail_mode: Option<String>,
+    /// The longest wait for one answer of the store (default 500 ms).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -3,6 +3,7 @@
 //! the raw status, headers or bytes.
 #![allow(dead_code, unused_imports)]
 
+pub mod redis;
 pub mod upstream;
 
 use std::net::SocketAddr;

@@ -25,7 +25,10 @@
 //! - [`tenant`]: the tenant an exchange was authenticated as.
 //! - [`format`]: wire-format adapters that turn bodies into tools and calls, and apply edits.
 //! - [`sse`]: an incremental Server-Sent Events parser that keeps each event's exact bytes.
-//! - [`stream`]: stream assemblers that rebuild tool calls from streamed fragments.
+//! - [`stream`]: stream assemblers that rebuild tool calls from streamed fragments, and the
+//!   rewriter that applies argument edits to a stream's events.
+//! - [`store`]: the shared state store (fixed-window counters, once-only markers) and its
+//!   in-memory implementation.
 
 pub mod catalog;
 pub mod directives;
@@ -34,6 +37,7 @@ pub mod format;
 pub mod pattern;
 pub mod plugin;
 pub mod sse;
+pub mod store;
 pub mod stream;
 pub mod taxonomy;
 pub mod tenant;
@@ -49,6 +53,7 @@ pub use plugin::{
     AvailabilityQuery, BodyNeeds, BuildContext, Plugin, PluginFactory, SettingsError,
     parse_settings,
 };
+pub use store::{MemoryStore, StateStore, StoreError, StoreFailMode};
 pub use tenant::Tenant;
 pub use tool::{CallOutcome, DeclaredTool, HistoryCall, ToolCall, ToolKind};
 pub use verdict::{Check, Edit, Rejection, Verdict, Violation};

@@ -9,6 +9,7 @@ use serde::de::DeserializeOwned;
 
 use crate::catalog::ToolCatalog;
 use crate::exchange::{CompletedExchange, RequestExchange, ResponseExchange};
+use crate::store::{MemoryStore, StateStore, StoreFailMode};
 use crate::tenant::Tenant;
 use crate::verdict::{Verdict, Violation};
 
@@ -89,7 +90,7 @@ pub trait PluginFactory: Send + Sync + 'static {
 
 /// The gateway-wide sections of one config load that a plugin may read while it is built.
 /// The gateway fills it in; a test or a tool builds one with `Default` and sets what it needs.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct BuildContext {
     /// The route the plugin is built for (its path prefix); empty outside a route.
@@ -98,6 +99,23 @@ pub struct BuildContext {
     pub catalog: Arc<ToolCatalog>,
     /// `[tenants.NAME]`, by name.
     pub tenants: Arc<BTreeMap<String, Arc<Tenant>>>,
+    /// `[store]`: the shared state store (one per process and store URL, kept across reloads).
+    pub store: Arc<dyn StateStore>,
+    /// `[store] fail_mode`: what a plugin does when the store cannot answer.
+    pub store_fail_mode: StoreFailMode,
+}
+
+impl Default for BuildContext {
+    /// An empty context with a fresh in-memory store.
+    fn default() -> Self {
+        BuildContext {
+            route: String::new(),
+            catalog: Arc::default(),
+            tenants: Arc::default(),
+            store: Arc::new(MemoryStore::default()),
+            store_fail_mode: StoreFailMode::default(),
+        }
+    }
 }
 
 /// A settings error, located by the key path inside the plugin's `settings` table so the gateway

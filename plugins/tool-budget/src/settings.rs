@@ -1,0 +1,357 @@
+//! The tool_budget settings table: budgets (a tool pattern, its windows, the tenants it applies
+//! to, what happens when it is spent), how calls are counted, and how long a counted call id is
+//! remembered. Every error names its key, so the gateway can point at the file's line.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+use toolgate_plugin::store::Window;
+use toolgate_plugin::{SettingsError, ToolPattern};
+
+/// What happens when a budget is spent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Behaviour {
+    /// 429 with `Retry-After` and `x-ratelimit-*` headers when the model calls a spent tool.
+    Reject,
+    /// Remove the spent tool from the request's declared tools, so the model cannot pick it.
+    Strip,
+    /// Count and report (log, metric), never change the exchange.
+    Observe,
+}
+
+/// Which calls use up a budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Counting {
+    /// Each tool result the client sends back in its history, once per `tool_call_id`.
+    Executed,
+    /// Each call the model proposes in a response, admitted atomically against the limits.
+    Proposed,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSettings {
+    #[serde(default)]
+    behaviour: Option<Behaviour>,
+    #[serde(default)]
+    count: Option<Counting>,
+    #[serde(default)]
+    remember_calls_for: Option<String>,
+    #[serde(default)]
+    budgets: Vec<RawBudget>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBudget {
+    tools: String,
+    limits: Vec<Value>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    tenants: Option<Vec<String>>,
+    #[serde(default)]
+    behaviour: Option<Behaviour>,
+}
+
+/// One budget: calls of tools matching `pattern`, per tenant, within every window.
+#[derive(Debug, Clone)]
+pub struct Budget {
+    /// Names the counter (default: the pattern), so renaming a limit keeps its count.
+    pub name: String,
+    pub pattern: ToolPattern,
+    pub windows: Vec<Window>,
+    /// The tenants it applies to (each counted separately); `None` = every tenant and anonymous.
+    pub tenants: Option<Vec<String>>,
+    pub behaviour: Behaviour,
+}
+
+impl Budget {
+    pub fn applies_to(&self, tenant: Option<&str>) -> bool {
+        match (&self.tenants, tenant) {
+            (None, _) => true,
+            (Some(names), Some(tenant)) => names.iter().any(|name| name == tenant),
+            (Some(_), None) => false,
+        }
+    }
+
+    pub fn covers(&self, tool: &str) -> bool {
+        self.pattern.matches(tool)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub counting: Counting,
+    pub remember_calls_for: Duration,
+    pub budgets: Vec<Budget>,
+}
+
+const DAY: Duration = Duration::from_secs(86_400);
+
+impl Settings {
+    pub fn parse(settings: &Value) -> Result<Settings, SettingsError> {
+        let raw: RawSettings = toolgate_plugin::parse_settings(settings)?;
+        let default_behaviour = raw.behaviour.unwrap_or(Behaviour::Reject);
+        let mut budgets = Vec::with_capacity(raw.budgets.len());
+        for (index, budget) in raw.budgets.into_iter().enumerate() {
+            let at = |key: &str| format!("budgets[{index}].{key}");
+            let pattern = ToolPattern::new(&budget.tools)
+                .map_err(|error| SettingsError::new(at("tools"), error))?;
+            if budget.limits.is_empty() {
+                return Err(SettingsError::new(
+                    at("limits"),
+                    "a budget needs at least one limit, e.g. \"10/minute\"",
+                ));
+            }
+            let mut windows: Vec<Window> = Vec::with_capacity(budget.limits.len());
+            for (position, limit) in budget.limits.iter().enumerate() {
+                let path = format!("budgets[{index}].limits[{position}]");
+                let window = parse_limit(limit, &path)?;
+                if windows.iter().any(|seen| seen.length == window.length) {
+                    return Err(SettingsError::new(
+                        path,
+                        "two limits over the same window: keep one",
+                    ));
+                }
+                windows.push(window);
+            }
+            let name = budget.name.unwrap_or_else(|| budget.tools.clone());
+            if name.trim().is_empty() {
+                return Err(SettingsError::new(
+                    at("name"),
+                    "a budget's name must not be empty",
+                ));
+            }
+            budgets.push(Budget {
+                name,
+                pattern,
+                windows,
+                tenants: budget.tenants,
+                behaviour: budget.behaviour.unwrap_or(default_behaviour),
+            });
+        }
+        let longest = budgets
+            .iter()
+            .flat_map(|budget| budget.windows.iter().map(|window| window.length))
+            .max()
+            .unwrap_or(Duration::ZERO);
+        let remember_calls_for = match raw.remember_calls_for {
+            None => DAY.max(longest * 2),
+            Some(text) => humantime::parse_duration(text.trim())
+                .ok()
+                .filter(|duration| !duration.is_zero())
+                .ok_or_else(|| {
+                    SettingsError::new(
+                        "remember_calls_for",
+                        format!("'{text}' is not a duration (write e.g. \"24h\" or \"7d\")"),
+                    )
+                })?,
+        };
+        Ok(Settings {
+            counting: raw.count.unwrap_or(Counting::Executed),
+            remember_calls_for,
+            budgets,
+        })
+    }
+}
+
+/// `"10/minute"`, `"100/day"`, `"5/2s"`, or `{ calls = 10, window = "1m" }`.
+fn parse_limit(value: &Value, path: &str) -> Result<Window, SettingsError> {
+    match value {
+        Value::String(text) => {
+            let (calls, window) = text.split_once('/').ok_or_else(|| {
+                SettingsError::new(
+                    path,
+                    format!("'{text}' is not a limit: write calls/window, e.g. \"10/minute\""),
+                )
+            })?;
+            Ok(Window {
+                limit: parse_calls(calls, path)?,
+                length: parse_window(window, path)?,
+            })
+        }
+        Value::Object(fields) => {
+            if let Some(unknown) = fields
+                .keys()
+                .find(|key| *key != "calls" && *key != "window")
+            {
+                return Err(SettingsError::new(
+                    format!("{path}.{unknown}"),
+                    format!("unknown field `{unknown}`, expected `calls` or `window`"),
+                ));
+            }
+            let calls = match fields.get("calls") {
+                Some(Value::Number(number)) => number.as_u64().ok_or_else(|| {
+                    SettingsError::new(
+                        format!("{path}.calls"),
+                        format!("{number} is not a whole number of calls"),
+                    )
+                })?,
+                Some(Value::String(text)) => parse_calls(text, &format!("{path}.calls"))?,
+                Some(other) => {
+                    return Err(SettingsError::new(
+                        format!("{path}.calls"),
+                        format!("{other} is not a number of calls"),
+                    ));
+                }
+                None => return Err(SettingsError::new(path, "missing field `calls`")),
+            };
+            let window = match fields.get("window") {
+                Some(Value::String(text)) => parse_window(text, &format!("{path}.window"))?,
+                Some(other) => {
+                    return Err(SettingsError::new(
+                        format!("{path}.window"),
+                        format!("{other} is not a window: write e.g. \"1m\", \"day\""),
+                    ));
+                }
+                None => return Err(SettingsError::new(path, "missing field `window`")),
+            };
+            Ok(Window {
+                limit: calls,
+                length: window,
+            })
+        }
+        other => Err(SettingsError::new(
+            path,
+            format!(
+                "{other} is not a limit: write \"10/minute\" or {{ calls = 10, window = \"1m\" }}"
+            ),
+        )),
+    }
+}
+
+fn parse_calls(text: &str, path: &str) -> Result<u64, SettingsError> {
+    text.trim().parse::<u64>().map_err(|_| {
+        SettingsError::new(
+            path,
+            format!("'{}' is not a whole number of calls", text.trim()),
+        )
+    })
+}
+
+/// `minute`, `day`, `2s`, `30m`, `1h`: a unit alone means one of it.
+fn parse_window(text: &str, path: &str) -> Result<Duration, SettingsError> {
+    let text = text.trim();
+    let spelled = if text.starts_with(|c: char| c.is_ascii_digit()) {
+        text.to_owned()
+    } else {
+        format!("1{text}")
+    };
+    let length = humantime::parse_duration(&spelled).map_err(|_| {
+        SettingsError::new(
+            path,
+            format!("'{text}' is not a window: write second, minute, hour, day or a duration like \"2s\""),
+        )
+    })?;
+    if length < Duration::from_millis(100) {
+        return Err(SettingsError::new(
+            path,
+            format!("a window of '{text}' is too short (at least 100ms)"),
+        ));
+    }
+    Ok(length)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn limits_read_in_words_durations_and_tables() {
+        let settings = Settings::parse(&json!({"budgets": [{
+            "tools": "pay_*",
+            "limits": ["10/minute", "100/day", "5/2s", {"calls": 3, "window": "1h"}],
+        }]}))
+        .expect("valid");
+        let windows = &settings.budgets[0].windows;
+        assert_eq!(
+            windows[0],
+            Window {
+                limit: 10,
+                length: Duration::from_secs(60)
+            }
+        );
+        assert_eq!(windows[1].length, DAY);
+        assert_eq!(
+            windows[2],
+            Window {
+                limit: 5,
+                length: Duration::from_secs(2)
+            }
+        );
+        assert_eq!(
+            windows[3],
+            Window {
+                limit: 3,
+                length: Duration::from_secs(3600)
+            }
+        );
+        assert!(settings.budgets[0].covers("pay_invoice"));
+        assert!(!settings.budgets[0].covers("search"));
+        assert_eq!(settings.counting, Counting::Executed);
+        assert_eq!(settings.remember_calls_for, DAY * 2);
+    }
+
+    #[test]
+    fn bad_limits_are_located() {
+        let cases = [
+            (
+                json!(["ten/minute"]),
+                "budgets[0].limits[0]",
+                "not a whole number",
+            ),
+            (
+                json!(["10/minute", "10/fortnight"]),
+                "budgets[0].limits[1]",
+                "not a window",
+            ),
+            (json!(["10"]), "budgets[0].limits[0]", "calls/window"),
+            (
+                json!([{"calls": "x", "window": "1m"}]),
+                "budgets[0].limits[0].calls",
+                "not a whole number",
+            ),
+            (
+                json!([{"calls": 1, "window": 60}]),
+                "budgets[0].limits[0].window",
+                "not a window",
+            ),
+            (
+                json!([{"calls": 1, "per": "1m"}]),
+                "budgets[0].limits[0].per",
+                "unknown field",
+            ),
+            (json!([]), "budgets[0].limits", "at least one"),
+        ];
+        for (limits, path, message) in cases {
+            let error = Settings::parse(&json!({"budgets": [{"tools": "a", "limits": limits}]}))
+                .expect_err("invalid");
+            assert_eq!(error.path, path, "{limits}");
+            assert!(error.message.contains(message), "{}", error.message);
+        }
+        let error = Settings::parse(&json!({"budgets": [{"tools": "a[", "limits": ["1/s"]}]}))
+            .expect_err("bad glob");
+        assert_eq!(error.path, "budgets[0].tools");
+        let error = Settings::parse(&json!({"budgets": [], "count": "sometimes"}))
+            .expect_err("bad counting");
+        assert_eq!(error.path, "count");
+    }
+
+    #[test]
+    fn budgets_apply_to_their_tenants() {
+        let settings = Settings::parse(&json!({"budgets": [
+            {"tools": "*", "limits": ["1/s"], "tenants": ["acme"]},
+            {"tools": "*", "limits": ["1/s"]},
+        ]}))
+        .expect("valid");
+        assert!(settings.budgets[0].applies_to(Some("acme")));
+        assert!(!settings.budgets[0].applies_to(Some("other")));
+        assert!(!settings.budgets[0].applies_to(None));
+        assert!(settings.budgets[1].applies_to(None));
+    }
+}

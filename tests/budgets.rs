@@ -1,0 +1,373 @@
+//! tool_budget end to end: a budget of N allows exactly N calls and answers the next with 429
+//! and rate-limit headers; a resent history never counts twice; spent tools are stripped; two
+//! gateways on one Redis share one budget; windows roll over; a Redis outage is answered per
+//! `fail_mode` and the gateway recovers when Redis returns; bad limits are located errors.
+
+mod common;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use common::redis::RedisServer;
+use common::upstream::{chat_completion, chat_stream};
+use common::{Reply, ScriptedUpstream, TestGateway};
+use serde_json::{Value, json};
+use toolgate::{Config, Runtime};
+
+/// A chat route guarded by tool_budget with `settings` (TOML lines, budgets last), and a
+/// `[store]` section when `store` is not empty.
+fn budget_config(store: &str, settings: &str) -> String {
+    format!(
+        "{store}\n[[routes]]\npath = \"/v1/chat/completions\"\nupstream = \"llm\"\n\
+         [[routes.plugins]]\nname = \"tool_budget\"\n[routes.plugins.settings]\n{settings}\n"
+    )
+}
+
+fn redis_store(redis: &RedisServer, fail_mode: &str) -> String {
+    format!(
+        "[store]\nurl = \"{}\"\nfail_mode = \"{fail_mode}\"\ntimeout_ms = 300\n",
+        redis.url()
+    )
+}
+
+/// A chat request declaring `pay` and `search`, whose history holds `executed` calls of `pay`
+/// (`call_0` …) with their results.
+fn request_with_history(executed: usize, stream: bool) -> Value {
+    let mut messages = vec![json!({"role": "user", "content": "pay my bills"})];
+    for index in 0..executed {
+        let id = format!("call_{index}");
+        messages.push(json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": id, "type": "function", "function": {"name": "pay", "arguments": "{\"amount\":5}"}}
+        ]}));
+        messages.push(json!({"role": "tool", "tool_call_id": id, "content": "paid"}));
+    }
+    json!({
+        "model": "gpt-test",
+        "stream": stream,
+        "messages": messages,
+        "tools": [
+            {"type": "function", "function": {"name": "pay", "parameters": {"type": "object"}}},
+            {"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}},
+        ],
+    })
+}
+
+fn proposes_pay(index: usize) -> Reply {
+    Reply::json(
+        200,
+        chat_completion(&[(&format!("call_{index}"), "pay", "{\"amount\":5}")], None),
+    )
+}
+
+fn declared_names(request: &Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|tool| tool["function"]["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_budget_of_n_allows_n_executed_calls_and_refuses_the_next_with_429() {
+    let upstream = ScriptedUpstream::start().await;
+    // No [store]: the in-memory default.
+    let gateway = TestGateway::start(
+        &upstream,
+        &budget_config(
+            "",
+            "[[routes.plugins.settings.budgets]]\ntools = \"pay\"\nlimits = [\"3/minute\", \"100/day\"]\n",
+        ),
+    )
+    .await;
+
+    for executed in 0..3 {
+        upstream.push(proposes_pay(executed));
+        let response = gateway
+            .post(
+                "/v1/chat/completions",
+                &request_with_history(executed, false),
+            )
+            .await;
+        assert_eq!(
+            response.status(),
+            200,
+            "call {executed} is within the budget"
+        );
+    }
+    // The same history sent again (a retry) counts nothing: call_0 and call_1 were counted once.
+    for _ in 0..2 {
+        upstream.push(proposes_pay(2));
+        let resent = gateway
+            .post("/v1/chat/completions", &request_with_history(2, false))
+            .await;
+        assert_eq!(
+            resent.status(),
+            200,
+            "a resent history is not counted again"
+        );
+    }
+
+    // Three calls executed: the model's fourth call is refused.
+    upstream.push(proposes_pay(3));
+    let refused = gateway
+        .post("/v1/chat/completions", &request_with_history(3, false))
+        .await;
+    assert_eq!(refused.status(), 429);
+    let headers = refused.headers().clone();
+    assert_eq!(headers["x-ratelimit-limit"], "3");
+    assert_eq!(headers["x-ratelimit-remaining"], "0");
+    assert_eq!(headers["x-ratelimit-tool"], "pay");
+    let retry_after: u64 = headers["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=60).contains(&retry_after), "{retry_after}");
+    assert_eq!(headers["x-ratelimit-reset"], headers["retry-after"]);
+    assert!(headers.contains_key("x-request-id"));
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "tool_budget_exceeded");
+    assert_eq!(body["error"]["type"], "rate_limit_exceeded");
+    assert_eq!(body["error"]["violations"][0]["check"], "budget");
+    assert_eq!(body["error"]["violations"][0]["tool"], "pay");
+    assert_eq!(body["error"]["violations"][0]["tool_call_id"], "call_3");
+
+    // Streamed, the refusal is a real 429 too (nothing was sent before the call).
+    upstream.push(Reply::sse_events(&chat_stream(
+        &[("call_3", "pay", "{\"amount\":5}")],
+        None,
+    )));
+    let streamed = gateway
+        .post("/v1/chat/completions", &request_with_history(3, true))
+        .await;
+    assert_eq!(streamed.status(), 429);
+    assert_eq!(streamed.headers()["x-ratelimit-tool"], "pay");
+
+    // Other tools and plain answers are not limited by pay's budget.
+    upstream.push(Reply::json(
+        200,
+        chat_completion(&[("call_s", "search", "{}")], None),
+    ));
+    let other = gateway
+        .post("/v1/chat/completions", &request_with_history(3, false))
+        .await;
+    assert_eq!(other.status(), 200);
+}
+
+#[tokio::test]
+async fn a_spent_tool_is_stripped_from_the_request() {
+    let upstream = ScriptedUpstream::start().await;
+    let gateway = TestGateway::start(
+        &upstream,
+        &budget_config(
+            "",
+            "behaviour = \"strip\"\n[[routes.plugins.settings.budgets]]\ntools = \"pa*\"\nlimits = [\"1/hour\"]\n",
+        ),
+    )
+    .await;
+    upstream.set_default(Reply::json(200, chat_completion(&[], Some("done"))));
+
+    let fresh = gateway
+        .post("/v1/chat/completions", &request_with_history(0, false))
+        .await;
+    assert_eq!(fresh.status(), 200);
+    let sent = upstream.last_request().expect("forwarded").json();
+    assert_eq!(declared_names(&sent), ["pay", "search"]);
+
+    let spent = gateway
+        .post("/v1/chat/completions", &request_with_history(1, false))
+        .await;
+    assert_eq!(spent.status(), 200);
+    let sent = upstream.last_request().expect("forwarded").json();
+    assert_eq!(declared_names(&sent), ["search"], "the spent tool is gone");
+}
+
+#[tokio::test]
+async fn two_gateways_on_one_redis_admit_exactly_n_proposed_calls_between_them() {
+    let redis = RedisServer::start();
+    let upstream = ScriptedUpstream::start().await;
+    upstream.set_default(proposes_pay(0));
+    let config = budget_config(
+        &redis_store(&redis, "block"),
+        "count = \"proposed\"\n[[routes.plugins.settings.budgets]]\ntools = \"pay\"\nlimits = [\"5/hour\"]\n",
+    );
+    let first = TestGateway::start(&upstream, &config).await;
+    let second = TestGateway::start(&upstream, &config).await;
+
+    let body = request_with_history(0, false);
+    let requests = (0..12).map(|index| {
+        let gateway = if index % 2 == 0 { &first } else { &second };
+        gateway.post("/v1/chat/completions", &body)
+    });
+    let statuses: Vec<u16> = futures_util::future::join_all(requests)
+        .await
+        .iter()
+        .map(|response| response.status().as_u16())
+        .collect();
+    let allowed = statuses.iter().filter(|status| **status == 200).count();
+    let refused = statuses.iter().filter(|status| **status == 429).count();
+    assert_eq!((allowed, refused), (5, 7), "{statuses:?}");
+}
+
+#[tokio::test]
+async fn two_gateways_on_one_redis_count_one_conversation_once() {
+    let redis = RedisServer::start();
+    let upstream = ScriptedUpstream::start().await;
+    let config = budget_config(
+        &redis_store(&redis, "block"),
+        "[[routes.plugins.settings.budgets]]\ntools = \"pay\"\nlimits = [\"2/hour\"]\n",
+    );
+    let first = TestGateway::start(&upstream, &config).await;
+    let second = TestGateway::start(&upstream, &config).await;
+
+    upstream.push(proposes_pay(0));
+    let status = first
+        .post("/v1/chat/completions", &request_with_history(0, false))
+        .await
+        .status();
+    assert_eq!(status, 200);
+    // The conversation moves to the other replica, and its history is sent to both.
+    for gateway in [&second, &first, &second] {
+        upstream.push(proposes_pay(1));
+        let status = gateway
+            .post("/v1/chat/completions", &request_with_history(1, false))
+            .await
+            .status();
+        assert_eq!(
+            status, 200,
+            "call_0 is counted once, whichever replica sees it"
+        );
+    }
+    upstream.push(proposes_pay(2));
+    let refused = first
+        .post("/v1/chat/completions", &request_with_history(2, false))
+        .await;
+    assert_eq!(
+        refused.status(),
+        429,
+        "two executed calls spend a budget of two"
+    );
+}
+
+/// Sleeps until `offset` past the start of the next period of a `period`-long window.
+async fn align_to_window(period: Duration, offset: Duration) {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let period_ms = period.as_millis() as u64;
+    let wait = period_ms - now % period_ms + offset.as_millis() as u64;
+    tokio::time::sleep(Duration::from_millis(wait)).await;
+}
+
+#[tokio::test]
+async fn a_window_rolls_over_and_frees_the_budget() {
+    let redis = RedisServer::start();
+    let upstream = ScriptedUpstream::start().await;
+    upstream.set_default(proposes_pay(0));
+    let gateway = TestGateway::start(
+        &upstream,
+        &budget_config(
+            &redis_store(&redis, "block"),
+            "count = \"proposed\"\n[[routes.plugins.settings.budgets]]\ntools = \"pay\"\nlimits = [\"2/2s\"]\n",
+        ),
+    )
+    .await;
+    let body = request_with_history(0, false);
+    // Start just after a window opens, so the three calls below fall in one window.
+    align_to_window(Duration::from_secs(2), Duration::from_millis(30)).await;
+    for _ in 0..2 {
+        assert_eq!(
+            gateway.post("/v1/chat/completions", &body).await.status(),
+            200
+        );
+    }
+    let refused = gateway.post("/v1/chat/completions", &body).await;
+    assert_eq!(refused.status(), 429);
+    let reset: u64 = refused.headers()["x-ratelimit-reset"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=2).contains(&reset), "{reset}");
+
+    align_to_window(Duration::from_secs(2), Duration::from_millis(30)).await;
+    assert_eq!(
+        gateway.post("/v1/chat/completions", &body).await.status(),
+        200,
+        "a new window starts from zero"
+    );
+}
+
+#[tokio::test]
+async fn a_redis_outage_is_answered_per_fail_mode_and_the_gateway_recovers() {
+    let mut redis = RedisServer::start();
+    let upstream = ScriptedUpstream::start().await;
+    upstream.set_default(proposes_pay(0));
+    let settings = "count = \"proposed\"\n[[routes.plugins.settings.budgets]]\ntools = \"pay\"\nlimits = [\"100/hour\"]\n";
+    let blocking = TestGateway::start(
+        &upstream,
+        &budget_config(&redis_store(&redis, "block"), settings),
+    )
+    .await;
+    let allowing = TestGateway::start(
+        &upstream,
+        &budget_config(&redis_store(&redis, "allow"), settings),
+    )
+    .await;
+    let body = request_with_history(0, false);
+    assert_eq!(
+        blocking.post("/v1/chat/completions", &body).await.status(),
+        200
+    );
+
+    redis.stop();
+    let down = blocking.post("/v1/chat/completions", &body).await;
+    assert_eq!(down.status(), 503);
+    let error: Value = down.json().await.unwrap();
+    assert_eq!(error["error"]["code"], "state_store_unavailable");
+    assert_eq!(error["error"]["violations"][0]["check"], "budget");
+    assert_eq!(
+        allowing.post("/v1/chat/completions", &body).await.status(),
+        200,
+        "fail_mode = allow lets calls through while the store is down"
+    );
+
+    redis.restart();
+    // The connection is remade on the next calls; no restart of the gateway.
+    let mut recovered = false;
+    for _ in 0..40 {
+        if blocking.post("/v1/chat/completions", &body).await.status() == 200 {
+            recovered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(recovered, "the gateway answers again once Redis is back");
+}
+
+#[test]
+fn bad_limits_and_store_settings_are_located_errors() {
+    let runtime = Runtime::new();
+    let text = common::config_text(
+        "http://127.0.0.1:9",
+        std::path::Path::new("/dev/null"),
+        &budget_config(
+            "[store]\nfail_mode = \"sometimes\"\n",
+            "[[routes.plugins.settings.budgets]]\ntools = \"pay\"\nlimits = [\"10/minute\", \"ten/day\"]\n",
+        ),
+    );
+    let errors = match Config::from_toml(&text, "test.toml", &runtime.plugins) {
+        Ok(_) => panic!("invalid limits load"),
+        Err(errors) => errors.to_string(),
+    };
+    let line_of = |needle: &str| text.lines().position(|line| line.contains(needle)).unwrap() + 1;
+    assert!(
+        errors.contains(&format!(
+            "test.toml:{}:",
+            line_of("ten/day")
+        )) && errors.contains("routes[0].plugins[0].settings.budgets[0].limits[1]: 'ten' is not a whole number of calls"),
+        "{errors}"
+    );
+    assert!(
+        errors.contains(&format!("test.toml:{}:", line_of("sometimes")))
+            && errors.contains("store.fail_mode: unknown fail_mode 'sometimes'"),
+        "{errors}"
+    );
+}
