@@ -55,6 +55,7 @@ impl PluginRegistry {
             .with(Arc::new(toolgate_tool_budget::ToolBudgetFactory::new(
                 metrics,
             )))
+            .with(Arc::new(toolgate_service::ServiceFactory::new(metrics)))
     }
 
     /// Adds a factory (a user's own plugin, or a test's).
@@ -140,10 +141,15 @@ pub(super) fn build(
         }
     }
 
+    let mut global_keys = HashSet::new();
     for (index, entry) in raw.plugins.iter().enumerate() {
+        let entry_path = KeyPath::default().key("plugins").index(index);
         if plugins.get(&entry.name).is_none() {
-            let path = KeyPath::default().key("plugins").index(index).key("name");
+            let path = entry_path.clone().key("name");
             errors.push(source.error_at_key(&path, unknown_plugin(&entry.name, plugins)));
+        }
+        if !global_keys.insert(entry.id.as_deref().unwrap_or(&entry.name)) {
+            errors.push(duplicate_entry(entry, &entry_path, source));
         }
     }
 
@@ -156,6 +162,7 @@ pub(super) fn build(
         context.store = store;
         context.store_fail_mode = fail_mode;
     }
+    context.services = Arc::new(super::services::build_services(&raw, source, &mut errors));
 
     let mut routes = Vec::new();
     let mut seen_paths = HashSet::new();
@@ -350,12 +357,31 @@ fn build_store(
     }
 }
 
+/// A second entry with the same key in one list of plugins.
+fn duplicate_entry(entry: &RawPluginEntry, entry_path: &KeyPath, source: &Source) -> ConfigError {
+    match &entry.id {
+        Some(id) => source.error_at_key(
+            &entry_path.clone().key("id"),
+            format!("id '{id}' is used twice in this list of plugins"),
+        ),
+        None => source.error_at_key(
+            &entry_path.clone().key("name"),
+            format!(
+                "plugin '{}' appears twice in this list: give each entry a distinct `id`",
+                entry.name
+            ),
+        ),
+    }
+}
+
 fn unknown_plugin(name: &str, plugins: &PluginRegistry) -> String {
     format!("unknown plugin '{name}' (available: {})", plugins.names())
 }
 
 /// One plugin of a route's chain, as merged from the gateway-wide and the route's entries.
 struct MergedEntry<'a> {
+    /// The merge key: the entry's `id`, or its plugin name.
+    key: &'a str,
     name: &'a str,
     enabled: bool,
     mode: Mode,
@@ -366,6 +392,9 @@ struct MergedEntry<'a> {
     entry_path: KeyPath,
 }
 
+/// Merges the gateway-wide entries and the route's into one chain: a route entry overrides the
+/// gateway-wide entry with the same key (its `id`, else its plugin name). Within one list a key
+/// may appear once, so two instances of a plugin need distinct ids.
 fn build_chain(
     global: &[RawPluginEntry],
     local: &[RawPluginEntry],
@@ -376,46 +405,60 @@ fn build_chain(
     errors: &mut Vec<ConfigError>,
 ) -> Chain {
     let mut merged: Vec<MergedEntry> = Vec::new();
-    let entries = global
-        .iter()
-        .enumerate()
-        .map(|(index, entry)| (entry, KeyPath::default().key("plugins").index(index)))
-        .chain(
-            local
-                .iter()
-                .enumerate()
-                .map(|(index, entry)| (entry, route_path.clone().key("plugins").index(index))),
-        );
-    for (entry, entry_path) in entries {
-        let position = merged
-            .iter()
-            .position(|existing| existing.name == entry.name);
-        let target = match position {
-            Some(position) => &mut merged[position],
-            None => {
-                merged.push(MergedEntry {
-                    name: &entry.name,
-                    enabled: true,
-                    mode: Mode::Enforce,
-                    priority: None,
-                    settings: toml::Table::new(),
-                    key_origins: BTreeMap::new(),
-                    entry_path: entry_path.clone(),
-                });
-                let last = merged.len() - 1;
-                &mut merged[last]
+    let global_path = KeyPath::default().key("plugins");
+    let local_path = route_path.clone().key("plugins");
+    for (list, list_path) in [(global, &global_path), (local, &local_path)] {
+        let mut keys_in_list = HashSet::new();
+        for (index, entry) in list.iter().enumerate() {
+            let entry_path = list_path.clone().index(index);
+            let key = entry.id.as_deref().unwrap_or(&entry.name);
+            if !keys_in_list.insert(key) {
+                // The gateway-wide list is reported once, in `build`, not once per route.
+                if list_path == &local_path {
+                    errors.push(duplicate_entry(entry, &entry_path, source));
+                }
+                continue;
             }
-        };
-        target.enabled = entry.enabled.unwrap_or(target.enabled);
-        target.mode = entry.mode.unwrap_or(target.mode);
-        target.priority = entry.priority.or(target.priority);
-        for (key, value) in entry.settings.iter().flatten() {
-            target.settings.insert(key.clone(), value.clone());
-            target
-                .key_origins
-                .insert(key.clone(), entry_path.clone().key("settings").key(key));
+            let position = merged.iter().position(|existing| existing.key == key);
+            let target = match position {
+                Some(position) => &mut merged[position],
+                None => {
+                    merged.push(MergedEntry {
+                        key,
+                        name: &entry.name,
+                        enabled: true,
+                        mode: Mode::Enforce,
+                        priority: None,
+                        settings: toml::Table::new(),
+                        key_origins: BTreeMap::new(),
+                        entry_path: entry_path.clone(),
+                    });
+                    let last = merged.len() - 1;
+                    &mut merged[last]
+                }
+            };
+            if target.name != entry.name {
+                errors.push(source.error_at_key(
+                    &entry_path.clone().key("name"),
+                    format!(
+                        "entry '{key}' is plugin '{}' in the gateway-wide chain: an override must name the same plugin",
+                        target.name
+                    ),
+                ));
+                continue;
+            }
+            target.enabled = entry.enabled.unwrap_or(target.enabled);
+            target.mode = entry.mode.unwrap_or(target.mode);
+            target.priority = entry.priority.or(target.priority);
+            for (setting, value) in entry.settings.iter().flatten() {
+                target.settings.insert(setting.clone(), value.clone());
+                target.key_origins.insert(
+                    setting.clone(),
+                    entry_path.clone().key("settings").key(setting),
+                );
+            }
+            target.entry_path = entry_path;
         }
-        target.entry_path = entry_path;
     }
 
     let mut chain = Vec::new();
@@ -448,7 +491,7 @@ fn build_chain(
         };
         match factory.build(&settings, context) {
             Ok(plugin) => chain.push(ChainEntry {
-                name: entry.name.to_owned(),
+                name: entry.key.to_owned(),
                 plugin,
                 mode: entry.mode,
                 priority: entry.priority.unwrap_or_else(|| factory.default_priority()),

@@ -4,6 +4,7 @@
 
 mod build;
 mod env;
+mod services;
 mod source;
 
 use std::collections::BTreeMap;
@@ -114,6 +115,33 @@ pub(crate) struct RawConfig {
     /// `[store]`: where shared state (budget counters) lives.
     #[serde(default)]
     pub store: RawStore,
+    /// `[services.NAME]`: validator services that `service` plugin instances call.
+    #[serde(default)]
+    pub services: BTreeMap<String, RawService>,
+}
+
+/// `[services.NAME]`: where a validator service lives and what its instances must configure.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawService {
+    pub url: EnvString,
+    #[serde(default = "default_service_timeout_ms")]
+    pub timeout_ms: u64,
+    /// Seed 002's name; `config_params` is accepted too.
+    #[serde(default, rename = "config-params", alias = "config_params")]
+    pub config_params: Vec<RawConfigParam>,
+    /// Sent with every call; values expand `${VAR}`.
+    #[serde(default)]
+    pub headers: BTreeMap<String, EnvString>,
+    /// Sent as `Authorization: Bearer …`.
+    #[serde(default)]
+    pub bearer_token: Option<EnvString>,
+    /// Consecutive failures that open the circuit breaker.
+    #[serde(default = "default_breaker_failures")]
+    pub breaker_failures: u32,
+    /// How long the breaker stays open before a probe call.
+    #[serde(default = "default_breaker_cool_down_ms")]
+    pub breaker_cool_down_ms: u64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -138,6 +166,28 @@ pub(crate) struct RawStore {
     /// The longest wait for one answer of the store (default 500 ms).
     #[serde(default)]
     pub timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawConfigParam {
+    pub name: String,
+    #[serde(default)]
+    pub required: bool,
+}
+
+fn default_service_timeout_ms() -> u64 {
+    1_000
+}
+fn default_breaker_failures() -> u32 {
+    toolgate_plugin::BreakerSettings::default().failure_threshold
+}
+fn default_breaker_cool_down_ms() -> u64 {
+    toolgate_plugin::BreakerSettings::default()
+        .cool_down
+        .as_millis()
+        .try_into()
+        .unwrap_or(u64::MAX)
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -281,6 +331,11 @@ pub enum Mode {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawPluginEntry {
     pub name: String,
+    /// Names this entry within a chain when one plugin appears more than once (several `service`
+    /// instances); a route's entry overrides the gateway-wide entry with the same id. Default:
+    /// the plugin's name.
+    #[serde(default)]
+    pub id: Option<String>,
     #[serde(default)]
     pub enabled: Option<bool>,
     #[serde(default)]

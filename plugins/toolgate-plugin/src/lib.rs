@@ -23,6 +23,7 @@
 //! - [`pattern`]: tool-name patterns (`search_*`), trimmed and case-folded.
 //! - [`taxonomy`]: tool categories, action types and access levels (seed 003).
 //! - [`tenant`]: the tenant an exchange was authenticated as.
+//! - [`service`]: validator service descriptors (`[services.NAME]`) handed to plugin factories.
 //! - [`format`]: wire-format adapters that turn bodies into tools and calls, and apply edits.
 //! - [`sse`]: an incremental Server-Sent Events parser that keeps each event's exact bytes.
 //! - [`stream`]: stream assemblers that rebuild tool calls from streamed fragments, and the
@@ -36,6 +37,7 @@ pub mod exchange;
 pub mod format;
 pub mod pattern;
 pub mod plugin;
+pub mod service;
 pub mod sse;
 pub mod store;
 pub mod stream;
@@ -53,6 +55,7 @@ pub use plugin::{
     AvailabilityQuery, BodyNeeds, BuildContext, Plugin, PluginFactory, SettingsError,
     parse_settings,
 };
+pub use service::{BreakerSettings, ConfigParam, ServiceDescriptor};
 pub use store::{MemoryStore, StateStore, StoreError, StoreFailMode};
 pub use tenant::Tenant;
 pub use tool::{CallOutcome, DeclaredTool, HistoryCall, ToolCall, ToolKind};

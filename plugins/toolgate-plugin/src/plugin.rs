@@ -9,6 +9,7 @@ use serde::de::DeserializeOwned;
 
 use crate::catalog::ToolCatalog;
 use crate::exchange::{CompletedExchange, RequestExchange, ResponseExchange};
+use crate::service::ServiceDescriptor;
 use crate::store::{MemoryStore, StateStore, StoreFailMode};
 use crate::tenant::Tenant;
 use crate::verdict::{Verdict, Violation};
@@ -103,6 +104,8 @@ pub struct BuildContext {
     pub store: Arc<dyn StateStore>,
     /// `[store] fail_mode`: what a plugin does when the store cannot answer.
     pub store_fail_mode: StoreFailMode,
+    /// `[services.NAME]`: the validator services plugins may call, by name.
+    pub services: Arc<BTreeMap<String, Arc<ServiceDescriptor>>>,
 }
 
 impl Default for BuildContext {
@@ -114,6 +117,7 @@ impl Default for BuildContext {
             tenants: Arc::default(),
             store: Arc::new(MemoryStore::default()),
             store_fail_mode: StoreFailMode::default(),
+            services: Arc::default(),
         }
     }
 }

@@ -31,6 +31,8 @@ pub enum Check {
     Rule,
     /// A body that could not be parsed on a route that requires parsing (`strict`).
     Parse,
+    /// A validator service (`[services.NAME]`) denied the exchange or could not answer.
+    Service,
 }
 
 impl Check {
@@ -46,6 +48,7 @@ impl Check {
             Check::Budget => "budget",
             Check::Rule => "rule",
             Check::Parse => "parse",
+            Check::Service => "service",
         }
     }
 }

@@ -1,0 +1,203 @@
+//! A circuit breaker per service: after `failure_threshold` consecutive failed calls it opens
+//! and calls fail at once (no request is sent) for `cool_down`; then one probe call goes through,
+//! and its result closes the breaker or opens it for another cool-down.
+
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use toolgate_plugin::BreakerSettings;
+
+/// The breaker's state, as exported in `toolgate_service_breaker_state` (0, 1, 2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BreakerState {
+    Closed = 0,
+    Open = 1,
+    HalfOpen = 2,
+}
+
+/// Whether a call may be sent now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    Send,
+    /// The breaker is open (or its one probe is in flight): fail without calling.
+    Refuse,
+}
+
+#[derive(Debug)]
+enum State {
+    Closed {
+        consecutive_failures: u32,
+    },
+    Open {
+        until: Instant,
+    },
+    /// One probe is in flight since `since`. A probe whose caller went away never reports back,
+    /// so after `probe_timeout` another call may probe instead.
+    HalfOpen {
+        since: Instant,
+    },
+}
+
+#[derive(Debug)]
+pub struct Breaker {
+    settings: BreakerSettings,
+    probe_timeout: Duration,
+    state: Mutex<State>,
+}
+
+impl Breaker {
+    /// `probe_timeout` is the service's call timeout: a probe cannot legitimately take longer.
+    pub fn new(settings: BreakerSettings, probe_timeout: Duration) -> Self {
+        Breaker {
+            settings,
+            probe_timeout,
+            state: Mutex::new(State::Closed {
+                consecutive_failures: 0,
+            }),
+        }
+    }
+
+    /// Decides whether a call may be sent, and returns the state to export when it changed.
+    pub fn admit(&self) -> (Admission, Option<BreakerState>) {
+        let now = Instant::now();
+        // A poisoned lock only means another call panicked mid-update; the state is still one
+        // of the three, so keep using it.
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        match *state {
+            State::Closed { .. } => (Admission::Send, None),
+            State::Open { until } if now < until => (Admission::Refuse, None),
+            State::HalfOpen { since } if now < since + self.probe_timeout => {
+                (Admission::Refuse, None)
+            }
+            State::Open { .. } => {
+                *state = State::HalfOpen { since: now };
+                (Admission::Send, Some(BreakerState::HalfOpen))
+            }
+            State::HalfOpen { .. } => {
+                *state = State::HalfOpen { since: now };
+                (Admission::Send, None)
+            }
+        }
+    }
+
+    /// Records the result of a sent call; returns the state to export when it changed.
+    pub fn record(&self, success: bool) -> Option<BreakerState> {
+        let now = Instant::now();
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        match (&*state, success) {
+            (State::Closed { .. }, true) => {
+                *state = State::Closed {
+                    consecutive_failures: 0,
+                };
+                None
+            }
+            (
+                State::Closed {
+                    consecutive_failures,
+                },
+                false,
+            ) => {
+                let failures = consecutive_failures.saturating_add(1);
+                if failures >= self.settings.failure_threshold {
+                    *state = State::Open {
+                        until: now + self.settings.cool_down,
+                    };
+                    Some(BreakerState::Open)
+                } else {
+                    *state = State::Closed {
+                        consecutive_failures: failures,
+                    };
+                    None
+                }
+            }
+            (State::HalfOpen { .. } | State::Open { .. }, true) => {
+                *state = State::Closed {
+                    consecutive_failures: 0,
+                };
+                Some(BreakerState::Closed)
+            }
+            (State::HalfOpen { .. }, false) => {
+                *state = State::Open {
+                    until: now + self.settings.cool_down,
+                };
+                Some(BreakerState::Open)
+            }
+            // A call admitted before the breaker opened failed too: the cool-down stands.
+            (State::Open { .. }, false) => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn breaker() -> Breaker {
+        Breaker::new(
+            BreakerSettings {
+                failure_threshold: 3,
+                cool_down: Duration::from_secs(10),
+            },
+            Duration::from_secs(1),
+        )
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn opens_after_consecutive_failures_only() {
+        let breaker = breaker();
+        assert_eq!(breaker.record(false), None);
+        assert_eq!(breaker.record(false), None);
+        assert_eq!(breaker.record(true), None, "a success resets the count");
+        assert_eq!(breaker.record(false), None);
+        assert_eq!(breaker.record(false), None);
+        assert_eq!(breaker.admit(), (Admission::Send, None));
+        assert_eq!(breaker.record(false), Some(BreakerState::Open));
+        assert_eq!(breaker.admit(), (Admission::Refuse, None));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn after_the_cool_down_one_probe_decides() {
+        let breaker = breaker();
+        for _ in 0..3 {
+            breaker.record(false);
+        }
+        tokio::time::advance(Duration::from_secs(9)).await;
+        assert_eq!(breaker.admit().0, Admission::Refuse);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(
+            breaker.admit(),
+            (Admission::Send, Some(BreakerState::HalfOpen))
+        );
+        assert_eq!(breaker.admit().0, Admission::Refuse, "one probe at a time");
+        assert_eq!(breaker.record(false), Some(BreakerState::Open));
+        assert_eq!(
+            breaker.admit().0,
+            Admission::Refuse,
+            "a failed probe reopens"
+        );
+
+        tokio::time::advance(Duration::from_secs(10)).await;
+        assert_eq!(breaker.admit().0, Admission::Send);
+        assert_eq!(breaker.record(true), Some(BreakerState::Closed));
+        assert_eq!(breaker.admit(), (Admission::Send, None));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_probe_that_never_reports_is_replaced() {
+        let breaker = breaker();
+        for _ in 0..3 {
+            breaker.record(false);
+        }
+        tokio::time::advance(Duration::from_secs(10)).await;
+        assert_eq!(breaker.admit().0, Admission::Send);
+        tokio::time::advance(Duration::from_millis(500)).await;
+        assert_eq!(breaker.admit().0, Admission::Refuse);
+        tokio::time::advance(Duration::from_millis(500)).await;
+        assert_eq!(
+            breaker.admit().0,
+            Admission::Send,
+            "the lost probe timed out"
+        );
+    }
+}
