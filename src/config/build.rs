@@ -441,8 +441,8 @@ fn build_chain(
                 errors.push(source.error_at_key(
                     &entry_path.clone().key("name"),
                     format!(
-                        "entry '{key}' is plugin '{}' in the gateway-wide chain: an override must name the same plugin",
-                        target.name
+                        "entry '{key}' is plugin '{}' in the gateway-wide chain, not '{}': an override must name the same plugin",
+                        target.name, entry.name
                     ),
                 ));
                 continue;
@@ -670,4 +670,65 @@ fn build_tenants(
         ));
     }
     TenantDirectory::new(tenants)
+}
+
+#[cfg(test)]
+mod tests {
+    use toolgate_plugin::prometheus_client::registry::Registry;
+
+    use super::*;
+    use crate::config::Config;
+
+    const HEAD: &str = "[upstreams.llm]\nurl = \"http://127.0.0.1:1\"\n\n\
+        [services.check]\nurl = \"http://127.0.0.1:2/v\"\n\n";
+
+    fn chains(body: &str) -> Result<Vec<(String, Vec<String>)>, String> {
+        let registry = PluginRegistry::builtin(&mut Registry::default());
+        let config = Config::from_toml(&format!("{HEAD}{body}"), "t.toml", &registry)
+            .map_err(|errors| errors.to_string())?;
+        Ok(config
+            .router
+            .routes()
+            .map(|route| {
+                let names = route.chain.names().map(str::to_owned).collect();
+                (route.path.clone(), names)
+            })
+            .collect())
+    }
+
+    #[test]
+    fn entries_merge_by_id_and_a_route_may_override_one_instance() {
+        let body = "[[plugins]]\nname = \"service\"\nid = \"a\"\n[plugins.settings]\nservice = \"check\"\n\n\
+            [[plugins]]\nname = \"service\"\nid = \"b\"\n[plugins.settings]\nservice = \"check\"\n\n\
+            [[routes]]\npath = \"/one\"\nupstream = \"llm\"\n\n\
+            [[routes]]\npath = \"/two\"\nupstream = \"llm\"\n\
+            [[routes.plugins]]\nname = \"service\"\nid = \"a\"\nenabled = false\n\
+            [[routes.plugins]]\nname = \"service\"\nid = \"c\"\n[routes.plugins.settings]\nservice = \"check\"\n";
+        let chains = chains(body).expect("loads");
+        assert_eq!(
+            chains,
+            [
+                ("/one".to_owned(), vec!["a".to_owned(), "b".to_owned()]),
+                ("/two".to_owned(), vec!["b".to_owned(), "c".to_owned()]),
+            ]
+        );
+    }
+
+    #[test]
+    fn duplicate_keys_and_overrides_of_another_plugin_are_located_errors() {
+        let body = "[[plugins]]\nname = \"tool_selection\"\n\n[[plugins]]\nname = \"tool_selection\"\n\n\
+            [[routes]]\npath = \"/one\"\nupstream = \"llm\"\n\
+            [[routes.plugins]]\nname = \"service\"\nid = \"x\"\n[routes.plugins.settings]\nservice = \"check\"\n\
+            [[routes.plugins]]\nname = \"service\"\nid = \"x\"\n[routes.plugins.settings]\nservice = \"check\"\n\
+            [[routes.plugins]]\nname = \"service\"\nid = \"tool_selection\"\n";
+        let errors = chains(body).expect_err("refused");
+        for expected in [
+            "t.toml:11:1: plugins[1].name: plugin 'tool_selection' appears twice in this list",
+            "t.toml:23:1: routes[0].plugins[1].id: id 'x' is used twice in this list of plugins",
+            "t.toml:27:1: routes[0].plugins[2].name: entry 'tool_selection' is plugin 'tool_selection' in the gateway-wide chain, not 'service'",
+        ] {
+            assert!(errors.contains(expected), "{expected}\nin\n{errors}");
+        }
+        assert_eq!(errors.lines().count(), 3, "each reported once:\n{errors}");
+    }
 }

@@ -303,8 +303,7 @@ mod tests {
         );
         let failure = read(json!({"error": {"type": "overloaded", "message": "busy"},
             "decision": "allow"}))
-        .err()
-        .expect("an error wins over a decision");
+        .expect_err("an error wins over a decision");
         assert_eq!(failure.kind, FailureKind::ServiceError);
         assert!(failure.detail.contains("overloaded"), "{}", failure.detail);
         assert!(read(json!({"error": null, "decision": "allow", "extra": 1})).is_ok());

@@ -1,0 +1,812 @@
+//! Validator services end to end: the `service` plugin calling the reference validator from
+//! `examples/` and misbehaving services (slow, erroring, garbage) over loopback, per-route and
+//! per-tool instances of one service, the circuit breaker, the metrics, overlap with the judge,
+//! and `toolgate check` on malformed descriptors.
+
+mod common;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::upstream::{chat_completion, judge_verdict};
+use common::{Reply, ScriptedUpstream, TestGateway};
+use http::{Request, Response};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::{Notify, oneshot};
+use toolgate::{Config, Runtime};
+
+/// The reference validator from `examples/`, served in-process on a free loopback port.
+struct Validator {
+    url: String,
+    _stop: oneshot::Sender<()>,
+}
+
+impl Validator {
+    async fn start() -> Validator {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("binds");
+        let addr = listener.local_addr().expect("bound");
+        let (stop, stopped) = oneshot::channel::<()>();
+        tokio::spawn(toolgate_example_validator::serve(listener, async {
+            let _ = stopped.await;
+        }));
+        Validator {
+            url: format!("http://{addr}/validate"),
+            _stop: stop,
+        }
+    }
+}
+
+/// A chat request declaring `run_sql`, `run_shell` and `drop_db`.
+fn request() -> Value {
+    let tool = |name: &str| {
+        json!({"type": "function", "function": {"name": name,
+            "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}})
+    };
+    json!({
+        "model": "gpt-4o-mini",
+        "messages": [{"role": "user", "content": "Tidy the staging database."}],
+        "tools": [tool("run_sql"), tool("run_shell"), tool("drop_db")],
+    })
+}
+
+fn calling(calls: &[(&str, &str, &str)]) -> Reply {
+    Reply::json(200, chat_completion(calls, None))
+}
+
+/// One route on `path` whose chain is `plugins` (TOML `[[routes.plugins]]` blocks).
+fn route(path: &str, plugins: &str) -> String {
+    format!(
+        "[[routes]]\npath = \"{path}\"\nupstream = \"llm\"\n{}\n",
+        plugins.replace("[[plugins]]", "[[routes.plugins]]")
+    )
+}
+
+/// A `service` chain entry.
+fn instance(extra: &str, settings: &str) -> String {
+    format!("[[plugins]]\nname = \"service\"\n{extra}\n[routes.plugins.settings]\n{settings}\n")
+}
+
+fn service(name: &str, url: &str, extra: &str) -> String {
+    format!("[services.{name}]\nurl = \"{url}\"\n{extra}\n")
+}
+
+async fn metrics(gateway: &TestGateway) -> String {
+    gateway
+        .admin_get("/metrics")
+        .await
+        .text()
+        .await
+        .expect("metrics text")
+}
+
+async fn answer_of(response: reqwest::Response) -> (u16, Value) {
+    let status = response.status().as_u16();
+    let body = response.json().await.unwrap_or(Value::Null);
+    (status, body)
+}
+
+const ARGCHECK_PARAMS: &str = "config-params = [{ name = \"deny_substrings\", required = true }, { name = \"remove_tools\" }]";
+
+#[tokio::test]
+async fn the_envelope_carries_tenant_config_tools_and_calls_with_the_descriptor_headers() {
+    let upstream = ScriptedUpstream::start().await;
+    let checker = ScriptedUpstream::start().await;
+    checker.set_default(Reply::json(
+        200,
+        json!({"error": null, "decision": "allow", "violations": []}),
+    ));
+    let config = format!(
+        "[tenants.acme]\napi_keys = [\"sk-client-key\"]\n\n{}{}",
+        service(
+            "audit",
+            &format!("{}/check", checker.url()),
+            "config-params = [{ name = \"team\", required = true }]\n\
+             bearer_token = \"${TOOLGATE_SERVICES_TEST_TOKEN:-tok-123}\"\n\
+             headers = { x-caller = \"toolgate-${CARGO_PKG_NAME}\" }"
+        ),
+        route(
+            "/v1",
+            &instance(
+                "",
+                "service = \"audit\"\nconfig = { team = \"payments\" }\ntools = [\"run_*\"]"
+            ),
+        ),
+    );
+    let gateway = TestGateway::start(&upstream, &config).await;
+    upstream.push(calling(&[
+        ("call_1", "run_sql", r#"{"q":"select 1"}"#),
+        ("call_2", "drop_db", r#"{"q":"staging"}"#),
+        ("call_3", "run_shell", r#"{"q":"ls"}"#),
+    ]));
+    let response = gateway.post("/v1/chat/completions", &request()).await;
+    assert_eq!(response.status(), 200);
+
+    assert_eq!(
+        checker.request_count(),
+        1,
+        "all calls of a response in one request"
+    );
+    let asked = checker.last_request().expect("the service was called");
+    assert_eq!(asked.method, "POST");
+    assert_eq!(asked.path_and_query, "/check");
+    assert_eq!(asked.header("authorization"), Some("Bearer tok-123"));
+    assert_eq!(asked.header("x-caller"), Some("toolgate-toolgate"));
+    assert_eq!(asked.header("content-type"), Some("application/json"));
+    let envelope = asked.json();
+    assert_eq!(envelope["user"], "acme");
+    assert_eq!(envelope["config"], json!({"team": "payments"}));
+    assert_eq!(envelope["stage"], "pre_response");
+    assert_eq!(envelope["format"], "chat_completions");
+    let declared: Vec<&str> = envelope["declared_tools"]
+        .as_array()
+        .expect("declared tools")
+        .iter()
+        .filter_map(|tool| tool["name"].as_str())
+        .collect();
+    assert_eq!(declared, ["run_sql", "run_shell", "drop_db"]);
+    assert_eq!(
+        envelope["declared_tools"][0]["parameters"]["type"],
+        "object"
+    );
+    assert_eq!(
+        envelope["tool_calls"],
+        json!([
+            {"choice": 0, "id": "call_1", "name": "run_sql", "kind": "function", "arguments": "{\"q\":\"select 1\"}"},
+            {"choice": 0, "id": "call_3", "name": "run_shell", "kind": "function", "arguments": "{\"q\":\"ls\"}"},
+        ]),
+        "only the calls in the instance's scope"
+    );
+    assert_eq!(envelope["context"]["route"], "/v1");
+    assert_eq!(envelope["context"]["model"], "gpt-4o-mini");
+    assert_eq!(
+        envelope["context"]["user_request"],
+        "Tidy the staging database."
+    );
+    let request_id = envelope["context"]["request_id"].as_str().expect("an id");
+    assert_eq!(
+        response
+            .headers()
+            .get("x-request-id")
+            .and_then(|v| v.to_str().ok()),
+        Some(request_id)
+    );
+
+    // No call in scope: the service is not asked at all.
+    upstream.push(calling(&[("call_4", "drop_db", "{}")]));
+    let response = gateway.post("/v1/chat/completions", &request()).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(checker.request_count(), 1);
+}
+
+#[tokio::test]
+async fn the_example_service_denies_with_a_403_carrying_its_violations() {
+    let upstream = ScriptedUpstream::start().await;
+    let validator = Validator::start().await;
+    let config = format!(
+        "{}{}",
+        service("argcheck", &validator.url, ARGCHECK_PARAMS),
+        route(
+            "/v1",
+            &instance(
+                "",
+                "service = \"argcheck\"\nconfig = { deny_substrings = [\"DROP TABLE\"] }"
+            ),
+        ),
+    );
+    let gateway = TestGateway::start(&upstream, &config).await;
+
+    upstream.push(calling(&[("call_1", "run_sql", r#"{"q":"select 1"}"#)]));
+    assert_eq!(
+        gateway
+            .post("/v1/chat/completions", &request())
+            .await
+            .status(),
+        200
+    );
+
+    upstream.push(calling(&[
+        ("call_1", "run_sql", r#"{"q":"select 1"}"#),
+        ("call_2", "run_sql", r#"{"q":"drop table users"}"#),
+    ]));
+    let (status, body) = answer_of(gateway.post("/v1/chat/completions", &request()).await).await;
+    assert_eq!(status, 403, "{body}");
+    let error = &body["error"];
+    assert_eq!(error["type"], "tool_call_blocked");
+    assert_eq!(error["code"], "denied_substring");
+    let violations = error["violations"].as_array().expect("violations");
+    assert_eq!(violations.len(), 1, "{body}");
+    assert_eq!(violations[0]["check"], "service");
+    assert_eq!(violations[0]["tool_call_id"], "call_2");
+    assert_eq!(violations[0]["tool"], "run_sql");
+    assert_eq!(violations[0]["choice"], 0);
+    let message = violations[0]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("DROP TABLE") && message.contains("argcheck"),
+        "{message}"
+    );
+
+    // The real OpenAI SDK surfaces the same refusal as an API error.
+    upstream.push(calling(&[("call_9", "run_sql", r#"{"q":"DROP TABLE x"}"#)]));
+    let typed: async_openai::types::chat::CreateChatCompletionRequest =
+        serde_json::from_value(request()).expect("a valid request");
+    let refused = gateway.openai().chat().create(typed).await;
+    assert!(
+        matches!(&refused, Err(async_openai::error::OpenAIError::ApiError(api)) if api.api_error.message.contains("DROP TABLE")),
+        "{refused:?}"
+    );
+
+    let text = metrics(&gateway).await;
+    for expected in [
+        "toolgate_service_calls_total{service=\"argcheck\",outcome=\"allow\"} 1",
+        "toolgate_service_calls_total{service=\"argcheck\",outcome=\"deny\"} 2",
+        "toolgate_service_latency_seconds_count{service=\"argcheck\"} 3",
+        "toolgate_service_breaker_state{service=\"argcheck\"} 0",
+    ] {
+        assert!(text.contains(expected), "{expected} in\n{text}");
+    }
+}
+
+#[tokio::test]
+async fn a_modify_before_the_request_removes_declared_tools_upstream() {
+    let upstream = ScriptedUpstream::start().await;
+    let validator = Validator::start().await;
+    let config = format!(
+        "{}{}",
+        service("argcheck", &validator.url, ARGCHECK_PARAMS),
+        route(
+            "/v1",
+            &instance(
+                "",
+                "service = \"argcheck\"\nstages = [\"pre_request\"]\n\
+                 config = { deny_substrings = [], remove_tools = [\"drop_db\"] }"
+            ),
+        ),
+    );
+    let gateway = TestGateway::start(&upstream, &config).await;
+    upstream.push(calling(&[("call_1", "run_sql", "{}")]));
+    assert_eq!(
+        gateway
+            .post("/v1/chat/completions", &request())
+            .await
+            .status(),
+        200
+    );
+    let forwarded = upstream.last_request().expect("forwarded").json();
+    let names: Vec<&str> = forwarded["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|tool| tool["function"]["name"].as_str())
+        .collect();
+    assert_eq!(names, ["run_sql", "run_shell"]);
+    assert_eq!(
+        forwarded["messages"],
+        request()["messages"],
+        "the rest is untouched"
+    );
+    assert!(
+        metrics(&gateway)
+            .await
+            .contains("toolgate_service_calls_total{service=\"argcheck\",outcome=\"modify\"} 1")
+    );
+}
+
+#[tokio::test]
+async fn one_service_backs_many_instances_each_with_its_own_config_and_tools() {
+    let upstream = ScriptedUpstream::start().await;
+    let validator = Validator::start().await;
+    let config = format!(
+        "{}{}{}",
+        service("argcheck", &validator.url, ARGCHECK_PARAMS),
+        route(
+            "/guarded",
+            &format!(
+                "{}{}",
+                instance(
+                    "id = \"sql_guard\"",
+                    "service = \"argcheck\"\ntools = [\"run_sql\"]\nconfig = { deny_substrings = [\"drop table\"] }"
+                ),
+                instance(
+                    "id = \"shell_guard\"",
+                    "service = \"argcheck\"\ntools = [\"run_shell\"]\nconfig = { deny_substrings = [\"rm -rf\"] }"
+                )
+            ),
+        ),
+        route(
+            "/strict",
+            &instance(
+                "",
+                "service = \"argcheck\"\nconfig = { deny_substrings = [\"rm -rf\", \"drop table\"] }"
+            ),
+        ),
+    );
+    let gateway = TestGateway::start(&upstream, &config).await;
+    let sql_with_shell_words = [("call_1", "run_sql", r#"{"q":"rm -rf is not SQL"}"#)];
+    let shell_with_sql_words = [("call_1", "run_shell", r#"{"q":"echo drop table"}"#)];
+
+    // Each instance sees only its tools, with its own substrings.
+    for calls in [&sql_with_shell_words, &shell_with_sql_words] {
+        upstream.push(calling(calls));
+        let (status, body) = answer_of(
+            gateway
+                .post("/guarded/v1/chat/completions", &request())
+                .await,
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+    }
+    upstream.push(calling(&[("call_1", "run_shell", r#"{"q":"rm -rf /"}"#)]));
+    let (status, body) = answer_of(
+        gateway
+            .post("/guarded/v1/chat/completions", &request())
+            .await,
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(body["error"]["violations"][0]["tool"], "run_shell");
+
+    // The same calls on a route whose instance denies both.
+    for calls in [&sql_with_shell_words, &shell_with_sql_words] {
+        upstream.push(calling(calls));
+        let (status, body) = answer_of(
+            gateway
+                .post("/strict/v1/chat/completions", &request())
+                .await,
+        )
+        .await;
+        assert_eq!(status, 403, "{body}");
+        assert_eq!(body["error"]["code"], "denied_substring");
+    }
+
+    // The audit line names the instances by id.
+    let request_id = upstream
+        .last_request()
+        .and_then(|request| request.header("x-request-id").map(str::to_owned))
+        .expect("a request id upstream");
+    let line = gateway.audit_line(&request_id).await;
+    assert_eq!(line["plugins"], json!(["service"]), "{line}");
+    let guarded_line = gateway
+        .audit_lines()
+        .into_iter()
+        .find(|line| line["route"] == "/guarded")
+        .expect("an audit line of /guarded");
+    assert_eq!(
+        guarded_line["plugins"],
+        json!(["sql_guard", "shell_guard"]),
+        "{guarded_line}"
+    );
+}
+
+/// A gateway whose two routes call `checker` with a 150 ms timeout: one fails closed, one open.
+async fn misbehaving(checker: &ScriptedUpstream, extra: &str) -> (ScriptedUpstream, TestGateway) {
+    let upstream = ScriptedUpstream::start().await;
+    let config = format!(
+        "{}{}{}",
+        service(
+            "flaky",
+            &checker.url(),
+            &format!("timeout_ms = 150\n{extra}")
+        ),
+        route("/closed", &instance("", "service = \"flaky\"")),
+        route(
+            "/open",
+            &instance("", "service = \"flaky\"\nfail_mode = \"allow\"")
+        ),
+    );
+    let gateway = TestGateway::start(&upstream, &config).await;
+    (upstream, gateway)
+}
+
+/// Sends one exchange with a call on each route; returns the statuses and the closed route's body.
+async fn both_routes(upstream: &ScriptedUpstream, gateway: &TestGateway) -> (u16, Value, u16) {
+    upstream.push(calling(&[("call_1", "run_sql", "{}")]));
+    let (closed, closed_body) = answer_of(
+        gateway
+            .post("/closed/v1/chat/completions", &request())
+            .await,
+    )
+    .await;
+    upstream.push(calling(&[("call_1", "run_sql", "{}")]));
+    let (open, _) = answer_of(gateway.post("/open/v1/chat/completions", &request()).await).await;
+    (closed, closed_body, open)
+}
+
+fn assert_unavailable(body: &Value, kind: &str) {
+    assert_eq!(body["error"]["code"], "service_unavailable", "{body}");
+    assert_eq!(body["error"]["violations"][0]["check"], "service", "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("'flaky'") && message.contains(kind),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn a_slow_service_times_out_and_the_fail_mode_decides() {
+    let checker = ScriptedUpstream::start().await;
+    checker.set_default(
+        Reply::json(200, json!({"decision": "allow"})).with_delay(Duration::from_millis(600)),
+    );
+    let (upstream, gateway) = misbehaving(&checker, "").await;
+    let (closed, closed_body, open) = both_routes(&upstream, &gateway).await;
+    assert_eq!(closed, 403);
+    assert_unavailable(&closed_body, "timeout");
+    assert_eq!(open, 200, "fail_mode = allow lets the call through");
+    let text = metrics(&gateway).await;
+    assert!(
+        text.contains("toolgate_service_errors_total{service=\"flaky\",kind=\"timeout\"} 2"),
+        "{text}"
+    );
+    assert!(
+        text.contains("toolgate_service_calls_total{service=\"flaky\",outcome=\"unavailable\"} 2"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn an_erroring_service_is_unavailable_whether_by_status_or_by_its_error_field() {
+    let checker = ScriptedUpstream::start().await;
+    let (upstream, gateway) = misbehaving(&checker, "").await;
+    for reply in [
+        Reply::json(
+            503,
+            json!({"error": {"type": "overloaded", "message": "later"}}),
+        ),
+        Reply::json(
+            200,
+            json!({"error": {"type": "bad_config", "message": "no model"}, "decision": null}),
+        ),
+    ] {
+        checker.push(reply.clone());
+        checker.push(reply);
+        let (closed, closed_body, open) = both_routes(&upstream, &gateway).await;
+        assert_eq!((closed, open), (403, 200));
+        let kind = if closed_body.to_string().contains("(status)") {
+            "status"
+        } else {
+            "service_error"
+        };
+        assert_unavailable(&closed_body, kind);
+    }
+    let text = metrics(&gateway).await;
+    for expected in [
+        "toolgate_service_errors_total{service=\"flaky\",kind=\"status\"} 2",
+        "toolgate_service_errors_total{service=\"flaky\",kind=\"service_error\"} 2",
+    ] {
+        assert!(text.contains(expected), "{expected} in\n{text}");
+    }
+}
+
+#[tokio::test]
+async fn garbage_answers_are_unavailable_never_an_allow() {
+    let checker = ScriptedUpstream::start().await;
+    let (upstream, gateway) = misbehaving(&checker, "breaker_failures = 100").await;
+    let garbage = [
+        (
+            Reply::raw(200, "text/html", "<html>maintenance</html>"),
+            "invalid_answer",
+        ),
+        (Reply::json(200, json!({"verdict": "ok"})), "invalid_answer"),
+        (
+            Reply::json(
+                200,
+                json!({"decision": "modify", "patch": {"arguments": "x"}}),
+            ),
+            "invalid_answer",
+        ),
+        (
+            Reply::json(
+                200,
+                json!({"decision": "modify", "patch": {"remove_tools": ["drop_db"]}}),
+            ),
+            "invalid_answer",
+        ),
+        (Reply::close_connection(), "transport"),
+    ];
+    for (reply, kind) in garbage {
+        checker.push(reply.clone());
+        checker.push(reply);
+        let (closed, closed_body, open) = both_routes(&upstream, &gateway).await;
+        assert_eq!((closed, open), (403, 200), "{closed_body}");
+        assert_unavailable(&closed_body, kind);
+    }
+    let text = metrics(&gateway).await;
+    assert!(
+        text.contains("toolgate_service_errors_total{service=\"flaky\",kind=\"invalid_answer\"} 8"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn the_breaker_opens_after_consecutive_failures_and_a_probe_closes_it() {
+    let checker = ScriptedUpstream::start().await;
+    checker.set_default(Reply::json(
+        500,
+        json!({"error": {"type": "down", "message": ""}}),
+    ));
+    let (upstream, gateway) = misbehaving(
+        &checker,
+        "breaker_failures = 2\nbreaker_cool_down_ms = 1000",
+    )
+    .await;
+
+    let (closed, _, open) = both_routes(&upstream, &gateway).await;
+    assert_eq!((closed, open), (403, 200));
+    assert_eq!(
+        checker.request_count(),
+        2,
+        "one breaker for the service, across routes"
+    );
+
+    // Open: the service is not called, and the fail modes still apply.
+    let (closed, closed_body, open) = both_routes(&upstream, &gateway).await;
+    assert_eq!((closed, open), (403, 200));
+    assert_unavailable(&closed_body, "breaker_open");
+    assert_eq!(checker.request_count(), 2);
+    let text = metrics(&gateway).await;
+    assert!(
+        text.contains("toolgate_service_breaker_state{service=\"flaky\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("toolgate_service_errors_total{service=\"flaky\",kind=\"breaker_open\"} 2"),
+        "{text}"
+    );
+
+    // After the cool-down one probe goes through; the service has recovered, so it closes.
+    // Until then every exchange is refused without a call.
+    checker.set_default(Reply::json(200, json!({"decision": "allow"})));
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        upstream.push(calling(&[("call_1", "run_sql", "{}")]));
+        let (status, body) = answer_of(
+            gateway
+                .post("/closed/v1/chat/completions", &request())
+                .await,
+        )
+        .await;
+        if status == 200 {
+            break;
+        }
+        assert_unavailable(&body, "breaker_open");
+        assert_eq!(checker.request_count(), 2);
+        assert!(attempts < 40, "the breaker never let a probe through");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(checker.request_count(), 3, "one probe");
+    let (closed, closed_body, open) = both_routes(&upstream, &gateway).await;
+    assert_eq!((closed, open), (200, 200), "{closed_body}");
+    assert_eq!(checker.request_count(), 5);
+    let text = metrics(&gateway).await;
+    assert!(
+        text.contains("toolgate_service_breaker_state{service=\"flaky\"} 0"),
+        "{text}"
+    );
+}
+
+/// A server where every request waits until `expected` requests are in flight together (for at
+/// most a second). Sequential calls would never meet: the first would give up alone and answer
+/// a deny, so an allow proves the calls overlapped. Judge requests get a judge's allow.
+struct Rendezvous {
+    addr: SocketAddr,
+    most_in_flight: Arc<AtomicUsize>,
+}
+
+impl Rendezvous {
+    async fn start(expected: usize) -> Rendezvous {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("binds");
+        let addr = listener.local_addr().expect("bound");
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let most_in_flight = Arc::new(AtomicUsize::new(0));
+        let arrived = Arc::new(Notify::new());
+        let (flight, most) = (in_flight.clone(), most_in_flight.clone());
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let (flight, most, arrived) = (flight.clone(), most.clone(), arrived.clone());
+                tokio::spawn(async move {
+                    let answer = service_fn(move |request: Request<Incoming>| {
+                        let (flight, most, arrived) =
+                            (flight.clone(), most.clone(), arrived.clone());
+                        async move {
+                            let path = request.uri().path().to_owned();
+                            let _ = request.into_body().collect().await;
+                            let now = flight.fetch_add(1, Ordering::SeqCst) + 1;
+                            most.fetch_max(now, Ordering::SeqCst);
+                            arrived.notify_waiters();
+                            let met = tokio::time::timeout(Duration::from_secs(1), async {
+                                while most.load(Ordering::SeqCst) < expected {
+                                    let notified = arrived.notified();
+                                    if most.load(Ordering::SeqCst) >= expected {
+                                        break;
+                                    }
+                                    notified.await;
+                                }
+                            })
+                            .await
+                            .is_ok();
+                            flight.fetch_sub(1, Ordering::SeqCst);
+                            let body = if path.ends_with("/chat/completions") {
+                                judge_verdict(if met { "allow" } else { "deny" }, "rendezvous")
+                            } else if met {
+                                json!({"decision": "allow"})
+                            } else {
+                                json!({"decision": "deny", "violations": [{"code": "alone", "message": "called alone"}]})
+                            };
+                            let mut response =
+                                Response::new(Full::new(Bytes::from(body.to_string())));
+                            response.headers_mut().insert(
+                                http::header::CONTENT_TYPE,
+                                http::HeaderValue::from_static("application/json"),
+                            );
+                            Ok::<_, Infallible>(response)
+                        }
+                    });
+                    let _ = http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), answer)
+                        .await;
+                });
+            }
+        });
+        Rendezvous {
+            addr,
+            most_in_flight,
+        }
+    }
+}
+
+#[tokio::test]
+async fn services_are_called_concurrently_with_each_other_and_with_the_judge() {
+    let rendezvous = Rendezvous::start(3).await;
+    let upstream = ScriptedUpstream::start().await;
+    let base = format!("http://{}", rendezvous.addr);
+    let config = format!(
+        "{}{}{}",
+        service("first", &format!("{base}/first"), "timeout_ms = 3000"),
+        service("second", &format!("{base}/second"), "timeout_ms = 3000"),
+        route(
+            "/v1",
+            &format!(
+                "{}{}[[plugins]]\nname = \"tool_selection\"\n[routes.plugins.settings]\n\
+                 openai_api_key = \"sk-judge\"\nbase_url = \"{base}/judge/v1\"\njudge_timeout_ms = 3000\n",
+                instance("id = \"a\"", "service = \"first\""),
+                instance("id = \"b\"", "service = \"second\""),
+            ),
+        ),
+    );
+    let gateway = TestGateway::start(&upstream, &config).await;
+    upstream.push(calling(&[("call_1", "run_sql", r#"{"q":"select 1"}"#)]));
+    let (status, body) = answer_of(gateway.post("/v1/chat/completions", &request()).await).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(rendezvous.most_in_flight.load(Ordering::SeqCst), 3);
+}
+
+/// Loads `body` after the usual head; the errors as text.
+fn load_errors(body: &str) -> String {
+    let text = common::config_text("http://127.0.0.1:1", &common::temp_audit_path(), body);
+    match Config::from_toml(&text, "s.toml", &Runtime::new().plugins) {
+        Ok(_) => panic!("the config loaded:\n{text}"),
+        Err(errors) => errors.to_string(),
+    }
+}
+
+#[test]
+fn malformed_descriptors_and_instances_are_located_errors() {
+    let service_block = service("argcheck", "http://127.0.0.1:8181/v", ARGCHECK_PARAMS);
+    let head_lines = common::config_text("http://127.0.0.1:1", &common::temp_audit_path(), "")
+        .lines()
+        .count();
+    let at = |line: usize| format!("s.toml:{}:", head_lines + line);
+
+    let cases = [
+        (
+            instance("", "config = { deny_substrings = [] }"),
+            "routes[0].plugins[0].settings: missing field `service`",
+        ),
+        (
+            instance("", "service = \"nope\""),
+            "routes[0].plugins[0].settings.service: unknown service 'nope' (defined in [services.NAME]: argcheck)",
+        ),
+        (
+            instance("", "service = \"argcheck\"\nconfig = { remove_tools = [] }"),
+            "routes[0].plugins[0].settings.config: service 'argcheck' requires config param 'deny_substrings'",
+        ),
+        (
+            instance(
+                "",
+                "service = \"argcheck\"\nconfig = { deny_substrings = [], colour = 1 }",
+            ),
+            "routes[0].plugins[0].settings.config.colour: service 'argcheck' has no config param 'colour'",
+        ),
+        (
+            format!(
+                "{}{}",
+                instance(
+                    "",
+                    "service = \"argcheck\"\nconfig = { deny_substrings = [] }"
+                ),
+                instance(
+                    "",
+                    "service = \"argcheck\"\nconfig = { deny_substrings = [] }"
+                )
+            ),
+            "routes[0].plugins[1].name: plugin 'service' appears twice in this list: give each entry a distinct `id`",
+        ),
+    ];
+    for (plugins, expected) in cases {
+        let errors = load_errors(&format!("{service_block}{}", route("/v1", &plugins)));
+        assert!(errors.contains(expected), "{expected}\nin\n{errors}");
+        assert!(errors.starts_with("s.toml:"), "located: {errors}");
+    }
+
+    let errors = load_errors(
+        "[services.bad]\nurl = \"localhost:8181/validate\"\ntimeout_ms = 0\n\
+         config-params = [{ name = \"a\" }, { name = \"a\" }]\n\
+         headers = { \"bad header\" = \"x\" }\n",
+    );
+    for expected in [
+        format!(
+            "{}1: services.bad.url: 'localhost:8181/validate' is not an absolute http(s) URL",
+            at(2)
+        ),
+        format!(
+            "{}1: services.bad.timeout_ms: must be greater than 0",
+            at(3)
+        ),
+        "services.bad.config-params[1]: config param 'a' is declared twice".to_owned(),
+        "services.bad.headers.bad header: 'bad header' is not a valid header name".to_owned(),
+    ] {
+        assert!(errors.contains(&expected), "{expected}\nin\n{errors}");
+    }
+    let errors = load_errors("[services.x]\nurl = \"http://h\"\ncolour = 1\n");
+    assert!(errors.contains("unknown field `colour`"), "{errors}");
+}
+
+#[test]
+fn toolgate_check_reports_each_malformed_descriptor_and_exits_2() {
+    let path = common::temp_audit_path().with_extension("toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n\n[upstreams.llm]\nurl = \"http://127.0.0.1:1\"\n\n\
+             {}{}",
+            service("argcheck", "ftp://x", ARGCHECK_PARAMS),
+            route(
+                "/v1",
+                &format!(
+                    "{}{}",
+                    instance("id = \"a\"", "service = \"nope\""),
+                    instance("id = \"b\"", "service = \"argcheck\"")
+                )
+            ),
+        ),
+    )
+    .expect("writes a temp config");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["check", "--config", path.to_str().expect("utf-8 path")])
+        .output()
+        .expect("the binary runs");
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(output.status.code(), Some(2));
+    let errors = String::from_utf8_lossy(&output.stderr);
+    let file = path.display().to_string();
+    for expected in [
+        format!("{file}:8:1: services.argcheck.url: 'ftp://x' is not an absolute http(s) URL"),
+        format!("{file}:17:1: routes[0].plugins[0].settings.service: unknown service 'nope'"),
+        format!(
+            "{file}:21:17: routes[0].plugins[1].settings.config: service 'argcheck' requires config param 'deny_substrings'"
+        ),
+    ] {
+        assert!(errors.contains(&expected), "{expected}\nin\n{errors}");
+    }
+}
