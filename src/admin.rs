@@ -1,5 +1,6 @@
-//! The admin listener: `/health` (the process is up), `/ready` (it is serving traffic),
-//! `/metrics` (Prometheus text format) and `/tools` (which tools a request would be offered). Kept off the proxy port so it is never exposed with it.
+//! The admin listener: `/health` (the process is up, and the state of each MCP backend),
+//! `/ready` (it is serving traffic), `/metrics` (Prometheus text format) and `/tools` (which
+//! tools a request would be offered). Kept off the proxy port so it is never exposed with it.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -37,7 +38,7 @@ pub async fn serve(listener: TcpListener, state: Arc<GatewayState>) {
 
 fn answer(state: &GatewayState, request: &Request<Incoming>) -> Response<ProxyBody> {
     match request.uri().path() {
-        "/health" => json(StatusCode::OK, r#"{"status":"ok"}"#.to_owned()),
+        "/health" => health(state),
         "/ready" => {
             let config = state.config.load();
             if state.ready.load(Ordering::Acquire) {
@@ -80,6 +81,16 @@ fn answer(state: &GatewayState, request: &Request<Incoming>) -> Response<ProxyBo
             r#"{"status":"not found"}"#.to_owned(),
         ),
     }
+}
+
+/// Up is up: a backend that is down does not make toolgate unhealthy (restarting toolgate would
+/// not bring it back), it is reported in `mcp_servers` for whoever watches.
+fn health(state: &GatewayState) -> Response<ProxyBody> {
+    let mut body = serde_json::json!({"status": "ok"});
+    if !state.mcp.is_empty() {
+        body["mcp_servers"] = serde_json::json!(state.mcp.health());
+    }
+    json(StatusCode::OK, body.to_string())
 }
 
 fn json(status: StatusCode, body: String) -> Response<ProxyBody> {

@@ -266,7 +266,10 @@ impl ErrorReport<'_> {
     /// `error` event (`{"type":"error","code","message"}`), Anthropic an `error` event.
     pub fn sse_frame(&self, format: WireFormat) -> Bytes {
         let text = match format {
-            WireFormat::ChatCompletions => format!("data: {}\n\n", self.body(ErrorShape::OpenAi)),
+            // MCP answers are JSON-RPC, never an LLM stream; chat's frame is the neutral choice.
+            WireFormat::ChatCompletions | WireFormat::Mcp => {
+                format!("data: {}\n\n", self.body(ErrorShape::OpenAi))
+            }
             WireFormat::Responses => {
                 let mut event = json!({
                     "type": "error",

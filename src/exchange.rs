@@ -161,6 +161,7 @@ impl Exchange {
                     upstream: millis(self.upstream_time),
                     checks: millis(self.checks_time),
                 },
+                mcp: None,
             };
             state.audit.write(&record).await;
         }

@@ -19,7 +19,8 @@
 //! - [`exchange`]: one exchange's record and how it is closed (audit, metrics, `post_response`).
 //! - [`error`]: who is to blame, the status, and the OpenAI error envelope.
 //! - [`telemetry`]: Prometheus metrics and the audit log.
-//! - [`admin`]: `/health`, `/ready`, `/metrics`.
+//! - [`admin`]: `/health` (with each MCP backend's state), `/ready`, `/metrics`.
+//! - [`mcp`]: the MCP proxy — one MCP endpoint in front of many MCP servers, filtered per agent.
 //! - [`body`]: the body type used both ways.
 //! - [`explain`], [`demo`]: offline verdicts on recorded exchanges, and a guided tour.
 
@@ -30,6 +31,7 @@ pub mod config;
 pub mod demo;
 pub mod discovery;
 pub mod error;
+pub mod mcp;
 pub mod exchange;
 pub mod explain;
 pub mod pipeline;

@@ -147,9 +147,16 @@ impl Chain {
                             Edit::SetResponseHeader(name, value) => {
                                 outcome.response_headers.push((name.clone(), value.clone()))
                             }
-                            Edit::RemoveDeclaredTools(_)
-                            | Edit::StripToolFields
-                            | Edit::Annotate(..) => {}
+                            // A body-less (MCP) request is edited in place; others through
+                            // their adapter below, then read again.
+                            Edit::RemoveDeclaredTools(names) => {
+                                if format == WireFormat::Mcp
+                                    && let Parsed::Parsed(parsed) = request
+                                {
+                                    parsed.remove_declared_tools(names);
+                                }
+                            }
+                            Edit::StripToolFields | Edit::Annotate(..) => {}
                             Edit::ReplaceArguments { .. } => {
                                 tracing::warn!(plugin = %entry.name, "ignored an arguments edit before the response exists");
                             }

@@ -15,6 +15,7 @@ use crate::body::{self, IdleTimeout, ProxyBody, collect_limited};
 use crate::config::ServerConfig;
 use crate::error::{ErrorReport, GatewayError};
 use crate::exchange::Exchange;
+use crate::router::RouteKind;
 use crate::server::GatewayState;
 use crate::streaming;
 use crate::tenants::{AuthFailure, RouteAuth, TenantDirectory, strip_client_credentials};
@@ -40,6 +41,17 @@ pub async fn handle(state: Arc<GatewayState>, request: Request<Incoming>) -> Res
                 .metrics
                 .record_request("", response.status().as_u16(), started.elapsed());
             response
+        }
+        Some(route) if matches!(route.kind, RouteKind::Mcp) => {
+            crate::mcp::endpoint::serve(
+                state.clone(),
+                config.clone(),
+                route,
+                request,
+                request_id.clone(),
+                started,
+            )
+            .await
         }
         Some(route) => {
             let meta = ExchangeMeta {
@@ -122,6 +134,9 @@ async fn forward(
         server.max_response_body_bytes,
     );
     let route = exchange.route.clone();
+    let Some(upstream) = route.upstream().cloned() else {
+        return Err(GatewayError::internal("an MCP route reached the LLM proxy"));
+    };
     let needs = route.chain.body_needs();
     let (parts, incoming) = request.into_parts();
     let mut headers = parts.headers;
@@ -194,8 +209,7 @@ async fn forward(
         body_for_upstream.unwrap_or_else(|| body::full(bytes))
     };
 
-    let uri = route
-        .upstream
+    let uri = upstream
         .uri_for(&exchange.meta.path_and_query)
         .map_err(|error| {
             GatewayError::bad_request(format!("the request path cannot be forwarded: {error}"))
@@ -207,7 +221,7 @@ async fn forward(
     }
     headers.remove(header::HOST);
     headers.remove(header::CONTENT_LENGTH);
-    route.upstream.authorize(&mut headers);
+    upstream.authorize(&mut headers);
     if needs.response {
         // A compressed answer could not be inspected: ask for it plain.
         headers.insert(
@@ -225,7 +239,7 @@ async fn forward(
     *upstream_request.headers_mut() = headers;
 
     let upstream_started = Instant::now();
-    let response = route.upstream.send(upstream_request).await?;
+    let response = upstream.send(upstream_request).await?;
     exchange.upstream_time = upstream_started.elapsed();
     let (mut response_parts, response_body) = response.into_parts();
     strip_hop_by_hop(&mut response_parts.headers);
@@ -233,7 +247,7 @@ async fn forward(
     if !needs.response || !response_parts.status.is_success() {
         return Ok(Step::Respond(Response::from_parts(
             response_parts,
-            body::passthrough(response_body, route.upstream.read_timeout),
+            body::passthrough(response_body, upstream.read_timeout),
         )));
     }
     if is_event_stream(&response_parts.headers) {
@@ -241,7 +255,7 @@ async fn forward(
     }
 
     let read = tokio::time::timeout(
-        route.upstream.read_timeout,
+        upstream.read_timeout,
         collect_limited(response_body, response_limit),
     );
     let bytes = match read.await {
@@ -298,7 +312,7 @@ async fn forward(
 
 /// The tenant the request's key belongs to. A route that requires a tenant refuses a missing
 /// or unknown key; elsewhere an unknown key is taken for the upstream's own and passed on.
-fn authenticate(
+pub(crate) fn authenticate(
     tenants: &TenantDirectory,
     auth: RouteAuth,
     headers: &HeaderMap,

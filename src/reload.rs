@@ -31,7 +31,10 @@ pub fn reload(state: &GatewayState, path: &Path) -> Result<(), ConfigErrors> {
         tracing::warn!("the audit output changed: it takes effect on the next restart");
     }
     let routes = config.router.routes().count();
+    state.mcp.apply(&config.mcp);
     state.config.store(Arc::new(config));
+    // The policy may have changed what each MCP session may see.
+    state.mcp.tools_changed();
     tracing::info!(config = %path.display(), routes, "configuration reloaded");
     Ok(())
 }

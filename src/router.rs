@@ -1,4 +1,5 @@
-//! Routes: a path prefix, the upstream it forwards to, and its plugin chain. The longest
+//! Routes: a path prefix, what serves it (an upstream, or the MCP endpoint), and its plugin
+//! chain. The longest
 //! matching prefix wins; prefixes match whole path segments, so `/v1/chat` does not catch
 //! `/v1/chatter`.
 
@@ -12,12 +13,20 @@ use crate::upstream::Upstream;
 
 pub struct Route {
     pub path: String,
-    pub upstream: Arc<Upstream>,
+    pub kind: RouteKind,
     pub chain: Chain,
     /// How bodies on this route are read.
     pub format: RouteFormat,
     /// Whether a tenant's key is required.
     pub auth: RouteAuth,
+}
+
+/// What serves a route.
+pub enum RouteKind {
+    /// A reverse proxy to an OpenAI-format upstream.
+    Llm(Arc<Upstream>),
+    /// toolgate's MCP endpoint, in front of `[mcp_servers]`.
+    Mcp,
 }
 
 /// A route's wire format: fixed by configuration, or found per request.
@@ -45,10 +54,29 @@ impl Route {
     pub fn new(path: String, upstream: Arc<Upstream>, chain: Chain, format: RouteFormat) -> Self {
         Route {
             path,
-            upstream,
+            kind: RouteKind::Llm(upstream),
             chain,
             format,
             auth: RouteAuth::None,
+        }
+    }
+
+    /// An MCP route: its exchanges are MCP messages, read by the MCP endpoint.
+    pub fn mcp(path: String, chain: Chain) -> Self {
+        Route {
+            path,
+            kind: RouteKind::Mcp,
+            chain,
+            format: RouteFormat::Fixed(WireFormat::Mcp),
+            auth: RouteAuth::None,
+        }
+    }
+
+    /// The upstream of an LLM route.
+    pub fn upstream(&self) -> Option<&Arc<Upstream>> {
+        match &self.kind {
+            RouteKind::Llm(upstream) => Some(upstream),
+            RouteKind::Mcp => None,
         }
     }
 

@@ -21,6 +21,8 @@ use toolgate_plugin::prometheus_client::registry::Registry;
 
 use crate::admin;
 use crate::config::{Config, PluginRegistry};
+use crate::mcp::McpHub;
+use crate::mcp::endpoint::Endpoints;
 use crate::proxy;
 use crate::telemetry::{AuditLog, Metrics};
 
@@ -65,6 +67,19 @@ pub struct GatewayState {
     pub registry: Registry,
     pub plugins: PluginRegistry,
     pub ready: AtomicBool,
+    /// The backend MCP servers, kept in step with the configuration.
+    pub mcp: Arc<McpHub>,
+    /// The MCP routes' Streamable HTTP services (and their sessions).
+    pub mcp_endpoints: Endpoints,
+}
+
+/// Stops the MCP backends when the gateway's run ends, however it ends.
+struct StopBackends(Arc<McpHub>);
+
+impl Drop for StopBackends {
+    fn drop(&mut self) {
+        self.0.shutdown();
+    }
 }
 
 /// A gateway bound to its listeners, not yet serving.
@@ -90,6 +105,8 @@ impl Gateway {
         let shutdown_grace = config.server.shutdown_grace;
         let header_read_timeout = config.server.header_read_timeout;
         let max_connections = config.server.max_connections;
+        let mcp = Arc::new(McpHub::default());
+        mcp.apply(&config.mcp);
         let state = Arc::new(GatewayState {
             config: ArcSwap::from_pointee(config),
             metrics: runtime.metrics,
@@ -97,6 +114,8 @@ impl Gateway {
             registry: runtime.registry,
             plugins: runtime.plugins,
             ready: AtomicBool::new(false),
+            mcp,
+            mcp_endpoints: Endpoints::default(),
         });
         Ok(Gateway {
             state,
@@ -133,6 +152,8 @@ impl Gateway {
             header_read_timeout,
             connections,
         } = self;
+        // Dropped last, however the run ends: backends outlive the drain of calls in flight.
+        let _stop_backends = StopBackends(state.mcp.clone());
         let graceful = GracefulShutdown::new();
         let mut builder = auto::Builder::new(TokioExecutor::new());
         builder

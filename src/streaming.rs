@@ -103,7 +103,14 @@ struct Relay {
 impl Relay {
     async fn run(mut self, state: Arc<GatewayState>, mut body: Incoming) {
         let mut parser = SseParser::new();
-        let read_timeout = self.exchange.route.upstream.read_timeout;
+        // Only LLM routes stream; an MCP route never reaches the relay.
+        let read_timeout = self
+            .exchange
+            .route
+            .upstream()
+            .map_or(std::time::Duration::from_secs(300), |upstream| {
+                upstream.read_timeout
+            });
         let upstream_started = Instant::now();
         loop {
             let frame = match tokio::time::timeout(read_timeout, body.frame()).await {

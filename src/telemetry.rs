@@ -40,6 +40,14 @@ pub struct Metrics {
     tool_calls_blocked: Family<BlockLabels, Counter>,
     request_duration: Family<RouteLabels, Histogram>,
     reloads: Family<ReloadLabels, Counter>,
+    mcp_calls: Family<McpCallLabels, Counter>,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct McpCallLabels {
+    route: String,
+    server: String,
+    outcome: String,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -54,6 +62,7 @@ impl Metrics {
             tool_calls_checked: Family::default(),
             tool_calls_blocked: Family::default(),
             reloads: Family::default(),
+            mcp_calls: Family::default(),
             request_duration: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(0.0005, 2.0, 20))
             }),
@@ -83,7 +92,22 @@ impl Metrics {
             "Configuration reloads, by result (ok: applied; error: refused, old one kept)",
             metrics.reloads.clone(),
         );
+        registry.register(
+            "toolgate_mcp_calls",
+            "MCP tools/call requests, by route, backend server and outcome (ok, tool_error, blocked, invalid_result, unavailable, timeout, failed)",
+            metrics.mcp_calls.clone(),
+        );
         metrics
+    }
+
+    pub fn record_mcp_call(&self, route: &str, server: &str, outcome: &str) {
+        self.mcp_calls
+            .get_or_create(&McpCallLabels {
+                route: route.to_owned(),
+                server: server.to_owned(),
+                outcome: outcome.to_owned(),
+            })
+            .inc();
     }
 
     pub fn record_reload(&self, applied: bool) {
@@ -242,6 +266,24 @@ pub struct AuditRecord {
     /// Fields plugins added (`requested_groups`, `initial_state`, …), at the top level.
     #[serde(flatten)]
     pub annotations: serde_json::Map<String, serde_json::Value>,
+    /// On MCP routes: the JSON-RPC method and what became of it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<McpAudit>,
+}
+
+/// What an audit line of an MCP exchange adds.
+#[derive(Debug, Clone, Serialize)]
+pub struct McpAudit {
+    /// `tools/list` or `tools/call`.
+    pub method: &'static str,
+    /// The backend server a call went (or would have gone) to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// The JSON-RPC error code the caller got, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_code: Option<i32>,
+    /// The backend's result flagged `isError` (passed through as it is).
+    pub tool_error: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]

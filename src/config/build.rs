@@ -29,6 +29,8 @@ pub struct PluginRegistry {
     /// The state store of the last load, reused while `[store]` names the same place, so a
     /// reload keeps the counters (memory) and the connection (Redis).
     store: Mutex<Option<(StoreKey, Arc<dyn StateStore>)>>,
+    /// tool_selection's schema checks, for the MCP endpoint (arguments and results).
+    schemas: toolgate_tool_selection::SchemaChecker,
 }
 
 /// What identifies a store across loads: its URL (none = memory) and timeout.
@@ -40,22 +42,29 @@ impl PluginRegistry {
         PluginRegistry {
             factories: BTreeMap::new(),
             store: Mutex::new(None),
+            schemas: toolgate_tool_selection::SchemaChecker::standalone(),
         }
     }
 
     /// Every plugin shipped with toolgate.
     pub fn builtin(metrics: &mut Registry) -> Self {
         let (groups, permission) = toolgate_access_control::factories(metrics);
-        PluginRegistry::empty()
-            .with(Arc::new(
-                toolgate_tool_selection::ToolSelectionFactory::new(metrics),
-            ))
+        let tool_selection = toolgate_tool_selection::ToolSelectionFactory::new(metrics);
+        let mut registry = PluginRegistry::empty();
+        registry.schemas = tool_selection.schema_checker();
+        registry
+            .with(Arc::new(tool_selection))
             .with(Arc::new(groups))
             .with(Arc::new(permission))
             .with(Arc::new(toolgate_tool_budget::ToolBudgetFactory::new(
                 metrics,
             )))
             .with(Arc::new(toolgate_service::ServiceFactory::new(metrics)))
+    }
+
+    /// The JSON Schema checks of tool_selection, sharing its compiled schemas when it is built in.
+    pub fn schema_checker(&self) -> &toolgate_tool_selection::SchemaChecker {
+        &self.schemas
     }
 
     /// Adds a factory (a user's own plugin, or a test's).
@@ -155,6 +164,7 @@ pub(super) fn build(
 
     let catalog = Arc::new(build_catalog(&raw, source, &mut errors));
     let tenants = build_tenants(&raw, source, &mut errors);
+    let mcp = super::mcp::build_mcp(&raw, source, &mut errors);
     let mut context = BuildContext::default();
     context.catalog = catalog.clone();
     context.tenants = tenants.by_name().clone();
@@ -179,23 +189,51 @@ pub(super) fn build(
                 format!("route '{}' is defined twice", route.path),
             ));
         }
-        let upstream = upstreams.get(&route.upstream).cloned();
-        if upstream.is_none() && !raw.upstreams.contains_key(&route.upstream) {
-            let known = raw.upstreams.keys().cloned().collect::<Vec<_>>().join(", ");
-            errors.push(source.error_at_key(
-                &route_path.clone().key("upstream"),
-                format!(
-                    "unknown upstream '{}' (defined: {})",
-                    route.upstream,
-                    if known.is_empty() {
-                        "none".into()
-                    } else {
-                        known
+        let is_mcp = match route.kind.as_deref() {
+            None | Some("llm") => false,
+            Some("mcp") => true,
+            Some(other) => {
+                errors.push(source.error_at_key(
+                    &route_path.clone().key("kind"),
+                    format!("unknown kind '{other}' (one of: llm, mcp)"),
+                ));
+                false
+            }
+        };
+        let upstream = if is_mcp {
+            check_mcp_route(route, &raw, &route_path, source, &mut errors);
+            None
+        } else {
+            match &route.upstream {
+                None => {
+                    errors.push(source.error_at_key(
+                        &route_path,
+                        "an LLM route needs an upstream (or kind = \"mcp\")",
+                    ));
+                    None
+                }
+                Some(name) => {
+                    let upstream = upstreams.get(name).cloned();
+                    if upstream.is_none() && !raw.upstreams.contains_key(name) {
+                        let known = raw.upstreams.keys().cloned().collect::<Vec<_>>().join(", ");
+                        errors.push(source.error_at_key(
+                            &route_path.clone().key("upstream"),
+                            format!(
+                                "unknown upstream '{name}' (defined: {})",
+                                if known.is_empty() {
+                                    "none".into()
+                                } else {
+                                    known
+                                }
+                            ),
+                        ));
                     }
-                ),
-            ));
-        }
+                    upstream
+                }
+            }
+        };
         let format = match route.format.as_deref() {
+            _ if is_mcp => RouteFormat::Auto,
             None | Some("auto") => RouteFormat::Auto,
             Some(name) => match WireFormat::from_name(name) {
                 Some(format) => RouteFormat::Fixed(format),
@@ -242,8 +280,12 @@ pub(super) fn build(
             &route_context,
             &mut errors,
         );
-        if let Some(upstream) = upstream {
-            let mut built = Route::new(route.path.clone(), upstream, chain, format);
+        let built = match upstream {
+            Some(upstream) => Some(Route::new(route.path.clone(), upstream, chain, format)),
+            None if is_mcp => Some(Route::mcp(route.path.clone(), chain)),
+            None => None,
+        };
+        if let Some(mut built) = built {
             built.auth = auth;
             routes.push(built);
         }
@@ -263,9 +305,38 @@ pub(super) fn build(
             audit,
             catalog,
             tenants,
+            mcp,
             origin: source.origin.to_owned(),
         }),
         _ => Err(ConfigErrors(errors)),
+    }
+}
+
+/// An MCP route is served by toolgate itself: it has no upstream and no LLM format, and it
+/// needs backends to stand in front of.
+fn check_mcp_route(
+    route: &super::RawRoute,
+    raw: &RawConfig,
+    route_path: &KeyPath,
+    source: &Source,
+    errors: &mut Vec<ConfigError>,
+) {
+    for (key, present) in [
+        ("upstream", route.upstream.is_some()),
+        ("format", route.format.is_some()),
+    ] {
+        if present {
+            errors.push(source.error_at_key(
+                &route_path.clone().key(key),
+                format!("an MCP route has no {key}: its backends are [mcp_servers.NAME]"),
+            ));
+        }
+    }
+    if raw.mcp_servers.is_empty() {
+        errors.push(source.error_at_key(
+            &route_path.clone().key("kind"),
+            "an MCP route needs at least one [mcp_servers.NAME]",
+        ));
     }
 }
 

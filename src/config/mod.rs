@@ -4,6 +4,7 @@
 
 mod build;
 mod env;
+mod mcp;
 mod services;
 mod source;
 
@@ -33,6 +34,8 @@ pub struct Config {
     /// `[tools.NAME]`, shared with every plugin built from this configuration.
     pub catalog: Arc<ToolCatalog>,
     pub tenants: TenantDirectory,
+    /// `[mcp_servers]` and `[mcp]`: the backends of MCP routes and who may use them.
+    pub mcp: crate::mcp::McpConfig,
     /// Where the configuration came from, for logs.
     pub origin: String,
 }
@@ -118,6 +121,12 @@ pub(crate) struct RawConfig {
     /// `[services.NAME]`: validator services that `service` plugin instances call.
     #[serde(default)]
     pub services: BTreeMap<String, RawService>,
+    /// `[mcp_servers.NAME]`: the MCP servers behind `kind = "mcp"` routes.
+    #[serde(default)]
+    pub mcp_servers: BTreeMap<String, RawMcpServer>,
+    /// `[mcp]`: who may see and call which MCP server's tools.
+    #[serde(default)]
+    pub mcp: RawMcp,
 }
 
 /// `[services.NAME]`: where a validator service lives and what its instances must configure.
@@ -152,6 +161,68 @@ pub(crate) struct RawAccessLevel {
     #[serde(default)]
     #[allow(dead_code)]
     pub description: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawMcpServer {
+    /// A program started by toolgate, spoken to over stdio.
+    #[serde(default)]
+    pub command: Option<EnvString>,
+    #[serde(default)]
+    pub args: Vec<EnvString>,
+    #[serde(default)]
+    pub env: BTreeMap<String, EnvString>,
+    /// The program's working directory.
+    #[serde(default)]
+    pub cwd: Option<EnvString>,
+    /// A Streamable HTTP server.
+    #[serde(default)]
+    pub url: Option<EnvString>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, EnvString>,
+    /// The tools of this server anyone may see (a ceiling for every agent policy).
+    #[serde(default)]
+    pub exposed_tools: Option<Vec<String>>,
+    #[serde(default = "default_mcp_call_timeout_ms")]
+    pub call_timeout_ms: u64,
+    #[serde(default = "default_mcp_startup_timeout_ms")]
+    pub startup_timeout_ms: u64,
+}
+
+fn default_mcp_call_timeout_ms() -> u64 {
+    60_000
+}
+fn default_mcp_startup_timeout_ms() -> u64 {
+    30_000
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawMcp {
+    #[serde(default)]
+    pub default_policy: RawMcpDefaultPolicy,
+    /// Keyed by a tenant's name or an agent a tenant may assert.
+    #[serde(default)]
+    pub agent_policies: BTreeMap<String, RawAgentPolicy>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawMcpDefaultPolicy {
+    #[serde(default)]
+    pub allow_unknown_tools: bool,
+    #[serde(default)]
+    pub allow_unknown_servers: bool,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawAgentPolicy {
+    #[serde(default)]
+    pub allowed_servers: Option<Vec<String>>,
+    #[serde(default)]
+    pub tool_overrides: BTreeMap<String, Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -350,7 +421,12 @@ pub(crate) struct RawPluginEntry {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawRoute {
     pub path: String,
-    pub upstream: String,
+    /// `llm` (default): a reverse proxy to `upstream`; `mcp`: toolgate's MCP endpoint in front
+    /// of `[mcp_servers]`.
+    #[serde(default)]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub upstream: Option<String>,
     /// `auto` (default), `chat_completions`, `responses` or `anthropic_messages`.
     #[serde(default)]
     pub format: Option<String>,

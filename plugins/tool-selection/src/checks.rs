@@ -104,11 +104,93 @@ fn check_arguments(
         validator
             .iter_errors(&arguments)
             .take(MAX_SCHEMA_VIOLATIONS_PER_CALL)
-            .map(|error| schema_violation(call, &error)),
+            .map(|error| schema_violation(call, &error, Subject::Arguments)),
     );
 }
 
-fn schema_violation(call: &ToolCall, error: &ValidationError<'_>) -> Violation {
+/// What a schema was checked against: a call's arguments, or a tool's result.
+#[derive(Debug, Clone, Copy)]
+enum Subject {
+    Arguments,
+    Result,
+}
+
+impl Subject {
+    fn describe(self, tool: &str) -> String {
+        match self {
+            Subject::Arguments => format!("the arguments of '{tool}'"),
+            Subject::Result => format!("the result of '{tool}'"),
+        }
+    }
+
+    fn code(self) -> &'static str {
+        match self {
+            Subject::Arguments => "schema_violation",
+            Subject::Result => "output_schema_violation",
+        }
+    }
+}
+
+/// The schema checks for a caller outside a plugin chain — the MCP endpoint, which validates a
+/// call's arguments against the backend tool's `inputSchema` and its structured result against
+/// the `outputSchema` — with the same compiled-schema cache and the same violations as the
+/// plugin, so there is one schema validation in toolgate.
+#[derive(Clone)]
+pub struct SchemaChecker {
+    schemas: SchemaCache,
+}
+
+impl SchemaChecker {
+    pub(crate) fn new(schemas: SchemaCache) -> Self {
+        SchemaChecker { schemas }
+    }
+
+    /// A checker with its own cache whose compilations are counted nowhere (for a gateway
+    /// built without the tool_selection factory, and for tests).
+    pub fn standalone() -> Self {
+        let metrics =
+            crate::metrics::Metrics::register(&mut prometheus_client::registry::Registry::default());
+        SchemaChecker::new(SchemaCache::new(metrics))
+    }
+
+    /// The arguments and schema checks of `call` against `tool` (the plugin's own checks).
+    pub fn check_arguments(&self, tool: &DeclaredTool, call: &ToolCall) -> Vec<Violation> {
+        let mut violations = Vec::new();
+        check_arguments(tool, call, &self.schemas, &mut violations);
+        violations
+    }
+
+    /// Checks what `call` returned against the tool's output schema (`schema_text`). A schema
+    /// that does not compile fails the result: what cannot be checked is not vouched for.
+    pub fn check_result(
+        &self,
+        call: &ToolCall,
+        schema_text: &str,
+        result: &serde_json::Value,
+    ) -> Vec<Violation> {
+        let validator = match self.schemas.get(schema_text) {
+            Ok(validator) => validator,
+            Err(error) => {
+                return vec![Violation::on_call(
+                    Check::Schema,
+                    "invalid_schema",
+                    call,
+                    truncate(format!(
+                        "the output schema of '{}' cannot be compiled: {error}",
+                        call.name
+                    )),
+                )];
+            }
+        };
+        validator
+            .iter_errors(result)
+            .take(MAX_SCHEMA_VIOLATIONS_PER_CALL)
+            .map(|error| schema_violation(call, &error, Subject::Result))
+            .collect()
+    }
+}
+
+fn schema_violation(call: &ToolCall, error: &ValidationError<'_>, subject: Subject) -> Violation {
     let mut path = error.instance_path().as_str().to_owned();
     // A missing property is located where it should be (`/to`), as the 403 contract shows, not
     // at the object that lacks it: that is the place a person or a program must fill.
@@ -119,16 +201,16 @@ fn schema_violation(call: &ToolCall, error: &ValidationError<'_>) -> Violation {
         path.push_str(&name.replace('~', "~0").replace('/', "~1"));
     }
     let location = if path.is_empty() {
-        format!("the arguments of '{}'", call.name)
+        subject.describe(&call.name)
     } else {
-        format!("the arguments of '{}' at {path}", call.name)
+        format!("{} at {path}", subject.describe(&call.name))
     };
     Violation {
         instance_path: Some(path),
         keyword: Some(error.kind().keyword().to_owned()),
         ..Violation::on_call(
             Check::Schema,
-            "schema_violation",
+            subject.code(),
             call,
             truncate(format!("{location}: {error}")),
         )

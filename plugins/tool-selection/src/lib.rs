@@ -32,7 +32,8 @@
 //! # Layout
 //! - `settings`: the settings table, its defaults and validation.
 //! - `plugin`: the `Plugin` impl — the order of the checks and the `strict` rules.
-//! - `checks`: membership, arguments and schema checks that turn calls into violations.
+//! - `checks`: membership, arguments and schema checks that turn calls into violations, and
+//!   `SchemaChecker`, the same schema checks for the MCP endpoint (arguments and results).
 //! - `schema`: the bounded, shared cache of compiled JSON Schemas.
 //! - `judge`: the semantic judge — concurrency, timeout, verdict cache, fail mode.
 //! - `judge_client`: how the judge is asked (client, prompt, response format) and how its
@@ -54,6 +55,7 @@ use std::sync::Arc;
 use prometheus_client::registry::Registry;
 use toolgate_plugin::{BuildContext, Plugin, PluginFactory, SettingsError};
 
+pub use crate::checks::SchemaChecker;
 use crate::metrics::Metrics;
 use crate::plugin::ToolSelection;
 use crate::schema::SchemaCache;
@@ -78,6 +80,12 @@ impl ToolSelectionFactory {
             schemas: SchemaCache::new(metrics.clone()),
             metrics,
         }
+    }
+
+    /// The schema checks of the plugins this factory builds, sharing their compiled schemas,
+    /// for a caller outside a plugin chain (the MCP endpoint).
+    pub fn schema_checker(&self) -> SchemaChecker {
+        SchemaChecker::new(self.schemas.clone())
     }
 }
 

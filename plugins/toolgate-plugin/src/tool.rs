@@ -30,9 +30,34 @@ pub struct DeclaredTool {
 }
 
 impl DeclaredTool {
+    /// A function tool with an optional JSON Schema for its arguments (an MCP tool's
+    /// `inputSchema`), for requests built without a wire body.
+    pub fn function(name: impl Into<String>, schema: Option<&serde_json::Value>) -> Self {
+        DeclaredTool {
+            name: name.into(),
+            kind: ToolKind::Function,
+            // A `Value` always serializes; a failure could only come from a broken serializer.
+            parameters: schema.and_then(|schema| serde_json::value::to_raw_value(schema).ok()),
+        }
+    }
+
     /// The schema text, if the tool declares one.
     pub fn schema_text(&self) -> Option<&str> {
         self.parameters.as_deref().map(RawValue::get)
+    }
+}
+
+impl ToolCall {
+    /// A call of a function tool with JSON arguments, as an MCP client makes it: one call, in
+    /// choice 0, with the JSON-RPC request id as its id.
+    pub fn function(id: Option<String>, name: impl Into<String>, arguments: String) -> Self {
+        ToolCall {
+            choice: 0,
+            id,
+            name: name.into(),
+            kind: ToolKind::Function,
+            arguments,
+        }
     }
 }
 

@@ -34,6 +34,10 @@ pub enum WireFormat {
     Responses,
     /// Anthropic `/v1/messages`.
     AnthropicMessages,
+    /// An MCP `tools/list` or `tools/call` on an MCP route. Its JSON-RPC messages are read by
+    /// the MCP SDK, not by an adapter here: requests and responses in this format are built with
+    /// [`ToolRequest::from_declared_tools`] and [`ToolResponse::from_calls`], and have no body.
+    Mcp,
 }
 
 /// How toolgate's own errors are shaped for a format's clients, so their SDKs raise the
@@ -47,6 +51,7 @@ pub enum ErrorShape {
 }
 
 impl WireFormat {
+    /// The formats a route's `format` key may name (MCP routes are `kind = "mcp"` instead).
     pub const ALL: [WireFormat; 3] = [
         WireFormat::ChatCompletions,
         WireFormat::Responses,
@@ -59,6 +64,7 @@ impl WireFormat {
             WireFormat::ChatCompletions => "chat_completions",
             WireFormat::Responses => "responses",
             WireFormat::AnthropicMessages => "anthropic_messages",
+            WireFormat::Mcp => "mcp",
         }
     }
 
@@ -116,7 +122,9 @@ impl WireFormat {
     pub fn error_shape(self) -> ErrorShape {
         match self {
             WireFormat::AnthropicMessages => ErrorShape::Anthropic,
-            WireFormat::ChatCompletions | WireFormat::Responses => ErrorShape::OpenAi,
+            WireFormat::ChatCompletions | WireFormat::Responses | WireFormat::Mcp => {
+                ErrorShape::OpenAi
+            }
         }
     }
 
@@ -126,6 +134,7 @@ impl WireFormat {
             WireFormat::ChatCompletions => chat::parse_request(body),
             WireFormat::Responses => responses::parse_request(body),
             WireFormat::AnthropicMessages => anthropic::parse_request(body),
+            WireFormat::Mcp => Err(ParseError::new(NO_MCP_BODIES)),
         }
     }
 
@@ -135,13 +144,15 @@ impl WireFormat {
             WireFormat::ChatCompletions => chat::parse_response(body),
             WireFormat::Responses => responses::parse_response(body),
             WireFormat::AnthropicMessages => anthropic::parse_response(body),
+            WireFormat::Mcp => Err(ParseError::new(NO_MCP_BODIES)),
         }
     }
 
-    /// A fresh assembler for one streamed response in this format.
+    /// A fresh assembler for one streamed response in this format. MCP results are never
+    /// streamed as LLM events; its assembler is chat's, which finds no call in them.
     pub fn stream_assembler(self) -> Box<dyn StreamAssembler> {
         match self {
-            WireFormat::ChatCompletions => Box::new(ChatStreamAssembler::new()),
+            WireFormat::ChatCompletions | WireFormat::Mcp => Box::new(ChatStreamAssembler::new()),
             WireFormat::Responses => Box::new(ResponsesStreamAssembler::new()),
             WireFormat::AnthropicMessages => Box::new(AnthropicStreamAssembler::new()),
         }
@@ -149,6 +160,7 @@ impl WireFormat {
 
     /// Applies request edits (removing declared tools) and returns the new body, or `None`
     /// when no edit changed anything, so an untouched body is forwarded as its original bytes.
+    /// MCP requests have no body: use [`ToolRequest::remove_declared_tools`] on them.
     pub fn apply_request_edits(
         self,
         body: &[u8],
@@ -161,6 +173,7 @@ impl WireFormat {
             WireFormat::ChatCompletions => chat::apply_request_edits(body, edits),
             WireFormat::Responses => responses::apply_request_edits(body, edits),
             WireFormat::AnthropicMessages => anthropic::apply_request_edits(body, edits),
+            WireFormat::Mcp => Ok(None),
         }
     }
 }
@@ -217,6 +230,9 @@ impl RequestHead<'_> {
     }
 }
 
+const NO_MCP_BODIES: &str =
+    "MCP messages are read by the MCP endpoint; build the views with from_declared_tools / from_calls";
+
 /// What the checks need from a request.
 #[derive(Debug, Clone)]
 pub struct ToolRequest {
@@ -233,6 +249,28 @@ pub struct ToolRequest {
 }
 
 impl ToolRequest {
+    /// A request that arrived in no LLM wire format: an MCP `tools/list` or `tools/call`, whose
+    /// declared tools are the backend tools the caller is offered. It has no body, so no user
+    /// text and no history.
+    pub fn from_declared_tools(declared_tools: Vec<DeclaredTool>) -> Self {
+        ToolRequest {
+            format: WireFormat::Mcp,
+            declared_tools,
+            stream: false,
+            model: None,
+            body: Bytes::new(),
+        }
+    }
+
+    /// Removes declared tools by name (the body-less counterpart of an edit applied by an
+    /// adapter); true when one was removed.
+    pub fn remove_declared_tools(&mut self, names: &[String]) -> bool {
+        let before = self.declared_tools.len();
+        self.declared_tools
+            .retain(|tool| !names.iter().any(|name| *name == tool.name));
+        self.declared_tools.len() != before
+    }
+
     pub fn declares_tools(&self) -> bool {
         !self.declared_tools.is_empty()
     }
@@ -248,6 +286,7 @@ impl ToolRequest {
             WireFormat::ChatCompletions => chat::latest_user_text(&self.body),
             WireFormat::Responses => responses::latest_user_text(&self.body),
             WireFormat::AnthropicMessages => anthropic::latest_user_text(&self.body),
+            WireFormat::Mcp => None,
         }
     }
 
@@ -258,6 +297,7 @@ impl ToolRequest {
             WireFormat::ChatCompletions => chat::history(&self.body),
             WireFormat::Responses => responses::history(&self.body),
             WireFormat::AnthropicMessages => anthropic::history(&self.body),
+            WireFormat::Mcp => Vec::new(),
         }
     }
 
@@ -295,6 +335,14 @@ pub struct ToolResponse {
 }
 
 impl ToolResponse {
+    /// An answer that arrived in no LLM wire format: the calls an MCP client asked for.
+    pub fn from_calls(calls: Vec<ToolCall>) -> Self {
+        ToolResponse {
+            calls,
+            reasoning: None,
+        }
+    }
+
     pub fn has_calls(&self) -> bool {
         !self.calls.is_empty()
     }

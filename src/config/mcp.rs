@@ -1,0 +1,237 @@
+//! `[mcp_servers.NAME]` and `[mcp]` into the runtime [`McpConfig`]: one transport per server,
+//! valid names, and policies that refer only to servers and identities that exist. Nothing is
+//! started here (`toolgate check` loads configs too); the gateway's hub starts the backends.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use super::source::{ConfigError, KeyPath, Source};
+use super::{RawConfig, RawMcpServer};
+use crate::mcp::names::server_name_problem;
+use crate::mcp::{AgentPolicy, DefaultPolicy, McpConfig, Policy, ServerSettings, Transport};
+
+pub(super) fn build_mcp(
+    raw: &RawConfig,
+    source: &Source,
+    errors: &mut Vec<ConfigError>,
+) -> McpConfig {
+    let mut servers = BTreeMap::new();
+    let mut exposed = BTreeMap::new();
+    for (name, server) in &raw.mcp_servers {
+        let path = KeyPath::default().key("mcp_servers").key(name);
+        if let Some(problem) = server_name_problem(name) {
+            errors.push(source.error_at_key(&path, problem));
+        }
+        for (key, value) in [
+            ("call_timeout_ms", server.call_timeout_ms),
+            ("startup_timeout_ms", server.startup_timeout_ms),
+        ] {
+            if value == 0 {
+                errors.push(source.error_at_key(&path.clone().key(key), "must be greater than 0"));
+            }
+        }
+        if let Some(tools) = &server.exposed_tools {
+            check_names(tools, &path.clone().key("exposed_tools"), source, errors);
+            exposed.insert(name.clone(), tools.iter().cloned().collect());
+        }
+        if let Some(transport) = transport(server, &path, source, errors) {
+            servers.insert(
+                name.clone(),
+                ServerSettings {
+                    name: name.clone(),
+                    transport,
+                    call_timeout: Duration::from_millis(server.call_timeout_ms),
+                    startup_timeout: Duration::from_millis(server.startup_timeout_ms),
+                },
+            );
+        }
+    }
+
+    let identities: BTreeSet<&str> = raw
+        .tenants
+        .iter()
+        .flat_map(|(name, tenant)| {
+            std::iter::once(name.as_str()).chain(tenant.agents.iter().map(String::as_str))
+        })
+        .collect();
+    let mut agents = BTreeMap::new();
+    for (identity, entry) in &raw.mcp.agent_policies {
+        let path = KeyPath::default()
+            .key("mcp")
+            .key("agent_policies")
+            .key(identity);
+        if !identities.contains(identity.as_str()) {
+            errors.push(source.error_at_key(
+                &path,
+                format!(
+                    "'{identity}' is neither a tenant nor an agent a tenant holds: no caller could ever have this policy"
+                ),
+            ));
+        }
+        let known = |server: &str| raw.mcp_servers.contains_key(server);
+        let mut policy = AgentPolicy::default();
+        if let Some(allowed) = &entry.allowed_servers {
+            for (index, server) in allowed.iter().enumerate() {
+                if !known(server) {
+                    errors.push(source.error_at_key(
+                        &path.clone().key("allowed_servers").index(index),
+                        unknown_server(server, raw),
+                    ));
+                }
+            }
+            policy.allowed_servers = Some(allowed.iter().cloned().collect());
+        }
+        for (server, tools) in &entry.tool_overrides {
+            let override_path = path.clone().key("tool_overrides").key(server);
+            if !known(server) {
+                errors.push(source.error_at_key(&override_path, unknown_server(server, raw)));
+            } else if entry
+                .allowed_servers
+                .as_ref()
+                .is_some_and(|allowed| !allowed.contains(server))
+            {
+                errors.push(source.error_at_key(
+                    &override_path,
+                    format!("'{server}' is not in this policy's allowed_servers: the override could never apply"),
+                ));
+            }
+            check_names(tools, &override_path, source, errors);
+            policy
+                .tool_overrides
+                .insert(server.clone(), tools.iter().cloned().collect());
+        }
+        agents.insert(identity.clone(), policy);
+    }
+
+    McpConfig {
+        servers,
+        policy: Policy {
+            default: DefaultPolicy {
+                allow_unknown_tools: raw.mcp.default_policy.allow_unknown_tools,
+                allow_unknown_servers: raw.mcp.default_policy.allow_unknown_servers,
+            },
+            agents,
+            exposed,
+        },
+    }
+}
+
+/// A server has exactly one transport: `command` (stdio) or `url` (Streamable HTTP), and only
+/// the keys of that transport.
+fn transport(
+    server: &RawMcpServer,
+    path: &KeyPath,
+    source: &Source,
+    errors: &mut Vec<ConfigError>,
+) -> Option<Transport> {
+    match (&server.command, &server.url) {
+        (Some(_), Some(_)) => {
+            errors.push(source.error_at_key(
+                &path.clone().key("url"),
+                "set either command (a stdio server) or url (a Streamable HTTP server), not both",
+            ));
+            None
+        }
+        (None, None) => {
+            errors.push(source.error_at_key(
+                path,
+                "an MCP server needs command (a stdio server) or url (a Streamable HTTP server)",
+            ));
+            None
+        }
+        (Some(command), None) => {
+            if !server.headers.is_empty() {
+                errors.push(source.error_at_key(
+                    &path.clone().key("headers"),
+                    "headers are for url servers; a command server gets env",
+                ));
+            }
+            if command.0.trim().is_empty() {
+                errors.push(
+                    source.error_at_key(&path.clone().key("command"), "must not be empty"),
+                );
+                return None;
+            }
+            Some(Transport::Stdio {
+                command: command.0.clone(),
+                args: server.args.iter().map(|arg| arg.0.clone()).collect(),
+                env: server
+                    .env
+                    .iter()
+                    .map(|(key, value)| (key.clone(), value.0.clone()))
+                    .collect(),
+                cwd: server.cwd.as_ref().map(|cwd| cwd.0.clone().into()),
+            })
+        }
+        (None, Some(url)) => {
+            for (key, present) in [
+                ("args", !server.args.is_empty()),
+                ("env", !server.env.is_empty()),
+                ("cwd", server.cwd.is_some()),
+            ] {
+                if present {
+                    errors.push(source.error_at_key(
+                        &path.clone().key(key),
+                        format!("{key} is for command servers; a url server gets headers"),
+                    ));
+                }
+            }
+            let url_path = path.clone().key("url");
+            match url.0.parse::<http::Uri>() {
+                Ok(uri)
+                    if matches!(uri.scheme_str(), Some("http" | "https"))
+                        && uri.host().is_some() => {}
+                _ => {
+                    errors.push(source.error_at_key(
+                        &url_path,
+                        format!("'{}' is not an http(s) URL", url.0),
+                    ));
+                    return None;
+                }
+            }
+            let mut headers = Vec::new();
+            for (name, value) in &server.headers {
+                let header_path = path.clone().key("headers").key(name);
+                match (
+                    http::HeaderName::from_bytes(name.as_bytes()),
+                    http::HeaderValue::from_str(&value.0),
+                ) {
+                    (Ok(name), Ok(mut value)) => {
+                        value.set_sensitive(true);
+                        headers.push((name, value));
+                    }
+                    (Err(_), _) => errors
+                        .push(source.error_at_key(&header_path, "not a valid header name")),
+                    (_, Err(_)) => errors.push(source.error_at_key(
+                        &header_path,
+                        "not a valid header value (visible ASCII only)",
+                    )),
+                }
+            }
+            Some(Transport::Http {
+                url: url.0.clone(),
+                headers,
+            })
+        }
+    }
+}
+
+fn check_names(names: &[String], path: &KeyPath, source: &Source, errors: &mut Vec<ConfigError>) {
+    for (index, name) in names.iter().enumerate() {
+        if name.trim().is_empty() {
+            errors.push(source.error_at_key(&path.clone().index(index), "a tool name must not be empty"));
+        }
+    }
+}
+
+fn unknown_server(server: &str, raw: &RawConfig) -> String {
+    let known: Vec<&str> = raw.mcp_servers.keys().map(String::as_str).collect();
+    format!(
+        "unknown MCP server '{server}' (declared: {})",
+        if known.is_empty() {
+            "none".to_owned()
+        } else {
+            known.join(", ")
+        }
+    )
+}

@@ -1,0 +1,530 @@
+//! The backend MCP servers: one supervisor task per server keeps a client connection open
+//! (a child process over stdio, or a Streamable HTTP session), holds the server's tool list,
+//! refreshes it when the server says it changed, and reconnects with backoff when the
+//! connection ends — a child that dies is started again. Calls are bounded by the server's
+//! call timeout, so a hung backend costs its caller an error, never the proxy a task.
+
+use std::collections::{BTreeMap, HashMap};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use arc_swap::{ArcSwap, ArcSwapOption};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
+    ErrorData, Implementation, JsonObject, Tool,
+};
+use rmcp::service::{NotificationContext, Peer, RunningService};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ClientHandler, RoleClient, RoleServer, ServiceError, ServiceExt};
+use serde::Serialize;
+use tokio::io::AsyncBufReadExt;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use toolgate_plugin::DeclaredTool;
+
+use super::names::qualify;
+use super::{McpConfig, ServerSettings, Transport};
+
+/// The first pause before a restart; it doubles with each start that fails in a row.
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// A connection that lived this long was healthy: the next failure starts the backoff afresh.
+const HEALTHY_RUN: Duration = Duration::from_secs(10);
+/// Lines of a child's stderr longer than this are cut in the log.
+const MAX_STDERR_LINE: usize = 2048;
+
+/// Every backend of the running configuration, and the MCP sessions to tell when the tools they
+/// may see change.
+#[derive(Default)]
+pub struct McpHub {
+    backends: ArcSwap<BTreeMap<String, Arc<Backend>>>,
+    /// Guards reconciliation, so two reloads never start the same server twice.
+    reconcile: Mutex<()>,
+    sessions: Mutex<Vec<Peer<RoleServer>>>,
+}
+
+impl McpHub {
+    /// Starts (or restarts, or stops) backends so that exactly `config.servers` run, keeping
+    /// those whose settings did not change — and their connections — as they are.
+    pub fn apply(self: &Arc<Self>, config: &McpConfig) {
+        let _guard = self.reconcile.lock().unwrap_or_else(PoisonError::into_inner);
+        let current = self.backends.load_full();
+        let mut next = BTreeMap::new();
+        for (name, settings) in &config.servers {
+            match current.get(name) {
+                Some(backend) if backend.settings == *settings => {
+                    next.insert(name.clone(), backend.clone());
+                }
+                _ => {
+                    next.insert(name.clone(), Backend::start(settings.clone(), self));
+                }
+            }
+        }
+        for (name, backend) in current.iter() {
+            if next
+                .get(name)
+                .is_none_or(|kept| !Arc::ptr_eq(kept, backend))
+            {
+                backend.stop();
+            }
+        }
+        let changed = current.keys().ne(next.keys())
+            || current
+                .iter()
+                .any(|(name, backend)| next.get(name).is_none_or(|kept| !Arc::ptr_eq(kept, backend)));
+        self.backends.store(Arc::new(next));
+        if changed {
+            self.tools_changed();
+        }
+    }
+
+    /// Stops every backend (their children are killed).
+    pub fn shutdown(&self) {
+        for backend in self.backends.load().values() {
+            backend.stop();
+        }
+        self.backends.store(Arc::new(BTreeMap::new()));
+    }
+
+    pub fn backends(&self) -> Arc<BTreeMap<String, Arc<Backend>>> {
+        self.backends.load_full()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.backends.load().is_empty()
+    }
+
+    /// Remembers an initialized MCP session, to send it `notifications/tools/list_changed`.
+    pub fn register_session(&self, peer: Peer<RoleServer>) {
+        let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        sessions.retain(|session| !session.is_transport_closed());
+        sessions.push(peer);
+    }
+
+    /// Tells every open session that its tool list may have changed (a backend came, went or
+    /// changed its tools, or the policy was reloaded).
+    pub fn tools_changed(&self) {
+        let sessions: Vec<Peer<RoleServer>> = {
+            let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+            sessions.retain(|session| !session.is_transport_closed());
+            sessions.clone()
+        };
+        if sessions.is_empty() {
+            return;
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                for session in sessions {
+                    if let Err(error) = session.notify_tool_list_changed().await {
+                        tracing::debug!(%error, "a session missed tools/list_changed");
+                    }
+                }
+            });
+        }
+    }
+
+    /// Each backend's state, for `/health`.
+    pub fn health(&self) -> BTreeMap<String, BackendStatus> {
+        self.backends
+            .load()
+            .iter()
+            .map(|(name, backend)| (name.clone(), backend.status()))
+            .collect()
+    }
+}
+
+/// One backend server under supervision.
+pub struct Backend {
+    pub settings: ServerSettings,
+    status: Mutex<BackendStatus>,
+    connection: ArcSwapOption<Connection>,
+    supervisor: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// A live connection to a backend and what it offered when it was listed.
+pub struct Connection {
+    peer: Peer<RoleClient>,
+    pub tools: Vec<BackendTool>,
+}
+
+/// One tool of a backend, with the names and schemas the proxy works with.
+pub struct BackendTool {
+    /// The tool as the backend lists it, its name unqualified.
+    pub tool: Tool,
+    /// `server__tool`; `None` when that would not be a valid MCP name (the tool is not offered).
+    pub qualified: Option<String>,
+    /// The tool as the plugins see it: its qualified name and its `inputSchema`.
+    pub declared: Option<DeclaredTool>,
+    /// The `outputSchema` text, when the tool has one.
+    pub output_schema: Option<String>,
+}
+
+/// What `/health` says about a backend.
+#[derive(Debug, Clone, Serialize)]
+pub struct BackendStatus {
+    pub state: BackendState,
+    pub transport: &'static str,
+    /// The child's process id (stdio servers).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    pub tools: usize,
+    /// How many times the connection was started again after it ended or failed.
+    pub restarts: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BackendState {
+    Starting,
+    Ready,
+    /// Waiting out the backoff before starting again.
+    Restarting,
+    Stopped,
+}
+
+/// Why a call did not reach a backend's answer.
+#[derive(Debug)]
+pub enum CallFailure {
+    /// No connection right now (starting, restarting); the last error says why.
+    Unavailable(Option<String>),
+    TimedOut(Duration),
+    /// The backend answered with a JSON-RPC error of its own: passed on as it is.
+    Refused(ErrorData),
+    /// The connection broke, or the answer was not an MCP result.
+    Broken(String),
+}
+
+/// A backend dropped with its configuration takes its connection (and child) with it.
+impl Drop for Backend {
+    fn drop(&mut self) {
+        if let Some(task) = self
+            .supervisor
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            task.abort();
+        }
+    }
+}
+
+impl Backend {
+    fn start(settings: ServerSettings, hub: &Arc<McpHub>) -> Arc<Backend> {
+        let backend = Arc::new(Backend {
+            status: Mutex::new(BackendStatus {
+                state: BackendState::Starting,
+                transport: settings.transport.kind(),
+                pid: None,
+                tools: 0,
+                restarts: 0,
+                last_error: None,
+            }),
+            settings,
+            connection: ArcSwapOption::empty(),
+            supervisor: Mutex::new(None),
+        });
+        let task = tokio::spawn(supervise(
+            Arc::downgrade(&backend),
+            Arc::downgrade(hub),
+        ));
+        *backend
+            .supervisor
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(task);
+        backend
+    }
+
+    /// Ends supervision; dropping the connection kills a child process.
+    fn stop(&self) {
+        if let Some(task) = self
+            .supervisor
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            task.abort();
+        }
+        self.connection.store(None);
+        self.update(|status| {
+            status.state = BackendState::Stopped;
+            status.pid = None;
+        });
+    }
+
+    pub fn status(&self) -> BackendStatus {
+        self.status
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn update(&self, change: impl FnOnce(&mut BackendStatus)) {
+        change(&mut self.status.lock().unwrap_or_else(PoisonError::into_inner));
+    }
+
+    /// The live connection, if there is one.
+    pub fn connection(&self) -> Option<Arc<Connection>> {
+        self.connection.load_full()
+    }
+
+    /// Calls `tool` (its backend name) within the call timeout.
+    pub async fn call(
+        &self,
+        tool: &str,
+        arguments: Option<JsonObject>,
+    ) -> Result<CallToolResult, CallFailure> {
+        let Some(connection) = self.connection() else {
+            return Err(CallFailure::Unavailable(self.status().last_error));
+        };
+        let mut params = CallToolRequestParams::new(tool.to_owned());
+        if let Some(arguments) = arguments {
+            params = params.with_arguments(arguments);
+        }
+        let timeout = self.settings.call_timeout;
+        match tokio::time::timeout(timeout, connection.peer.call_tool_once(params)).await {
+            Err(_) => Err(CallFailure::TimedOut(timeout)),
+            Ok(Ok(CallToolResponse::Complete(result))) => Ok(result),
+            Ok(Ok(_)) => Err(CallFailure::Broken(
+                "the server asked for client input or started a task; toolgate relays only complete results".into(),
+            )),
+            Ok(Err(ServiceError::McpError(error))) => Err(CallFailure::Refused(error)),
+            Ok(Err(error)) => Err(CallFailure::Broken(error.to_string())),
+        }
+    }
+}
+
+/// The client side toolgate presents to a backend: it only listens for tool list changes.
+struct BackendClient {
+    refresh: mpsc::Sender<()>,
+}
+
+impl ClientHandler for BackendClient {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        // A full channel already holds a pending refresh.
+        let _ = self.refresh.try_send(());
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("toolgate", env!("CARGO_PKG_VERSION")),
+        )
+    }
+}
+
+type Running = RunningService<RoleClient, BackendClient>;
+
+/// Keeps one backend connected for as long as the backend is part of the configuration.
+async fn supervise(backend: std::sync::Weak<Backend>, hub: std::sync::Weak<McpHub>) {
+    let mut failures: u32 = 0;
+    loop {
+        let Some(current) = backend.upgrade() else { return };
+        current.update(|status| status.state = BackendState::Starting);
+        let settings = current.settings.clone();
+        drop(current);
+        let (refresh_sender, mut refresh) = mpsc::channel(1);
+        let started = tokio::time::timeout(
+            settings.startup_timeout,
+            connect(&settings, BackendClient {
+                refresh: refresh_sender,
+            }),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            Err(format!(
+                "did not start within {} ms",
+                settings.startup_timeout.as_millis()
+            ))
+        });
+        let outcome = match started {
+            Ok((running, pid)) => {
+                let connected = Instant::now();
+                let ended = serve_connection(&backend, &hub, &settings, running, pid, &mut refresh).await;
+                if connected.elapsed() >= HEALTHY_RUN {
+                    failures = 0;
+                }
+                ended
+            }
+            Err(error) => Err(error),
+        };
+        let Some(current) = backend.upgrade() else { return };
+        current.connection.store(None);
+        let message = match outcome {
+            Ok(reason) => reason,
+            Err(error) => error,
+        };
+        tracing::warn!(server = %settings.name, error = %message, "MCP server unavailable; restarting");
+        current.update(|status| {
+            status.state = BackendState::Restarting;
+            status.pid = None;
+            status.tools = 0;
+            status.restarts += 1;
+            status.last_error = Some(message);
+        });
+        drop(current);
+        if let Some(hub) = hub.upgrade() {
+            hub.tools_changed();
+        }
+        let backoff = FIRST_BACKOFF
+            .saturating_mul(1 << failures.min(16))
+            .min(MAX_BACKOFF);
+        failures = failures.saturating_add(1);
+        tokio::time::sleep(backoff).await;
+    }
+}
+
+/// Lists the tools of a fresh connection, publishes it, and keeps it listed until it ends.
+/// `Ok` says why a healthy connection ended; `Err` is a failure before it was usable.
+async fn serve_connection(
+    backend: &std::sync::Weak<Backend>,
+    hub: &std::sync::Weak<McpHub>,
+    settings: &ServerSettings,
+    running: Running,
+    pid: Option<u32>,
+    refresh: &mut mpsc::Receiver<()>,
+) -> Result<String, String> {
+    let peer = running.peer().clone();
+    let tools = list_tools(&peer, settings).await?;
+    publish(backend, hub, settings, &peer, tools, pid)?;
+    tracing::info!(server = %settings.name, ?pid, "MCP server ready");
+    let waiting = running.waiting();
+    tokio::pin!(waiting);
+    loop {
+        tokio::select! {
+            quit = &mut waiting => {
+                return Ok(match quit {
+                    Ok(reason) => format!("the connection ended ({reason:?})"),
+                    Err(error) => format!("the connection task failed: {error}"),
+                });
+            }
+            Some(()) = refresh.recv() => {
+                match list_tools(&peer, settings).await {
+                    Ok(tools) => publish(backend, hub, settings, &peer, tools, pid)?,
+                    Err(error) => tracing::warn!(server = %settings.name, %error, "could not refresh the tool list"),
+                }
+            }
+        }
+    }
+}
+
+async fn list_tools(peer: &Peer<RoleClient>, settings: &ServerSettings) -> Result<Vec<Tool>, String> {
+    match tokio::time::timeout(settings.startup_timeout, peer.list_all_tools()).await {
+        Err(_) => Err(format!(
+            "tools/list did not answer within {} ms",
+            settings.startup_timeout.as_millis()
+        )),
+        Ok(Err(error)) => Err(format!("tools/list failed: {error}")),
+        Ok(Ok(tools)) => Ok(tools),
+    }
+}
+
+fn publish(
+    backend: &std::sync::Weak<Backend>,
+    hub: &std::sync::Weak<McpHub>,
+    settings: &ServerSettings,
+    peer: &Peer<RoleClient>,
+    tools: Vec<Tool>,
+    pid: Option<u32>,
+) -> Result<(), String> {
+    let Some(backend) = backend.upgrade() else {
+        return Err("the server was removed from the configuration".into());
+    };
+    let tools: Vec<BackendTool> = tools
+        .into_iter()
+        .map(|tool| backend_tool(&settings.name, tool))
+        .collect();
+    for tool in tools.iter().filter(|tool| tool.qualified.is_none()) {
+        tracing::warn!(server = %settings.name, tool = %tool.tool.name, "not offered: its qualified name would not be a valid MCP tool name");
+    }
+    let count = tools.len();
+    backend.connection.store(Some(Arc::new(Connection {
+        peer: peer.clone(),
+        tools,
+    })));
+    backend.update(|status| {
+        status.state = BackendState::Ready;
+        status.pid = pid;
+        status.tools = count;
+    });
+    if let Some(hub) = hub.upgrade() {
+        hub.tools_changed();
+    }
+    Ok(())
+}
+
+fn backend_tool(server: &str, tool: Tool) -> BackendTool {
+    let qualified = qualify(server, &tool.name);
+    let declared = qualified.as_ref().map(|name| {
+        let schema = serde_json::Value::Object((*tool.input_schema).clone());
+        DeclaredTool::function(name.clone(), Some(&schema))
+    });
+    let output_schema = tool
+        .output_schema
+        .as_ref()
+        .and_then(|schema| serde_json::to_string(schema.as_ref()).ok());
+    BackendTool {
+        tool,
+        qualified,
+        declared,
+        output_schema,
+    }
+}
+
+/// Starts the transport and runs MCP's `initialize` handshake.
+async fn connect(
+    settings: &ServerSettings,
+    client: BackendClient,
+) -> Result<(Running, Option<u32>), String> {
+    match &settings.transport {
+        Transport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => {
+            let mut program = tokio::process::Command::new(command);
+            program.args(args).envs(env).kill_on_drop(true);
+            if let Some(cwd) = cwd {
+                program.current_dir(cwd);
+            }
+            let (transport, stderr) = TokioChildProcess::builder(program)
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(|error| format!("cannot start '{command}': {error}"))?;
+            let pid = transport.id();
+            if let Some(stderr) = stderr {
+                let server = settings.name.clone();
+                tokio::spawn(async move {
+                    let mut lines = tokio::io::BufReader::new(stderr).lines();
+                    while let Ok(Some(mut line)) = lines.next_line().await {
+                        if let Some((cut, _)) = line.char_indices().nth(MAX_STDERR_LINE) {
+                            line.truncate(cut);
+                        }
+                        tracing::info!(server = %server, "{line}");
+                    }
+                });
+            }
+            let running = client
+                .serve(transport)
+                .await
+                .map_err(|error| format!("initialize failed: {error}"))?;
+            Ok((running, pid))
+        }
+        Transport::Http { url, headers } => {
+            let headers: HashMap<http::HeaderName, http::HeaderValue> =
+                headers.iter().cloned().collect();
+            let config = StreamableHttpClientTransportConfig::with_uri(url.clone())
+                .custom_headers(headers);
+            let transport = StreamableHttpClientTransport::from_config(config);
+            let running = client
+                .serve(transport)
+                .await
+                .map_err(|error| format!("initialize failed: {error}"))?;
+            Ok((running, None))
+        }
+    }
+}

@@ -1,0 +1,220 @@
+//! The HTTP side of an MCP route, on toolgate's own listener: the caller is authenticated as on
+//! any route (tenant keys), an asserted agent is checked against its tenant, the message is
+//! read within the size cap and the body timeout, and the request goes to rmcp's Streamable
+//! HTTP service (sessions, SSE, JSON-RPC) with its scope attached. One service per route path
+//! lives as long as the process, so sessions survive config reloads.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::header::{CONTENT_TYPE, HeaderValue};
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use rmcp::model::{ErrorCode, ErrorData, JsonRpcError, JsonRpcVersion2_0};
+use rmcp::transport::StreamableHttpService;
+use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use serde_json::json;
+use toolgate_plugin::ExchangeMeta;
+
+use super::handler::{McpEndpoint, RequestScope, codes};
+use super::{AGENT_HEADER, Caller};
+use crate::body::{IdleTimeout, ProxyBody, collect_limited, full};
+use crate::config::Config;
+use crate::error::GatewayError;
+use crate::proxy::authenticate;
+use crate::router::Route;
+use crate::server::GatewayState;
+
+type Service = StreamableHttpService<McpEndpoint, LocalSessionManager>;
+
+/// The Streamable HTTP services of the MCP routes, by path.
+#[derive(Default)]
+pub struct Endpoints {
+    services: Mutex<HashMap<String, Service>>,
+}
+
+impl Endpoints {
+    fn service(&self, route: &str, max_message_bytes: usize) -> Service {
+        self.services
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(route.to_owned())
+            .or_insert_with(|| {
+                // toolgate authenticates callers by tenant key and sits behind whatever name
+                // it is deployed under: rmcp's loopback-only Host check (a guard for local
+                // servers against DNS rebinding) would refuse every real deployment.
+                let config = StreamableHttpServerConfig::default()
+                    .disable_allowed_hosts()
+                    .with_max_request_body_bytes(max_message_bytes);
+                StreamableHttpService::new(
+                    || Ok(McpEndpoint),
+                    Arc::new(LocalSessionManager::default()),
+                    config,
+                )
+            })
+            .clone()
+    }
+}
+
+/// Answers one HTTP request on an MCP route. Never fails: every problem is a JSON-RPC error.
+pub async fn serve(
+    state: Arc<GatewayState>,
+    config: Arc<Config>,
+    route: Arc<Route>,
+    request: Request<Incoming>,
+    request_id: String,
+    started: Instant,
+) -> Response<ProxyBody> {
+    let response = answer(&state, config, route.clone(), request, request_id).await;
+    state
+        .metrics
+        .record_request(&route.path, response.status().as_u16(), started.elapsed());
+    response
+}
+
+async fn answer(
+    state: &Arc<GatewayState>,
+    config: Arc<Config>,
+    route: Arc<Route>,
+    request: Request<Incoming>,
+    request_id: String,
+) -> Response<ProxyBody> {
+    let tenant = match authenticate(&config.tenants, route.auth, request.headers()) {
+        Ok(tenant) => tenant,
+        Err(error) => {
+            return refusal(
+                StatusCode::UNAUTHORIZED,
+                codes::UNAUTHORIZED,
+                &error.message,
+                json!({"code": error.code, "request_id": request_id}),
+            );
+        }
+    };
+    let agent = request
+        .headers()
+        .get(AGENT_HEADER)
+        .map(|value| value.to_str().unwrap_or_default().trim().to_owned());
+    let identity = match (&tenant, agent) {
+        (_, None) => tenant.as_ref().map(|tenant| tenant.name.clone()),
+        (Some(tenant), Some(agent)) if tenant.agents.contains(&agent) => Some(agent),
+        (_, Some(agent)) => {
+            return refusal(
+                StatusCode::FORBIDDEN,
+                codes::UNAUTHORIZED,
+                &format!(
+                    "{AGENT_HEADER} '{agent}' is not an agent this caller's tenant may assert"
+                ),
+                json!({"code": "agent_not_held", "request_id": request_id}),
+            );
+        }
+    };
+
+    let (mut parts, incoming) = request.into_parts();
+    let limit = config.server.max_request_body_bytes;
+    let body = match collect_limited(
+        IdleTimeout::new(incoming, config.server.request_body_timeout),
+        limit,
+    )
+    .await
+    {
+        Ok(Some(body)) => body,
+        Ok(None) => {
+            let error = GatewayError::request_too_large(limit);
+            return refusal(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                ErrorCode::INVALID_REQUEST.0,
+                &error.message,
+                json!({"code": "message_too_large", "limit": limit, "request_id": request_id}),
+            );
+        }
+        Err(error) => {
+            return refusal(
+                StatusCode::BAD_REQUEST,
+                ErrorCode::INVALID_REQUEST.0,
+                &format!("the message could not be read: {error}"),
+                json!({"code": "unreadable_message", "request_id": request_id}),
+            );
+        }
+    };
+    if parts.method == http::Method::POST && serde_json::from_slice::<serde::de::IgnoredAny>(&body).is_err() {
+        return refusal(
+            StatusCode::BAD_REQUEST,
+            ErrorCode::PARSE_ERROR.0,
+            "the message is not JSON",
+            json!({"code": "parse_error", "request_id": request_id}),
+        );
+    }
+
+    let meta = ExchangeMeta {
+        request_id: request_id.clone(),
+        route: route.path.clone(),
+        method: parts.method.clone(),
+        path_and_query: parts
+            .uri
+            .path_and_query()
+            .map_or_else(|| "/".to_owned(), |pq| pq.as_str().to_owned()),
+        tenant,
+    };
+    let service = state.mcp_endpoints.service(&route.path, limit);
+    parts.extensions.insert(RequestScope {
+        state: state.clone(),
+        config,
+        route,
+        meta,
+        headers: parts.headers.clone(),
+        caller: Caller { identity },
+    });
+    let response = service
+        .handle(Request::from_parts(parts, Full::new(body)))
+        .await;
+    if response.status().is_success() || is_json(response.headers()) {
+        return response.map(|body| body.map_err(|never| match never {}).boxed());
+    }
+    // rmcp answers transport-level problems (a message that is not JSON-RPC, an unknown
+    // session, a missing Accept) in plain text: give MCP clients a JSON-RPC error instead,
+    // with rmcp's status and words.
+    let status = response.status();
+    let text = match response.into_body().collect().await {
+        Ok(collected) => String::from_utf8_lossy(&collected.to_bytes()).into_owned(),
+        Err(never) => match never {},
+    };
+    refusal(
+        status,
+        ErrorCode::INVALID_REQUEST.0,
+        text.trim(),
+        json!({"code": "invalid_message", "request_id": request_id}),
+    )
+}
+
+fn is_json(headers: &http::HeaderMap) -> bool {
+    headers
+        .get(CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.trim_start().starts_with("application/json"))
+}
+
+/// A JSON-RPC error toolgate answers before a message reaches the MCP service (its id is not
+/// known yet, so it is null, as JSON-RPC says).
+fn refusal(
+    status: StatusCode,
+    code: i32,
+    message: &str,
+    data: serde_json::Value,
+) -> Response<ProxyBody> {
+    let error = JsonRpcError {
+        jsonrpc: JsonRpcVersion2_0,
+        id: None,
+        error: ErrorData::new(ErrorCode(code), message.to_owned(), Some(data)),
+    };
+    let body = serde_json::to_vec(&error).unwrap_or_default();
+    let mut response = Response::new(full(Bytes::from(body)));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}

@@ -1,0 +1,634 @@
+//! The MCP server toolgate presents on an MCP route: `tools/list` shows what the caller may
+//! call, `tools/call` checks it again (policy, the tool's `inputSchema`, the route's plugins)
+//! before forwarding, and checks a structured result against the tool's `outputSchema`. Every
+//! list and call leaves one audit line.
+//!
+//! Refusals are JSON-RPC errors with stable codes (see [`codes`]); a refused call's `data` is
+//! the `error` object of the 403 envelope, violations included.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{HeaderMap, StatusCode};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ErrorCode, ErrorData,
+    Implementation, InitializeResult, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
+    ServerConfig, Tool,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{RoleServer, ServerHandler};
+use serde_json::json;
+use toolgate_plugin::{
+    CompletedExchange, DeclaredTool, ErrorShape, ExchangeMeta, Parsed, Rejection,
+    ResponseExchange, ToolCall, ToolRequest, ToolResponse, Violation, WireFormat,
+};
+
+use super::backend::{Backend, CallFailure, Connection};
+use super::names::{RequestedTool, parse_requested};
+use super::{Caller, Policy};
+use crate::config::Config;
+use crate::error::ErrorReport;
+use crate::pipeline::StageOutcome;
+use crate::router::Route;
+use crate::server::GatewayState;
+use crate::telemetry::{AuditCall, AuditRecord, AuditVerdict, McpAudit, Timings, millis, now_rfc3339};
+
+/// toolgate's JSON-RPC error codes (the server-defined range), stable for programs.
+pub mod codes {
+    /// A guardrail refused the call (policy, schema, a plugin): `data` has the violations.
+    pub const TOOL_CALL_BLOCKED: i32 = -32001;
+    /// The backend server is not connected (starting, restarting after a failure).
+    pub const BACKEND_UNAVAILABLE: i32 = -32002;
+    /// The backend did not answer within its `call_timeout_ms`.
+    pub const BACKEND_TIMEOUT: i32 = -32003;
+    /// The backend's answer broke its own `outputSchema`, or was not an MCP result.
+    pub const INVALID_TOOL_RESULT: i32 = -32004;
+    /// The caller is not who it claims (no tenant key, or an agent its tenant does not hold).
+    pub const UNAUTHORIZED: i32 = -32005;
+}
+
+/// What the HTTP side hands the MCP server with each request, in the request's extensions.
+#[derive(Clone)]
+pub struct RequestScope {
+    pub state: Arc<GatewayState>,
+    pub config: Arc<Config>,
+    pub route: Arc<Route>,
+    pub meta: ExchangeMeta,
+    pub headers: HeaderMap,
+    pub caller: Caller,
+}
+
+/// The MCP server of every MCP route. It holds nothing: the configuration, the caller and the
+/// backends come with each request, so a session outlives config reloads and sees the policy
+/// in force when it asks.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct McpEndpoint;
+
+fn scope_of(extensions: &rmcp::model::Extensions) -> Result<RequestScope, ErrorData> {
+    extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<RequestScope>())
+        .cloned()
+        .ok_or_else(|| ErrorData::internal_error("the request reached MCP without its scope", None))
+}
+
+impl ServerHandler for McpEndpoint {
+    fn get_info(&self) -> ServerConfig {
+        let mut info = InitializeResult::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        );
+        info.server_info = Implementation::new("toolgate", env!("CARGO_PKG_VERSION"));
+        info
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        if let Ok(scope) = scope_of(&context.extensions) {
+            scope.state.mcp.register_session(context.peer.clone());
+        }
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let scope = scope_of(&context.extensions)?;
+        list_tools(&scope).await
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let scope = scope_of(&context.extensions)?;
+        let call_id = request_id_text(&context.id);
+        call_tool(&scope, request, call_id)
+            .await
+            .map(CallToolResponse::from)
+    }
+}
+
+fn request_id_text(id: &rmcp::model::RequestId) -> String {
+    match serde_json::to_value(id) {
+        Ok(serde_json::Value::String(text)) => text,
+        Ok(other) => other.to_string(),
+        Err(_) => String::new(),
+    }
+}
+
+/// One tool the caller is offered: where it lives and how it is named.
+struct Offer {
+    server: String,
+    backend: Arc<Backend>,
+    connection: Arc<Connection>,
+    index: usize,
+}
+
+impl Offer {
+    fn tool(&self) -> &super::backend::BackendTool {
+        &self.connection.tools[self.index]
+    }
+
+    fn declared(&self) -> Option<&DeclaredTool> {
+        self.tool().declared.as_ref()
+    }
+}
+
+/// Every tool of every connected backend that the policy lets the caller see.
+fn offers(scope: &RequestScope) -> Vec<Offer> {
+    let policy = &scope.config.mcp.policy;
+    let mut offers = Vec::new();
+    for (server, backend) in scope.state.mcp.backends().iter() {
+        if !policy.allows_server(&scope.caller, server) {
+            continue;
+        }
+        let Some(connection) = backend.connection() else {
+            continue;
+        };
+        for (index, tool) in connection.tools.iter().enumerate() {
+            if tool.declared.is_some() && policy.allows_tool(&scope.caller, server, &tool.tool.name)
+            {
+                offers.push(Offer {
+                    server: server.clone(),
+                    backend: backend.clone(),
+                    connection: connection.clone(),
+                    index,
+                });
+            }
+        }
+    }
+    offers
+}
+
+/// Runs the route's `pre_request` with `offers` as the declared tools; what a plugin removed
+/// is no longer in the returned request.
+async fn screen(scope: &RequestScope, offers: &[Offer]) -> (Parsed<ToolRequest>, StageOutcome) {
+    let declared = offers
+        .iter()
+        .filter_map(|offer| offer.declared().cloned())
+        .collect();
+    let mut request = Parsed::Parsed(ToolRequest::from_declared_tools(declared));
+    let mut body = Bytes::new();
+    let outcome = scope
+        .route
+        .chain
+        .pre_request(
+            &scope.meta,
+            &scope.headers,
+            WireFormat::Mcp,
+            &mut request,
+            &mut body,
+        )
+        .await;
+    (request, outcome)
+}
+
+/// The audit line and metrics of one MCP exchange, filled in as it goes.
+struct Record {
+    method: &'static str,
+    started: Instant,
+    declared: Vec<String>,
+    calls: Vec<ToolCall>,
+    server: Option<String>,
+    violations: Vec<Violation>,
+    observed: Vec<Violation>,
+    backend_time: Duration,
+    checks_time: Duration,
+    tool_error: bool,
+}
+
+impl Record {
+    fn new(method: &'static str) -> Self {
+        Record {
+            method,
+            started: Instant::now(),
+            declared: Vec::new(),
+            calls: Vec::new(),
+            server: None,
+            violations: Vec::new(),
+            observed: Vec::new(),
+            backend_time: Duration::ZERO,
+            checks_time: Duration::ZERO,
+            tool_error: false,
+        }
+    }
+
+    fn absorb(&mut self, outcome: &StageOutcome) {
+        for observed in &outcome.observed {
+            self.observed
+                .extend(observed.rejection.violations.iter().cloned());
+        }
+    }
+
+    async fn finish(self, scope: &RequestScope, error: Option<&ErrorData>) {
+        let state = &scope.state;
+        let route = scope.route.path.as_str();
+        state.metrics.record_checked(route, self.calls.len());
+        state
+            .metrics
+            .record_violations(route, "enforce", &self.violations);
+        state
+            .metrics
+            .record_violations(route, "observe", &self.observed);
+        let error_code = error.map(|error| error.code.0);
+        if self.method == "tools/call" {
+            let outcome = match error_code {
+                None if self.tool_error => "tool_error",
+                None => "ok",
+                Some(codes::TOOL_CALL_BLOCKED) => "blocked",
+                Some(codes::INVALID_TOOL_RESULT) => "invalid_result",
+                Some(codes::BACKEND_UNAVAILABLE) => "unavailable",
+                Some(codes::BACKEND_TIMEOUT) => "timeout",
+                Some(_) => "failed",
+            };
+            state.metrics.record_mcp_call(
+                route,
+                self.server.as_deref().unwrap_or_default(),
+                outcome,
+            );
+        }
+        if !state.audit.is_enabled() {
+            return;
+        }
+        let verdict = match error_code {
+            Some(codes::TOOL_CALL_BLOCKED) => AuditVerdict::Blocked,
+            Some(_) => AuditVerdict::Error,
+            None if !self.observed.is_empty() => AuditVerdict::Observed,
+            None => AuditVerdict::Allowed,
+        };
+        let record = AuditRecord {
+            timestamp: now_rfc3339(),
+            request_id: scope.meta.request_id.clone(),
+            route: route.to_owned(),
+            method: scope.meta.method.to_string(),
+            path: scope.meta.path_and_query.clone(),
+            tenant: scope.meta.tenant.as_ref().map(|tenant| tenant.name.clone()),
+            status: StatusCode::OK.as_u16(),
+            verdict,
+            streamed: false,
+            plugins: scope.route.chain.names().map(str::to_owned).collect(),
+            declared_tools: self.declared,
+            calls: self.calls.iter().map(AuditCall::from).collect(),
+            violations: self.violations,
+            observed: self.observed,
+            timings_ms: Timings {
+                total: millis(self.started.elapsed()),
+                upstream: millis(self.backend_time),
+                checks: millis(self.checks_time),
+            },
+            mcp: Some(McpAudit {
+                method: self.method,
+                server: self.server,
+                error_code,
+                tool_error: self.tool_error,
+            }),
+        };
+        state.audit.write(&record).await;
+    }
+}
+
+async fn list_tools(scope: &RequestScope) -> Result<ListToolsResult, ErrorData> {
+    let mut record = Record::new("tools/list");
+    let result = list_tools_checked(scope, &mut record).await;
+    record.finish(scope, result.as_ref().err()).await;
+    result
+}
+
+async fn list_tools_checked(
+    scope: &RequestScope,
+    record: &mut Record,
+) -> Result<ListToolsResult, ErrorData> {
+    let offers = offers(scope);
+    let checks = Instant::now();
+    let (request, outcome) = screen(scope, &offers).await;
+    record.checks_time = checks.elapsed();
+    record.absorb(&outcome);
+    if let Some(rejection) = outcome.blocked {
+        record.violations = rejection.violations.clone();
+        return Err(blocked(scope, &rejection));
+    }
+    let kept = |name: &str| {
+        request
+            .as_parsed()
+            .is_some_and(|request| request.declared_tool(name).is_some())
+    };
+    let mut tools: Vec<Tool> = Vec::new();
+    for offer in &offers {
+        let backend_tool = offer.tool();
+        let Some(qualified) = backend_tool.qualified.as_deref() else {
+            continue;
+        };
+        if kept(qualified) {
+            let mut tool = backend_tool.tool.clone();
+            tool.name = qualified.to_owned().into();
+            record.declared.push(qualified.to_owned());
+            tools.push(tool);
+        }
+    }
+    Ok(ListToolsResult::with_all_items(tools))
+}
+
+async fn call_tool(
+    scope: &RequestScope,
+    request: CallToolRequestParams,
+    call_id: String,
+) -> Result<CallToolResult, ErrorData> {
+    let mut record = Record::new("tools/call");
+    let result = call_tool_checked(scope, request, call_id, &mut record).await;
+    record.finish(scope, result.as_ref().err()).await;
+    result
+}
+
+async fn call_tool_checked(
+    scope: &RequestScope,
+    request: CallToolRequestParams,
+    call_id: String,
+    record: &mut Record,
+) -> Result<CallToolResult, ErrorData> {
+    let checks = Instant::now();
+    let offers = offers(scope);
+    let offer = match resolve(scope, &offers, &request.name) {
+        Ok(offer) => offer,
+        Err(Refusal::Blocked(violation)) => {
+            record.violations.push(*violation.clone());
+            record.calls.push(ToolCall::function(
+                Some(call_id),
+                request.name.to_string(),
+                String::new(),
+            ));
+            return Err(blocked(scope, &Rejection::forbidden(vec![*violation])));
+        }
+        Err(Refusal::Other { server, error }) => {
+            record.server = server;
+            return Err(error);
+        }
+    };
+    record.server = Some(offer.server.clone());
+    let declared = offer
+        .declared()
+        .cloned()
+        .ok_or_else(|| ErrorData::internal_error("an offered tool has no qualified name", None))?;
+    let arguments_text = match &request.arguments {
+        Some(arguments) => serde_json::to_string(arguments)
+            .map_err(|error| ErrorData::invalid_params(error.to_string(), None))?,
+        None => "{}".to_owned(),
+    };
+    let call = ToolCall::function(Some(call_id), declared.name.clone(), arguments_text);
+    record.calls.push(call.clone());
+
+    let checker = scope.state.plugins.schema_checker();
+    let violations = checker.check_arguments(&declared, &call);
+    if !violations.is_empty() {
+        record.checks_time = checks.elapsed();
+        record.violations = violations.clone();
+        return Err(blocked(scope, &Rejection::forbidden(violations)));
+    }
+
+    // The request stage sees every tool the caller is offered, as on an LLM route; a plugin
+    // that hides the called tool refuses the call.
+    let (parsed, outcome) = screen(scope, &offers).await;
+    record.absorb(&outcome);
+    let rejection = match outcome.blocked {
+        Some(rejection) => Some(rejection),
+        None if parsed
+            .as_parsed()
+            .is_none_or(|request| request.declared_tool(&call.name).is_none()) =>
+        {
+            Some(Rejection::forbidden(vec![Violation::on_call(
+                toolgate_plugin::Check::Membership,
+                "tool_not_permitted",
+                &call,
+                format!("'{}' is not offered to this caller", call.name),
+            )]))
+        }
+        None => None,
+    };
+    if let Some(rejection) = rejection {
+        record.checks_time = checks.elapsed();
+        record.violations = rejection.violations.clone();
+        return Err(blocked(scope, &rejection));
+    }
+    let response = Parsed::Parsed(ToolResponse::from_calls(vec![call.clone()]));
+    let outcome = scope
+        .route
+        .chain
+        .pre_response(&ResponseExchange {
+            meta: &scope.meta,
+            request_headers: &scope.headers,
+            request: &parsed,
+            status: StatusCode::OK,
+            response: &response,
+            streamed: false,
+        })
+        .await;
+    record.absorb(&outcome);
+    record.checks_time = checks.elapsed();
+    if let Some(rejection) = outcome.blocked {
+        record.violations = rejection.violations.clone();
+        return Err(blocked(scope, &rejection));
+    }
+
+    let backend_started = Instant::now();
+    let answer = offer
+        .backend
+        .call(&offer.tool().tool.name, request.arguments)
+        .await;
+    record.backend_time = backend_started.elapsed();
+    let result = answer.map_err(|failure| backend_failure(&offer.server, failure))?;
+    record.tool_error = result.is_error == Some(true);
+    if !record.tool_error
+        && let (Some(schema), Some(structured)) =
+            (&offer.tool().output_schema, &result.structured_content)
+    {
+        let violations = checker.check_result(&call, schema, structured);
+        if !violations.is_empty() {
+            record.violations = violations.clone();
+            return Err(invalid_result(scope, violations));
+        }
+    }
+
+    let state = scope.state.clone();
+    let (route, meta, headers) = (
+        scope.route.clone(),
+        scope.meta.clone(),
+        scope.headers.clone(),
+    );
+    let elapsed = record.started.elapsed();
+    tokio::spawn(async move {
+        let _ = state;
+        let delivered = [call];
+        route
+            .chain
+            .post_response(&CompletedExchange {
+                meta: &meta,
+                request_headers: &headers,
+                request: &parsed,
+                status: StatusCode::OK,
+                delivered_calls: &delivered,
+                elapsed,
+            })
+            .await;
+    });
+    Ok(result)
+}
+
+/// Why a requested name led to no offered tool.
+enum Refusal {
+    Blocked(Box<Violation>),
+    Other {
+        server: Option<String>,
+        error: ErrorData,
+    },
+}
+
+/// Finds the offered tool a requested name means: `server__tool`, `server:tool`, or a bare
+/// name that exactly one offered server has.
+fn resolve<'a>(scope: &RequestScope, offers: &'a [Offer], name: &str) -> Result<&'a Offer, Refusal> {
+    let backends = scope.state.mcp.backends();
+    let policy: &Policy = &scope.config.mcp.policy;
+    let violation = |code: &str, message: String| {
+        let mut violation = Violation::new(
+            if code == "unknown_tool" {
+                toolgate_plugin::Check::Membership
+            } else {
+                toolgate_plugin::Check::Permission
+            },
+            code,
+            message,
+        );
+        violation.tool = Some(name.to_owned());
+        Refusal::Blocked(Box::new(violation))
+    };
+    match parse_requested(name, |server| backends.contains_key(server)) {
+        RequestedTool::Qualified { server, tool } => {
+            if let Some(offer) = offers
+                .iter()
+                .find(|offer| offer.server == server && offer.tool().tool.name == tool)
+            {
+                return Ok(offer);
+            }
+            let Some(backend) = backends.get(server) else {
+                return Err(violation(
+                    "unknown_tool",
+                    format!("'{name}' names no MCP server toolgate knows ('{server}')"),
+                ));
+            };
+            if !policy.allows_tool(&scope.caller, server, tool) {
+                return Err(violation(
+                    "tool_not_permitted",
+                    format!("'{name}' is not a tool this caller may use"),
+                ));
+            }
+            match backend.connection() {
+                None => Err(Refusal::Other {
+                    server: Some(server.to_owned()),
+                    error: unavailable(server, backend.status().last_error),
+                }),
+                Some(_) => Err(violation(
+                    "unknown_tool",
+                    format!("MCP server '{server}' has no tool '{tool}'"),
+                )),
+            }
+        }
+        RequestedTool::Bare(tool) => {
+            let matches: Vec<&Offer> = offers
+                .iter()
+                .filter(|offer| offer.tool().tool.name == tool)
+                .collect();
+            match matches.as_slice() {
+                [offer] => Ok(offer),
+                [] => {
+                    let elsewhere = backends.values().any(|backend| {
+                        backend.connection().is_some_and(|connection| {
+                            connection.tools.iter().any(|known| known.tool.name == tool)
+                        })
+                    });
+                    if elsewhere {
+                        Err(violation(
+                            "tool_not_permitted",
+                            format!("'{name}' is not a tool this caller may use"),
+                        ))
+                    } else {
+                        Err(violation(
+                            "unknown_tool",
+                            format!("no MCP server offers a tool '{name}' to this caller"),
+                        ))
+                    }
+                }
+                several => {
+                    let candidates: Vec<&str> = several
+                        .iter()
+                        .filter_map(|offer| offer.tool().qualified.as_deref())
+                        .collect();
+                    Err(Refusal::Other {
+                        server: None,
+                        error: ErrorData::invalid_params(
+                            format!(
+                                "'{name}' is ambiguous: it is {}; call one of them by its qualified name",
+                                candidates.join(" and ")
+                            ),
+                            Some(json!({"code": "ambiguous_tool", "candidates": candidates})),
+                        ),
+                    })
+                }
+            }
+        }
+    }
+}
+
+/// A refused call: the 403 envelope's `error` object is the `data`.
+fn blocked(scope: &RequestScope, rejection: &Rejection) -> ErrorData {
+    let report = ErrorReport::of_rejection(rejection, &scope.meta.request_id);
+    let data = report.body(ErrorShape::OpenAi)["error"].take();
+    ErrorData::new(
+        ErrorCode(codes::TOOL_CALL_BLOCKED),
+        report.message.clone(),
+        Some(data),
+    )
+}
+
+fn invalid_result(scope: &RequestScope, violations: Vec<Violation>) -> ErrorData {
+    let rejection = Rejection::forbidden(violations)
+        .with_status(StatusCode::BAD_GATEWAY, "invalid_tool_result");
+    let report = ErrorReport::of_rejection(&rejection, &scope.meta.request_id);
+    let data = report.body(ErrorShape::OpenAi)["error"].take();
+    ErrorData::new(
+        ErrorCode(codes::INVALID_TOOL_RESULT),
+        format!("the tool's result was withheld: {}", report.message),
+        Some(data),
+    )
+}
+
+fn unavailable(server: &str, last_error: Option<String>) -> ErrorData {
+    ErrorData::new(
+        ErrorCode(codes::BACKEND_UNAVAILABLE),
+        format!("MCP server '{server}' is not available right now"),
+        Some(json!({"code": "backend_unavailable", "server": server, "last_error": last_error})),
+    )
+}
+
+fn backend_failure(server: &str, failure: CallFailure) -> ErrorData {
+    match failure {
+        CallFailure::Unavailable(last_error) => unavailable(server, last_error),
+        CallFailure::TimedOut(timeout) => ErrorData::new(
+            ErrorCode(codes::BACKEND_TIMEOUT),
+            format!(
+                "MCP server '{server}' did not answer within {} ms",
+                timeout.as_millis()
+            ),
+            Some(json!({"code": "backend_timeout", "server": server})),
+        ),
+        // The backend's own refusal (unknown tool, invalid params …) is its answer to give.
+        CallFailure::Refused(error) => error,
+        CallFailure::Broken(reason) => ErrorData::new(
+            ErrorCode(codes::INVALID_TOOL_RESULT),
+            format!("MCP server '{server}' gave no usable answer: {reason}"),
+            Some(json!({"code": "backend_failed", "server": server})),
+        ),
+    }
+}
