@@ -130,8 +130,7 @@ async fn try_connect(
     let config = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", gateway.url()))
         .auth_header(key)
         .custom_headers(headers);
-    ()
-        .serve(StreamableHttpClientTransport::from_config(config))
+    ().serve(StreamableHttpClientTransport::from_config(config))
         .await
         .map_err(|error| error.to_string())
 }
@@ -140,7 +139,12 @@ async fn try_connect(
 async fn wait_until_ready(gateway: &TestGateway, servers: &[&str]) -> Value {
     let mut health = Value::Null;
     for _ in 0..300 {
-        health = gateway.admin_get("/health").await.json().await.expect("JSON");
+        health = gateway
+            .admin_get("/health")
+            .await
+            .json()
+            .await
+            .expect("JSON");
         if servers
             .iter()
             .all(|server| health["mcp_servers"][server]["state"] == "ready")
@@ -256,7 +260,10 @@ async fn allowed_calls_reach_the_backends_in_every_name_form() {
     let read = call(&reader, "read_text_file", json!({"path": path}))
         .await
         .expect("a bare name");
-    assert!(text_of(&read).contains("hello from the temp dir"), "{read:?}");
+    assert!(
+        text_of(&read).contains("hello from the temp dir"),
+        "{read:?}"
+    );
 
     // Memory keeps what one call wrote for the next.
     call(
@@ -266,7 +273,9 @@ async fn allowed_calls_reach_the_backends_in_every_name_form() {
     )
     .await
     .expect("allowed");
-    let graph = call(&dev, "memory__read_graph", json!({})).await.expect("allowed");
+    let graph = call(&dev, "memory__read_graph", json!({}))
+        .await
+        .expect("allowed");
     assert!(text_of(&graph).contains("filters MCP"), "{graph:?}");
 
     // A result with structuredContent that satisfies its outputSchema passes.
@@ -293,9 +302,13 @@ async fn refused_calls_are_json_rpc_errors_with_the_violations() {
 
     let reader = connect(&gateway, "sk-dev", Some("reader")).await;
     let path = files.join("x.txt").display().to_string();
-    let error = call(&reader, "files__write_file", json!({"path": path, "content": "no"}))
-        .await
-        .expect_err("write_file is not the reader's");
+    let error = call(
+        &reader,
+        "files__write_file",
+        json!({"path": path, "content": "no"}),
+    )
+    .await
+    .expect_err("write_file is not the reader's");
     assert_eq!(error.code.0, -32001);
     let data = refusal_data(&error);
     assert_eq!(data["type"], "tool_call_blocked");
@@ -360,8 +373,15 @@ async fn arguments_are_checked_against_the_input_schema_before_forwarding() {
         .iter()
         .map(|violation| violation["instance_path"].as_str().unwrap_or_default())
         .collect();
-    assert!(paths.contains(&"/a") && paths.contains(&"/b"), "{violations:?}");
-    assert!(violations.iter().all(|violation| violation["check"] == "schema"));
+    assert!(
+        paths.contains(&"/a") && paths.contains(&"/b"),
+        "{violations:?}"
+    );
+    assert!(
+        violations
+            .iter()
+            .all(|violation| violation["check"] == "schema")
+    );
     assert_eq!(violations[0]["tool"], "everything__get-sum");
 
     let error = call(
@@ -450,7 +470,9 @@ impl Plugin for LimitSums {
                     .and_then(|arguments| arguments["a"].as_f64())
                     .is_some_and(|a| a > 100.0)
             })
-            .map(|call| Violation::on_call(Check::Rule, "sum_too_large", call, "a must be at most 100"))
+            .map(|call| {
+                Violation::on_call(Check::Rule, "sum_too_large", call, "a must be at most 100")
+            })
             .collect();
         if violations.is_empty() {
             Verdict::Continue
@@ -484,15 +506,21 @@ async fn the_route_plugins_govern_mcp_tools_by_qualified_name() {
     let runtime = Runtime::with_plugins(|registry| {
         PluginRegistry::builtin(registry).with(Arc::new(LimitSumsFactory))
     });
-    let gateway =
-        TestGateway::start_with(&upstream, &standard_config(&servers, &files, extra), runtime)
-            .await;
+    let gateway = TestGateway::start_with(
+        &upstream,
+        &standard_config(&servers, &files, extra),
+        runtime,
+    )
+    .await;
     wait_until_ready(&gateway, &["everything", "memory", "files"]).await;
     let dev = connect(&gateway, "sk-dev", None).await;
 
     let names = tool_names(&dev).await;
     assert!(!names.contains(&"everything__echo".to_owned()), "{names:?}");
-    assert!(names.contains(&"everything__get-sum".to_owned()), "{names:?}");
+    assert!(
+        names.contains(&"everything__get-sum".to_owned()),
+        "{names:?}"
+    );
 
     let error = call(&dev, "everything__echo", json!({"message": "hi"}))
         .await
@@ -534,7 +562,9 @@ async fn the_route_plugins_govern_mcp_tools_by_qualified_name() {
         .await
         .expect("text");
     assert!(
-        metrics.contains(r#"toolgate_mcp_calls_total{route="/mcp",server="everything",outcome="blocked"} 2"#),
+        metrics.contains(
+            r#"toolgate_mcp_calls_total{route="/mcp",server="everything",outcome="blocked"} 2"#
+        ),
         "{metrics}"
     );
 }
@@ -572,7 +602,12 @@ async fn a_killed_backend_is_restarted_and_a_hung_call_times_out() {
     // Until it is back, calls get a clear error, never a hang; then it answers again.
     let mut restarted = None;
     for _ in 0..300 {
-        let health: Value = gateway.admin_get("/health").await.json().await.expect("JSON");
+        let health: Value = gateway
+            .admin_get("/health")
+            .await
+            .json()
+            .await
+            .expect("JSON");
         let memory = &health["mcp_servers"]["memory"];
         if memory["state"] == "ready" && memory["pid"].as_u64() != Some(pid) {
             restarted = Some(memory.clone());
@@ -624,7 +659,12 @@ allowed_servers = ["silent", "garbage", "everything"]
     }
     let mut health = Value::Null;
     for _ in 0..100 {
-        health = gateway.admin_get("/health").await.json().await.expect("JSON");
+        health = gateway
+            .admin_get("/health")
+            .await
+            .json()
+            .await
+            .expect("JSON");
         if ["silent", "garbage"]
             .iter()
             .all(|server| health["mcp_servers"][server]["last_error"].is_string())
@@ -635,7 +675,10 @@ allowed_servers = ["silent", "garbage", "everything"]
     }
     for server in ["silent", "garbage"] {
         assert_ne!(health["mcp_servers"][server]["state"], "ready", "{health}");
-        assert!(health["mcp_servers"][server]["last_error"].is_string(), "{health}");
+        assert!(
+            health["mcp_servers"][server]["last_error"].is_string(),
+            "{health}"
+        );
     }
     // The good backend is untouched.
     call(&ops, "everything__echo", json!({"message": "fine"}))
@@ -644,7 +687,11 @@ allowed_servers = ["silent", "garbage", "everything"]
 }
 
 /// Sends raw bytes to the MCP route and returns the status and the JSON-RPC answer.
-async fn raw_post(gateway: &TestGateway, body: impl Into<reqwest::Body>, session: Option<&str>) -> (u16, Value) {
+async fn raw_post(
+    gateway: &TestGateway,
+    body: impl Into<reqwest::Body>,
+    session: Option<&str>,
+) -> (u16, Value) {
     let mut request = reqwest::Client::new()
         .post(format!("{}/mcp", gateway.url()))
         .header("authorization", "Bearer sk-dev")
@@ -659,7 +706,11 @@ async fn raw_post(gateway: &TestGateway, body: impl Into<reqwest::Body>, session
     // An SSE answer carries the JSON-RPC message in its data line.
     let json_text = text
         .lines()
-        .find_map(|line| line.strip_prefix("data:").map(str::trim).filter(|data| data.starts_with('{')))
+        .find_map(|line| {
+            line.strip_prefix("data:")
+                .map(str::trim)
+                .filter(|data| data.starts_with('{'))
+        })
         .unwrap_or(text.as_str())
         .to_owned();
     let value = serde_json::from_str(&json_text)
@@ -684,7 +735,12 @@ async fn malformed_messages_unknown_methods_and_oversized_ones_get_json_rpc_erro
     assert_eq!(status, 400);
     assert_eq!(answer["error"]["code"], -32700);
 
-    let (status, answer) = raw_post(&gateway, format!("{{\"pad\":\"{}\"}}", "x".repeat(5000)), None).await;
+    let (status, answer) = raw_post(
+        &gateway,
+        format!("{{\"pad\":\"{}\"}}", "x".repeat(5000)),
+        None,
+    )
+    .await;
     assert_eq!(status, 413);
     assert_eq!(answer["error"]["code"], -32600);
     assert_eq!(answer["error"]["data"]["code"], "message_too_large");
@@ -721,7 +777,12 @@ async fn malformed_messages_unknown_methods_and_oversized_ones_get_json_rpc_erro
     assert_eq!(answer["error"]["code"], -32601, "{answer}");
     assert_eq!(answer["id"], 2);
 
-    let (status, answer) = raw_post(&gateway, json!({"hello": "world"}).to_string(), Some(&session)).await;
+    let (status, answer) = raw_post(
+        &gateway,
+        json!({"hello": "world"}).to_string(),
+        Some(&session),
+    )
+    .await;
     assert!(status >= 400, "{status} {answer}");
     assert!(answer["error"]["code"].is_i64(), "{answer}");
 
@@ -734,7 +795,10 @@ async fn malformed_messages_unknown_methods_and_oversized_ones_get_json_rpc_erro
     )
     .await;
     assert_eq!(answer["id"], 3, "{answer}");
-    assert!([-32601, -32602].contains(&answer["error"]["code"].as_i64().unwrap_or_default()), "{answer}");
+    assert!(
+        [-32601, -32602].contains(&answer["error"]["code"].as_i64().unwrap_or_default()),
+        "{answer}"
+    );
 
     // A session toolgate never issued.
     let (status, answer) = raw_post(
@@ -806,4 +870,57 @@ kind = "mcp"
         .expect("through HTTP");
     assert!(text_of(&sum).contains("42"), "{sum:?}");
     let _ = backend.kill().await;
+}
+
+#[test]
+fn mcp_config_mistakes_are_located_and_all_reported() {
+    let plugins = PluginRegistry::empty();
+    let text = "[tenants.dev]\napi_keys = [\"k\"]\n\n\
+                [mcp_servers.both]\ncommand = \"node\"\nurl = \"http://127.0.0.1:1/mcp\"\n\n\
+                [mcp_servers.neither]\nexposed_tools = [\"\"]\n\n\
+                [mcp_servers.\"bad__name\"]\ncommand = \"x\"\nheaders = { a = \"b\" }\n\n\
+                [mcp_servers.web]\nurl = \"ftp://example.com\"\n\n\
+                [mcp_servers.ok]\ncommand = \"x\"\ncall_timeout_ms = 0\ncolour = \"red\"\n";
+    let errors = match toolgate::Config::from_toml(text, "m.toml", &plugins) {
+        Ok(_) => panic!("an unknown key is refused"),
+        Err(errors) => errors.to_string(),
+    };
+    assert!(
+        errors.contains("m.toml:21:1: mcp_servers.ok.colour"),
+        "{errors}"
+    );
+
+    let text = "[tenants.dev]\napi_keys = [\"k\"]\nagents = [\"reader\"]\n\n\
+                [mcp_servers.both]\ncommand = \"node\"\nurl = \"http://127.0.0.1:1/mcp\"\n\n\
+                [mcp_servers.neither]\nexposed_tools = [\"\"]\n\n\
+                [mcp_servers.\"bad__name\"]\ncommand = \"x\"\nheaders = { a = \"b\" }\n\n\
+                [mcp_servers.web]\nurl = \"ftp://example.com\"\n\n\
+                [mcp_servers.ok]\ncommand = \"x\"\ncall_timeout_ms = 0\n\n\
+                [mcp.agent_policies.stranger]\nallowed_servers = [\"ok\", \"nowhere\"]\n\n\
+                [mcp.agent_policies.reader]\nallowed_servers = [\"ok\"]\ntool_overrides = { web = [\"x\"] }\n\n\
+                [[routes]]\npath = \"/mcp\"\nkind = \"mcp\"\nupstream = \"llm\"\n\n\
+                [[routes]]\npath = \"/other\"\nkind = \"tools\"\n";
+    let errors = match toolgate::Config::from_toml(text, "m.toml", &plugins) {
+        Ok(_) => panic!("the config is wrong in many places"),
+        Err(errors) => errors.to_string(),
+    };
+    for expected in [
+        "m.toml:7:1: mcp_servers.both.url: set either command",
+        "mcp_servers.neither: an MCP server needs command",
+        "mcp_servers.neither.exposed_tools[0]: a tool name must not be empty",
+        "mcp_servers.bad__name: a server name must not contain '__'",
+        "mcp_servers.bad__name.headers: headers are for url servers",
+        "mcp_servers.web.url: 'ftp://example.com' is not an http(s) URL",
+        "mcp_servers.ok.call_timeout_ms: must be greater than 0",
+        "mcp.agent_policies.stranger: 'stranger' is neither a tenant nor an agent",
+        "mcp.agent_policies.stranger.allowed_servers[1]: unknown MCP server 'nowhere'",
+        "mcp.agent_policies.reader.tool_overrides.web: 'web' is not in this policy's allowed_servers",
+        "routes[0].upstream: an MCP route has no upstream",
+        "routes[1].kind: unknown kind 'tools' (one of: llm, mcp)",
+    ] {
+        assert!(
+            errors.contains(expected),
+            "missing «{expected}» in:\n{errors}"
+        );
+    }
 }

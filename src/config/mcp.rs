@@ -147,9 +147,7 @@ fn transport(
                 ));
             }
             if command.0.trim().is_empty() {
-                errors.push(
-                    source.error_at_key(&path.clone().key("command"), "must not be empty"),
-                );
+                errors.push(source.error_at_key(&path.clone().key("command"), "must not be empty"));
                 return None;
             }
             Some(Transport::Stdio {
@@ -182,10 +180,10 @@ fn transport(
                     if matches!(uri.scheme_str(), Some("http" | "https"))
                         && uri.host().is_some() => {}
                 _ => {
-                    errors.push(source.error_at_key(
-                        &url_path,
-                        format!("'{}' is not an http(s) URL", url.0),
-                    ));
+                    errors.push(
+                        source
+                            .error_at_key(&url_path, format!("'{}' is not an http(s) URL", url.0)),
+                    );
                     return None;
                 }
             }
@@ -200,8 +198,9 @@ fn transport(
                         value.set_sensitive(true);
                         headers.push((name, value));
                     }
-                    (Err(_), _) => errors
-                        .push(source.error_at_key(&header_path, "not a valid header name")),
+                    (Err(_), _) => {
+                        errors.push(source.error_at_key(&header_path, "not a valid header name"))
+                    }
                     (_, Err(_)) => errors.push(source.error_at_key(
                         &header_path,
                         "not a valid header value (visible ASCII only)",
@@ -219,7 +218,9 @@ fn transport(
 fn check_names(names: &[String], path: &KeyPath, source: &Source, errors: &mut Vec<ConfigError>) {
     for (index, name) in names.iter().enumerate() {
         if name.trim().is_empty() {
-            errors.push(source.error_at_key(&path.clone().index(index), "a tool name must not be empty"));
+            errors.push(
+                source.error_at_key(&path.clone().index(index), "a tool name must not be empty"),
+            );
         }
     }
 }

@@ -49,7 +49,10 @@ impl McpHub {
     /// Starts (or restarts, or stops) backends so that exactly `config.servers` run, keeping
     /// those whose settings did not change — and their connections — as they are.
     pub fn apply(self: &Arc<Self>, config: &McpConfig) {
-        let _guard = self.reconcile.lock().unwrap_or_else(PoisonError::into_inner);
+        let _guard = self
+            .reconcile
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let current = self.backends.load_full();
         let mut next = BTreeMap::new();
         for (name, settings) in &config.servers {
@@ -71,9 +74,10 @@ impl McpHub {
             }
         }
         let changed = current.keys().ne(next.keys())
-            || current
-                .iter()
-                .any(|(name, backend)| next.get(name).is_none_or(|kept| !Arc::ptr_eq(kept, backend)));
+            || current.iter().any(|(name, backend)| {
+                next.get(name)
+                    .is_none_or(|kept| !Arc::ptr_eq(kept, backend))
+            });
         self.backends.store(Arc::new(next));
         if changed {
             self.tools_changed();
@@ -227,10 +231,7 @@ impl Backend {
             connection: ArcSwapOption::empty(),
             supervisor: Mutex::new(None),
         });
-        let task = tokio::spawn(supervise(
-            Arc::downgrade(&backend),
-            Arc::downgrade(hub),
-        ));
+        let task = tokio::spawn(supervise(Arc::downgrade(&backend), Arc::downgrade(hub)));
         *backend
             .supervisor
             .lock()
@@ -322,16 +323,21 @@ type Running = RunningService<RoleClient, BackendClient>;
 async fn supervise(backend: std::sync::Weak<Backend>, hub: std::sync::Weak<McpHub>) {
     let mut failures: u32 = 0;
     loop {
-        let Some(current) = backend.upgrade() else { return };
+        let Some(current) = backend.upgrade() else {
+            return;
+        };
         current.update(|status| status.state = BackendState::Starting);
         let settings = current.settings.clone();
         drop(current);
         let (refresh_sender, mut refresh) = mpsc::channel(1);
         let started = tokio::time::timeout(
             settings.startup_timeout,
-            connect(&settings, BackendClient {
-                refresh: refresh_sender,
-            }),
+            connect(
+                &settings,
+                BackendClient {
+                    refresh: refresh_sender,
+                },
+            ),
         )
         .await
         .unwrap_or_else(|_| {
@@ -343,7 +349,8 @@ async fn supervise(backend: std::sync::Weak<Backend>, hub: std::sync::Weak<McpHu
         let outcome = match started {
             Ok((running, pid)) => {
                 let connected = Instant::now();
-                let ended = serve_connection(&backend, &hub, &settings, running, pid, &mut refresh).await;
+                let ended =
+                    serve_connection(&backend, &hub, &settings, running, pid, &mut refresh).await;
                 if connected.elapsed() >= HEALTHY_RUN {
                     failures = 0;
                 }
@@ -351,7 +358,9 @@ async fn supervise(backend: std::sync::Weak<Backend>, hub: std::sync::Weak<McpHu
             }
             Err(error) => Err(error),
         };
-        let Some(current) = backend.upgrade() else { return };
+        let Some(current) = backend.upgrade() else {
+            return;
+        };
         current.connection.store(None);
         let message = match outcome {
             Ok(reason) => reason,
@@ -411,7 +420,10 @@ async fn serve_connection(
     }
 }
 
-async fn list_tools(peer: &Peer<RoleClient>, settings: &ServerSettings) -> Result<Vec<Tool>, String> {
+async fn list_tools(
+    peer: &Peer<RoleClient>,
+    settings: &ServerSettings,
+) -> Result<Vec<Tool>, String> {
     match tokio::time::timeout(settings.startup_timeout, peer.list_all_tools()).await {
         Err(_) => Err(format!(
             "tools/list did not answer within {} ms",
@@ -517,8 +529,8 @@ async fn connect(
         Transport::Http { url, headers } => {
             let headers: HashMap<http::HeaderName, http::HeaderValue> =
                 headers.iter().cloned().collect();
-            let config = StreamableHttpClientTransportConfig::with_uri(url.clone())
-                .custom_headers(headers);
+            let config =
+                StreamableHttpClientTransportConfig::with_uri(url.clone()).custom_headers(headers);
             let transport = StreamableHttpClientTransport::from_config(config);
             let running = client
                 .serve(transport)

@@ -140,7 +140,9 @@ async fn answer(
             );
         }
     };
-    if parts.method == http::Method::POST && serde_json::from_slice::<serde::de::IgnoredAny>(&body).is_err() {
+    if parts.method == http::Method::POST
+        && serde_json::from_slice::<serde::de::IgnoredAny>(&body).is_err()
+    {
         return refusal(
             StatusCode::BAD_REQUEST,
             ErrorCode::PARSE_ERROR.0,

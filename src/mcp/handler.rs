@@ -12,16 +12,16 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ErrorCode, ErrorData,
-    Implementation, InitializeResult, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
-    ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ErrorCode, ErrorData, Implementation,
+    InitializeResult, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{RoleServer, ServerHandler};
 use serde_json::json;
 use toolgate_plugin::{
-    CompletedExchange, DeclaredTool, ErrorShape, ExchangeMeta, Parsed, Rejection,
-    ResponseExchange, ToolCall, ToolRequest, ToolResponse, Violation, WireFormat,
+    CompletedExchange, DeclaredTool, ErrorShape, ExchangeMeta, Parsed, Rejection, ResponseExchange,
+    ToolCall, ToolRequest, ToolResponse, Violation, WireFormat,
 };
 
 use super::backend::{Backend, CallFailure, Connection};
@@ -32,7 +32,9 @@ use crate::error::ErrorReport;
 use crate::pipeline::StageOutcome;
 use crate::router::Route;
 use crate::server::GatewayState;
-use crate::telemetry::{AuditCall, AuditRecord, AuditVerdict, McpAudit, Timings, millis, now_rfc3339};
+use crate::telemetry::{
+    AuditCall, AuditRecord, AuditVerdict, McpAudit, Timings, millis, now_rfc3339,
+};
 
 /// toolgate's JSON-RPC error codes (the server-defined range), stable for programs.
 pub mod codes {
@@ -452,7 +454,7 @@ async fn call_tool_checked(
         }
     }
 
-    let state = scope.state.clone();
+    // Accounting (budgets) sees the delivered call, in the background as on LLM routes.
     let (route, meta, headers) = (
         scope.route.clone(),
         scope.meta.clone(),
@@ -460,7 +462,6 @@ async fn call_tool_checked(
     );
     let elapsed = record.started.elapsed();
     tokio::spawn(async move {
-        let _ = state;
         let delivered = [call];
         route
             .chain
@@ -488,7 +489,11 @@ enum Refusal {
 
 /// Finds the offered tool a requested name means: `server__tool`, `server:tool`, or a bare
 /// name that exactly one offered server has.
-fn resolve<'a>(scope: &RequestScope, offers: &'a [Offer], name: &str) -> Result<&'a Offer, Refusal> {
+fn resolve<'a>(
+    scope: &RequestScope,
+    offers: &'a [Offer],
+    name: &str,
+) -> Result<&'a Offer, Refusal> {
     let backends = scope.state.mcp.backends();
     let policy: &Policy = &scope.config.mcp.policy;
     let violation = |code: &str, message: String| {

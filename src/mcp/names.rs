@@ -80,14 +80,24 @@ mod tests {
         for good in ["memory", "fs-1", "git_hub", "A9"] {
             assert_eq!(server_name_problem(good), None, "{good}");
         }
-        for bad in ["", "a__b", "trailing_", "dot.ted", "sp ace", &"x".repeat(49)] {
+        for bad in [
+            "",
+            "a__b",
+            "trailing_",
+            "dot.ted",
+            "sp ace",
+            &"x".repeat(49),
+        ] {
             assert!(server_name_problem(bad).is_some(), "{bad}");
         }
     }
 
     #[test]
     fn qualified_names_are_valid_mcp_names_or_nothing() {
-        assert_eq!(qualify("memory", "read_graph").as_deref(), Some("memory__read_graph"));
+        assert_eq!(
+            qualify("memory", "read_graph").as_deref(),
+            Some("memory__read_graph")
+        );
         assert_eq!(qualify("fs", "a.b-c").as_deref(), Some("fs__a.b-c"));
         assert_eq!(qualify("fs", &"t".repeat(126)), None);
         assert_eq!(qualify("fs", "has space"), None);
@@ -100,17 +110,32 @@ mod tests {
         let servers = |name: &str| matches!(name, "memory" | "fs");
         assert_eq!(
             parse_requested("memory__read_graph", servers),
-            RequestedTool::Qualified { server: "memory", tool: "read_graph" }
+            RequestedTool::Qualified {
+                server: "memory",
+                tool: "read_graph"
+            }
         );
         assert_eq!(
             parse_requested("memory:read_graph", servers),
-            RequestedTool::Qualified { server: "memory", tool: "read_graph" }
+            RequestedTool::Qualified {
+                server: "memory",
+                tool: "read_graph"
+            }
         );
         assert_eq!(
             parse_requested("fs__x__y", servers),
-            RequestedTool::Qualified { server: "fs", tool: "x__y" }
+            RequestedTool::Qualified {
+                server: "fs",
+                tool: "x__y"
+            }
         );
-        assert_eq!(parse_requested("x__y", servers), RequestedTool::Bare("x__y"));
-        assert_eq!(parse_requested("echo", servers), RequestedTool::Bare("echo"));
+        assert_eq!(
+            parse_requested("x__y", servers),
+            RequestedTool::Bare("x__y")
+        );
+        assert_eq!(
+            parse_requested("echo", servers),
+            RequestedTool::Bare("echo")
+        );
     }
 }

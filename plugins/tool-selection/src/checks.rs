@@ -148,8 +148,9 @@ impl SchemaChecker {
     /// A checker with its own cache whose compilations are counted nowhere (for a gateway
     /// built without the tool_selection factory, and for tests).
     pub fn standalone() -> Self {
-        let metrics =
-            crate::metrics::Metrics::register(&mut prometheus_client::registry::Registry::default());
+        let metrics = crate::metrics::Metrics::register(
+            &mut prometheus_client::registry::Registry::default(),
+        );
         SchemaChecker::new(SchemaCache::new(metrics))
     }
 
@@ -411,5 +412,41 @@ mod tests {
         assert_eq!(message.chars().count(), MAX_MESSAGE_CHARS + 1);
         assert!(message.ends_with('…'));
         assert_eq!(truncate("short".to_owned()), "short");
+    }
+
+    #[test]
+    fn the_schema_checker_checks_results_like_arguments() {
+        let checker = SchemaChecker::standalone();
+        let call = ToolCall::function(Some("7".into()), "weather__get", "{}".into());
+        let schema = r#"{"type":"object","properties":{"temperature":{"type":"number"}},"required":["temperature"]}"#;
+        assert!(
+            checker
+                .check_result(&call, schema, &json!({"temperature": 3}))
+                .is_empty()
+        );
+        let violations = checker.check_result(&call, schema, &json!({"temperature": "hot"}));
+        assert_eq!(violations.len(), 1, "{violations:?}");
+        assert_eq!(violations[0].code, "output_schema_violation");
+        assert_eq!(violations[0].instance_path.as_deref(), Some("/temperature"));
+        assert!(
+            violations[0]
+                .message
+                .starts_with("the result of 'weather__get' at /temperature")
+        );
+        assert_eq!(violations[0].tool_call_id.as_deref(), Some("7"));
+        let missing = checker.check_result(&call, schema, &json!({}));
+        assert_eq!(missing[0].instance_path.as_deref(), Some("/temperature"));
+        let broken = checker.check_result(&call, r#"{"type":"nope"}"#, &json!({}));
+        assert_eq!(broken[0].code, "invalid_schema");
+
+        let tool = toolgate_plugin::DeclaredTool::function(
+            "weather__get",
+            Some(&serde_json::from_str(schema).expect("JSON")),
+        );
+        let bad = ToolCall::function(None, "weather__get", r#"{"temperature":"hot"}"#.into());
+        assert_eq!(
+            checker.check_arguments(&tool, &bad)[0].code,
+            "schema_violation"
+        );
     }
 }

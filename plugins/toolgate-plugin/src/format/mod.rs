@@ -230,8 +230,7 @@ impl RequestHead<'_> {
     }
 }
 
-const NO_MCP_BODIES: &str =
-    "MCP messages are read by the MCP endpoint; build the views with from_declared_tools / from_calls";
+const NO_MCP_BODIES: &str = "MCP messages are read by the MCP endpoint; build the views with from_declared_tools / from_calls";
 
 /// What the checks need from a request.
 #[derive(Debug, Clone)]
@@ -267,7 +266,7 @@ impl ToolRequest {
     pub fn remove_declared_tools(&mut self, names: &[String]) -> bool {
         let before = self.declared_tools.len();
         self.declared_tools
-            .retain(|tool| !names.iter().any(|name| *name == tool.name));
+            .retain(|tool| !names.contains(&tool.name));
         self.declared_tools.len() != before
     }
 
