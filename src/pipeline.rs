@@ -156,7 +156,14 @@ impl Chain {
                                     parsed.remove_declared_tools(names);
                                 }
                             }
-                            Edit::StripToolFields | Edit::Annotate(..) => {}
+                            Edit::StripToolFields => {
+                                if format == WireFormat::Mcp
+                                    && let Parsed::Parsed(parsed) = request
+                                {
+                                    parsed.declared_tools.clear();
+                                }
+                            }
+                            Edit::Annotate(..) => {}
                             Edit::ReplaceArguments { .. } => {
                                 tracing::warn!(plugin = %entry.name, "ignored an arguments edit before the response exists");
                             }

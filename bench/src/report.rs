@@ -152,7 +152,7 @@ fn thousands(value: f64) -> String {
     let text = whole.to_string();
     let mut out = String::new();
     for (index, digit) in text.chars().enumerate() {
-        if index > 0 && (text.len() - index) % 3 == 0 {
+        if index > 0 && (text.len() - index).is_multiple_of(3) {
             out.push(',');
         }
         out.push(digit);

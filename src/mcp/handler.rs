@@ -202,6 +202,7 @@ struct Record {
     backend_time: Duration,
     checks_time: Duration,
     tool_error: bool,
+    annotations: serde_json::Map<String, serde_json::Value>,
 }
 
 impl Record {
@@ -217,10 +218,14 @@ impl Record {
             backend_time: Duration::ZERO,
             checks_time: Duration::ZERO,
             tool_error: false,
+            annotations: serde_json::Map::new(),
         }
     }
 
     fn absorb(&mut self, outcome: &StageOutcome) {
+        for (key, value) in &outcome.annotations {
+            self.annotations.insert(key.clone(), value.clone());
+        }
         for observed in &outcome.observed {
             self.observed
                 .extend(observed.rejection.violations.iter().cloned());
@@ -283,6 +288,7 @@ impl Record {
                 upstream: millis(self.backend_time),
                 checks: millis(self.checks_time),
             },
+            annotations: self.annotations,
             mcp: Some(McpAudit {
                 method: self.method,
                 server: self.server,

@@ -33,7 +33,7 @@ pub use backend::McpHub;
 pub use policy::{AgentPolicy, Caller, DefaultPolicy, Policy};
 
 /// The header a tenant asserts one of its agents with.
-pub const AGENT_HEADER: &str = "x-toolgate-agent";
+pub use toolgate_plugin::directives::AGENT_HEADER;
 
 /// `[mcp_servers]` and `[mcp]` of one configuration.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -411,7 +411,10 @@ mod tests {
             denied_tools: vec!["read_*".into()],
             ..Tenant::default()
         };
-        let plugin = plugin_for(json!({"access_level": "elevated"}), &[sandboxed.clone()]);
+        let plugin = plugin_for(
+            json!({"access_level": "elevated"}),
+            std::slice::from_ref(&sandboxed),
+        );
         assert!(
             !permitted(&plugin, "run_query", Some(&sandboxed)),
             "the tenant's level wins"

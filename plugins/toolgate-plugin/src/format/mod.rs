@@ -166,6 +166,9 @@ impl WireFormat {
         body: &[u8],
         edits: &[Edit],
     ) -> Result<Option<Bytes>, ParseError> {
+        if self == WireFormat::Mcp {
+            return Ok(None);
+        }
         if edits.contains(&Edit::StripToolFields) {
             return strip_fields(body, self.tool_fields());
         }
@@ -191,6 +194,7 @@ impl WireFormat {
             ],
             WireFormat::Responses => &["tools", "tool_choice", "parallel_tool_calls"],
             WireFormat::AnthropicMessages => &["tools", "tool_choice"],
+            WireFormat::Mcp => &[],
         }
     }
 }
@@ -257,6 +261,7 @@ impl ToolRequest {
             declared_tools,
             stream: false,
             model: None,
+            directives: None,
             body: Bytes::new(),
         }
     }
