@@ -11,7 +11,9 @@ packages=(
 )
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   if command -v apt-get >/dev/null 2>&1; then
-    apt-get install -y nodejs npm
+    echo "== installing node and npm"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm
   else
     echo "node and npm are needed for the MCP tests" >&2
     exit 1
