@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::upstream::{chat_completion, judge_verdict};
+use common::upstream::{chat_completion, chat_stream, judge_verdict};
 use common::{Reply, ScriptedUpstream, TestGateway};
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
@@ -254,6 +254,48 @@ async fn the_example_service_denies_with_a_403_carrying_its_violations() {
     ] {
         assert!(text.contains(expected), "{expected} in\n{text}");
     }
+}
+
+#[tokio::test]
+async fn a_streamed_answer_is_checked_by_the_service_before_its_calls_are_released() {
+    let upstream = ScriptedUpstream::start().await;
+    let validator = Validator::start().await;
+    let config = format!(
+        "{}{}",
+        service("argcheck", &validator.url, ARGCHECK_PARAMS),
+        route(
+            "/v1",
+            &instance(
+                "",
+                "service = \"argcheck\"\nconfig = { deny_substrings = [\"drop table\"] }"
+            ),
+        ),
+    );
+    let gateway = TestGateway::start(&upstream, &config).await;
+    let mut streamed = request();
+    streamed["stream"] = json!(true);
+
+    upstream.push(Reply::sse_events(&chat_stream(
+        &[("call_1", "run_sql", r#"{"q":"DROP TABLE users"}"#)],
+        None,
+    )));
+    let (status, body) = answer_of(gateway.post("/v1/chat/completions", &streamed).await).await;
+    assert_eq!(status, 403, "nothing was sent yet, so a real 403: {body}");
+    assert_eq!(body["error"]["code"], "denied_substring");
+    assert_eq!(body["error"]["violations"][0]["tool_call_id"], "call_1");
+
+    upstream.push(Reply::sse_events(&chat_stream(
+        &[("call_1", "run_sql", r#"{"q":"select 1"}"#)],
+        Some("Running it."),
+    )));
+    let response = gateway.post("/v1/chat/completions", &streamed).await;
+    assert_eq!(response.status(), 200);
+    let text = response.text().await.expect("the stream");
+    // Arguments arrive in fragments; the call's header fragment names the tool.
+    assert!(
+        text.contains(r#""name":"run_sql""#) && text.contains("data: [DONE]"),
+        "{text}"
+    );
 }
 
 #[tokio::test]
@@ -808,5 +850,33 @@ fn toolgate_check_reports_each_malformed_descriptor_and_exits_2() {
         ),
     ] {
         assert!(errors.contains(&expected), "{expected}\nin\n{errors}");
+    }
+}
+
+#[test]
+fn the_commented_service_example_in_gateway_toml_loads_once_uncommented() {
+    let shipped = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/gateway.toml"))
+        .expect("gateway.toml");
+    let mut uncommenting = false;
+    let mut lines = Vec::new();
+    for line in shipped.lines() {
+        if line.starts_with("# [services.argcheck]")
+            || line.starts_with("# [[routes.plugins]]") && line.contains("validator service")
+        {
+            uncommenting = true;
+        }
+        if uncommenting && !line.starts_with("# ") {
+            uncommenting = false;
+        }
+        lines.push(if uncommenting { &line[2..] } else { line });
+    }
+    let text = lines.join("\n");
+    assert!(
+        text.contains("\n[services.argcheck]\n"),
+        "the example is in gateway.toml"
+    );
+    assert!(text.contains("\nname = \"service\"\n"), "with its instance");
+    if let Err(errors) = Config::from_toml(&text, "gateway.toml", &Runtime::new().plugins) {
+        panic!("the uncommented example does not load:\n{errors}");
     }
 }

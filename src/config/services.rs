@@ -67,19 +67,21 @@ pub(super) fn build_services(
                 (_, Err(_)) => fail(&key, "not a valid header value".to_owned()),
             }
         }
-        if let Some(token) = &entry.bearer_token {
+        // An empty token means none, so `${TOKEN:-}` makes authentication optional.
+        if let Some(token) = entry.bearer_token.as_ref().map(|token| token.0.trim())
+            && !token.is_empty()
+        {
             if headers.contains_key(header::AUTHORIZATION) {
                 fail(
                     "bearer_token",
                     "set either bearer_token or headers.authorization, not both".to_owned(),
                 );
             }
-            match HeaderValue::from_str(&format!("Bearer {}", token.0.trim())) {
-                Ok(mut value) if !token.0.trim().is_empty() => {
+            match HeaderValue::from_str(&format!("Bearer {token}")) {
+                Ok(mut value) => {
                     value.set_sensitive(true);
                     headers.insert(header::AUTHORIZATION, value);
                 }
-                Ok(_) => fail("bearer_token", "the token must not be empty".to_owned()),
                 Err(_) => fail(
                     "bearer_token",
                     "the token is not a valid header value".to_owned(),

@@ -119,3 +119,55 @@ impl PluginFactory for ServiceFactory {
         )))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use serde_json::json;
+    use toolgate_plugin::BreakerSettings;
+
+    use super::*;
+
+    fn context(url: &str) -> BuildContext {
+        let descriptor = ServiceDescriptor {
+            name: "check".into(),
+            url: url.into(),
+            timeout: Duration::from_millis(100),
+            config_params: Vec::new(),
+            headers: Default::default(),
+            breaker: BreakerSettings::default(),
+        };
+        let mut context = BuildContext::default();
+        context.services = Arc::new(BTreeMap::from([("check".to_owned(), Arc::new(descriptor))]));
+        context
+    }
+
+    #[test]
+    fn instances_of_one_service_share_its_client_until_the_descriptor_changes() {
+        let factory = ServiceFactory::new(&mut Registry::default());
+        assert_eq!(
+            (factory.name(), factory.default_priority()),
+            ("service", 50)
+        );
+        let settings = json!({"service": "check"});
+        let first_load = context("http://127.0.0.1:1/v");
+        factory.build(&settings, &first_load).expect("valid");
+        let client = factory.client(&first_load.services["check"]);
+        // A reload with the same descriptor keeps the pool and the breaker.
+        let reload = context("http://127.0.0.1:1/v");
+        factory.build(&settings, &reload).expect("valid");
+        assert!(Arc::ptr_eq(
+            &client,
+            &factory.client(&reload.services["check"])
+        ));
+        // A changed descriptor gets a fresh client.
+        let moved = context("http://127.0.0.1:2/v");
+        factory.build(&settings, &moved).expect("valid");
+        assert!(!Arc::ptr_eq(
+            &client,
+            &factory.client(&moved.services["check"])
+        ));
+    }
+}
