@@ -344,6 +344,64 @@ async fn a_modify_before_the_request_removes_declared_tools_upstream() {
 }
 
 #[tokio::test]
+async fn a_pre_request_deny_never_reaches_the_upstream_and_observe_mode_only_records() {
+    let upstream = ScriptedUpstream::start().await;
+    let checker = ScriptedUpstream::start().await;
+    checker.set_default(Reply::json(
+        200,
+        json!({"decision": "deny", "violations": [{"code": "tool_not_approved",
+            "message": "drop_db needs a ticket"}]}),
+    ));
+    let config = format!(
+        "{}{}{}",
+        service("tickets", &checker.url(), ""),
+        route(
+            "/enforced",
+            &instance(
+                "",
+                "service = \"tickets\"\nstages = [\"pre_request\"]\ntools = [\"drop_*\"]"
+            ),
+        ),
+        route(
+            "/observed",
+            &instance(
+                "mode = \"observe\"",
+                "service = \"tickets\"\nstages = [\"pre_request\"]\ntools = [\"drop_*\"]"
+            ),
+        ),
+    );
+    let gateway = TestGateway::start(&upstream, &config).await;
+    let (status, body) = answer_of(
+        gateway
+            .post("/enforced/v1/chat/completions", &request())
+            .await,
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(body["error"]["code"], "tool_not_approved");
+    assert_eq!(upstream.request_count(), 0, "blocked before the upstream");
+    let envelope = checker.last_request().expect("asked").json();
+    assert_eq!(envelope["stage"], "pre_request");
+    assert_eq!(envelope["tool_calls"], json!([]));
+    assert_eq!(envelope["user"], Value::Null, "no tenants on this gateway");
+
+    upstream.push(calling(&[("call_1", "drop_db", "{}")]));
+    let response = gateway
+        .post("/observed/v1/chat/completions", &request())
+        .await;
+    assert_eq!(response.status(), 200);
+    let request_id = response
+        .headers()
+        .get("x-request-id")
+        .and_then(|value| value.to_str().ok())
+        .expect("a request id")
+        .to_owned();
+    let line = gateway.audit_line(&request_id).await;
+    assert_eq!(line["verdict"], "observed", "{line}");
+    assert_eq!(checker.request_count(), 2);
+}
+
+#[tokio::test]
 async fn one_service_backs_many_instances_each_with_its_own_config_and_tools() {
     let upstream = ScriptedUpstream::start().await;
     let validator = Validator::start().await;
