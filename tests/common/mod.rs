@@ -4,6 +4,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod redis;
+pub mod services;
 pub mod upstream;
 
 use std::net::SocketAddr;
