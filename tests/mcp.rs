@@ -46,8 +46,23 @@ fn servers_dir() -> Option<PathBuf> {
     None
 }
 
-/// A fresh, empty directory for one test.
-fn temp_dir(name: &str) -> PathBuf {
+/// A fresh, empty directory for one test, removed when the test ends.
+struct TempDir(PathBuf);
+
+impl std::ops::Deref for TempDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn temp_dir(name: &str) -> TempDir {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     let dir = std::env::temp_dir().join(format!(
         "toolgate-mcp-{name}-{}-{}",
@@ -56,7 +71,7 @@ fn temp_dir(name: &str) -> PathBuf {
     ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("a temp dir");
-    dir
+    TempDir(dir)
 }
 
 /// Three tenants: `dev` (who may also assert the agent `reader`), `ops`, and the servers.
@@ -350,6 +365,14 @@ async fn refused_calls_are_json_rpc_errors_with_the_violations() {
     let body: Value = raw.json().await.expect("JSON-RPC");
     assert_eq!(body["error"]["code"], -32005);
     assert_eq!(body["error"]["data"]["code"], "agent_not_held");
+    let request_id = body["error"]["data"]["request_id"]
+        .as_str()
+        .expect("a request id")
+        .to_owned();
+    let line = gateway.audit_line(&request_id).await;
+    assert_eq!(line["status"], 403);
+    assert_eq!(line["tenant"], "ops");
+    assert_eq!(line["refusal"], "agent_not_held");
     // No key at all.
     assert!(try_connect(&gateway, "sk-nobody", None).await.is_err());
 }
@@ -569,12 +592,31 @@ async fn the_route_plugins_govern_mcp_tools_by_qualified_name() {
     );
 }
 
+/// A client that counts `notifications/tools/list_changed`.
+#[derive(Clone, Default)]
+struct ListWatcher(Arc<AtomicUsize>);
+
+impl rmcp::ClientHandler for ListWatcher {
+    async fn on_tool_list_changed(&self, _context: rmcp::service::NotificationContext<RoleClient>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
 #[tokio::test]
 async fn a_killed_backend_is_restarted_and_a_hung_call_times_out() {
     let Some(servers) = servers_dir() else { return };
     let files = temp_dir("restart");
     let (_upstream, gateway) = start(&servers, &files, "").await;
     let dev = connect(&gateway, "sk-dev", None).await;
+    let watcher = ListWatcher::default();
+    let config = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", gateway.url()))
+        .auth_header("sk-dev");
+    let watching = watcher
+        .clone()
+        .serve(StreamableHttpClientTransport::from_config(config))
+        .await
+        .expect("a second session");
+    assert!(!tool_names_of(&watching).await.is_empty());
 
     let error = call(
         &dev,
@@ -623,6 +665,29 @@ async fn a_killed_backend_is_restarted_and_a_hung_call_times_out() {
     call(&dev, "memory__read_graph", json!({}))
         .await
         .expect("answers after its restart");
+    // Open sessions were told their tools changed (memory's went away, then came back).
+    for _ in 0..100 {
+        if watcher.0.load(Ordering::SeqCst) > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        watcher.0.load(Ordering::SeqCst) > 0,
+        "no tools/list_changed arrived"
+    );
+}
+
+async fn tool_names_of<S: rmcp::Service<RoleClient>>(
+    client: &RunningService<RoleClient, S>,
+) -> Vec<String> {
+    client
+        .list_all_tools()
+        .await
+        .expect("tools/list answers")
+        .into_iter()
+        .map(|tool| tool.name.to_string())
+        .collect()
 }
 
 #[tokio::test]
@@ -684,6 +749,60 @@ allowed_servers = ["silent", "garbage", "everything"]
     call(&ops, "everything__echo", json!({"message": "fine"}))
         .await
         .expect("the healthy backend answers");
+}
+
+#[tokio::test]
+async fn results_that_break_their_output_schema_or_are_garbage_are_errors() {
+    let Some(servers) = servers_dir() else { return };
+    let files = temp_dir("liar");
+    let liar = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/mcp/liar.js");
+    let extra = format!(
+        r#"
+[mcp_servers.liar]
+command = "node"
+args = ["{}"]
+call_timeout_ms = 1500
+
+[mcp.agent_policies.ops]
+allowed_servers = ["liar"]
+
+[mcp.default_policy]
+allow_unknown_tools = true
+"#,
+        liar.display()
+    );
+    let config = standard_config(&servers, &files, &extra).replace(
+        "[mcp.agent_policies.ops]\nallowed_servers = [\"everything\"]\n",
+        "",
+    );
+    let upstream = ScriptedUpstream::start().await;
+    let gateway = TestGateway::start(&upstream, &config).await;
+    wait_until_ready(&gateway, &["liar", "everything"]).await;
+    let ops = connect(&gateway, "sk-ops", None).await;
+
+    let error = call(&ops, "liar__lie", json!({}))
+        .await
+        .expect_err("the result breaks the outputSchema");
+    assert_eq!(error.code.0, -32004, "{error:?}");
+    let data = refusal_data(&error);
+    assert_eq!(data["violations"][0]["code"], "output_schema_violation");
+    assert_eq!(data["violations"][0]["instance_path"], "/n");
+    assert!(
+        error.message.starts_with("the tool's result was withheld"),
+        "{}",
+        error.message
+    );
+
+    let error = call(&ops, "liar__babble", json!({}))
+        .await
+        .expect_err("garbage is no answer");
+    // rmcp skips a line that is not JSON-RPC, so the call runs into its timeout.
+    assert_eq!(error.code.0, -32003, "{error:?}");
+    // The proxy is still there for everyone else.
+    let dev = connect(&gateway, "sk-dev", None).await;
+    call(&dev, "everything__echo", json!({"message": "fine"}))
+        .await
+        .expect("unaffected");
 }
 
 /// Sends raw bytes to the MCP route and returns the status and the JSON-RPC answer.

@@ -28,6 +28,7 @@ use crate::error::GatewayError;
 use crate::proxy::authenticate;
 use crate::router::Route;
 use crate::server::GatewayState;
+use crate::telemetry::{AuditRecord, AuditVerdict, Timings, now_rfc3339};
 
 type Service = StreamableHttpService<McpEndpoint, LocalSessionManager>;
 
@@ -86,6 +87,7 @@ async fn answer(
     let tenant = match authenticate(&config.tenants, route.auth, request.headers()) {
         Ok(tenant) => tenant,
         Err(error) => {
+            audit_refused(state, &route, &request, &request_id, None, 401, error.code).await;
             return refusal(
                 StatusCode::UNAUTHORIZED,
                 codes::UNAUTHORIZED,
@@ -102,6 +104,17 @@ async fn answer(
         (_, None) => tenant.as_ref().map(|tenant| tenant.name.clone()),
         (Some(tenant), Some(agent)) if tenant.agents.contains(&agent) => Some(agent),
         (_, Some(agent)) => {
+            let tenant = tenant.as_ref().map(|tenant| tenant.name.clone());
+            audit_refused(
+                state,
+                &route,
+                &request,
+                &request_id,
+                tenant,
+                403,
+                "agent_not_held",
+            )
+            .await;
             return refusal(
                 StatusCode::FORBIDDEN,
                 codes::UNAUTHORIZED,
@@ -197,6 +210,44 @@ fn is_json(headers: &http::HeaderMap) -> bool {
         .get(CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
         .is_some_and(|value| value.trim_start().starts_with("application/json"))
+}
+
+/// The audit line of a caller refused before MCP: who knocked is an audit trail's business.
+async fn audit_refused(
+    state: &GatewayState,
+    route: &Route,
+    request: &Request<Incoming>,
+    request_id: &str,
+    tenant: Option<String>,
+    status: u16,
+    code: &str,
+) {
+    if !state.audit.is_enabled() {
+        return;
+    }
+    let record = AuditRecord {
+        timestamp: now_rfc3339(),
+        request_id: request_id.to_owned(),
+        route: route.path.clone(),
+        method: request.method().to_string(),
+        path: request
+            .uri()
+            .path_and_query()
+            .map_or_else(|| "/".to_owned(), |pq| pq.as_str().to_owned()),
+        tenant,
+        status,
+        verdict: AuditVerdict::Blocked,
+        streamed: false,
+        plugins: route.chain.names().map(str::to_owned).collect(),
+        declared_tools: Vec::new(),
+        calls: Vec::new(),
+        violations: Vec::new(),
+        observed: Vec::new(),
+        timings_ms: Timings::default(),
+        annotations: serde_json::Map::from_iter([("refusal".to_owned(), json!(code))]),
+        mcp: None,
+    };
+    state.audit.write(&record).await;
 }
 
 /// A JSON-RPC error toolgate answers before a message reaches the MCP service (its id is not
