@@ -1043,3 +1043,29 @@ fn mcp_config_mistakes_are_located_and_all_reported() {
         );
     }
 }
+
+#[test]
+fn the_commented_mcp_example_in_gateway_toml_loads_once_uncommented() {
+    let shipped = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/gateway.toml"))
+        .expect("gateway.toml");
+    let (head, example) = shipped
+        .split_once("# MCP proxy (README \"MCP proxy\")")
+        .expect("the MCP example is in gateway.toml");
+    let uncommented: Vec<&str> = example
+        .lines()
+        .skip_while(|line| !line.starts_with("# [[routes]]"))
+        .take_while(|line| line.starts_with('#'))
+        .map(|line| line.strip_prefix("# ").unwrap_or(""))
+        .collect();
+    let text = format!("{head}\n{}\n", uncommented.join("\n"))
+        // Secrets stay `${VAR}` without a default in the example, so a missing one is an error.
+        .replace("${CLAUDE_DEV_KEY}", "sk-example")
+        .replace("${GITHUB_TOKEN}", "ghp-example");
+    assert!(text.contains("\nkind = \"mcp\""), "{text}");
+    let config = match toolgate::Config::from_toml(&text, "gateway.toml", &Runtime::new().plugins) {
+        Ok(config) => config,
+        Err(errors) => panic!("the uncommented MCP example does not load:\n{errors}"),
+    };
+    assert_eq!(config.mcp.servers.len(), 2);
+    assert_eq!(config.mcp.policy.agents.len(), 2);
+}
