@@ -298,11 +298,34 @@ async fn forward(
         let report = ErrorReport::of_rejection(rejection, &exchange.meta.request_id);
         return Ok(Step::Respond(report.response(exchange.error_shape())));
     }
+    let mut bytes = bytes;
     if !outcome.response_edits.is_empty() {
-        tracing::warn!(request_id = %exchange.meta.request_id, "response body edits are not supported for this format yet; forwarded unchanged");
+        // Re-serialized only when an edit applies; otherwise the upstream's bytes go as they are.
+        match exchange
+            .format
+            .apply_response_edits(&bytes, &outcome.response_edits)
+        {
+            Ok(Some(edited)) => {
+                bytes = edited;
+                response_parts.headers.remove(header::CONTENT_LENGTH);
+            }
+            Ok(None) => {
+                tracing::warn!(request_id = %exchange.meta.request_id, "a response edit named no call of the answer");
+            }
+            // An edit that cannot be made (a redaction) must not let the original through.
+            Err(error) => {
+                return Err(GatewayError::internal(format!(
+                    "a plugin's edit of the answer could not be applied: {error}"
+                )));
+            }
+        }
     }
     if let Parsed::Parsed(parsed) = response_view {
         exchange.delivered_calls = parsed.calls;
+        toolgate_plugin::verdict::replace_arguments(
+            &mut exchange.delivered_calls,
+            &outcome.response_edits,
+        );
     }
     Ok(Step::Respond(Response::from_parts(
         response_parts,

@@ -1,7 +1,9 @@
 //! The stream guard: relays a guarded SSE answer event by event. Text passes through as it
 //! arrives; tool-call fragments are held until the calls they build are complete and checked,
 //! then released as the upstream's own bytes, or replaced by a block. A block before any byte
-//! was sent is a real 403; after, an SSE error frame ends the stream without `[DONE]`.
+//! was sent is a real 403; after, an SSE error frame ends the stream without `[DONE]`. When a
+//! check edits a call's arguments (a redaction), the held events are released rewritten, and
+//! every later event that repeats those arguments is rewritten too; other events keep their bytes.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -13,8 +15,8 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use tokio::sync::{mpsc, oneshot};
 use toolgate_plugin::sse::{SseEvent, SseParser};
-use toolgate_plugin::stream::{StreamAssembler, StreamStep};
-use toolgate_plugin::{ParseError, Parsed, Rejection, ResponseExchange, ToolResponse};
+use toolgate_plugin::stream::{StreamAssembler, StreamRewriter, StreamStep};
+use toolgate_plugin::{Edit, ParseError, Parsed, Rejection, ResponseExchange, ToolResponse};
 
 use crate::body::{BoxError, ChannelBody, ProxyBody};
 use crate::error::{ErrorReport, GatewayError};
@@ -46,6 +48,8 @@ pub async fn guard(
     let (sender, client_body) = ChannelBody::channel(16);
     let relay = Relay {
         assembler: exchange.format.stream_assembler(),
+        rewriter: StreamRewriter::new(exchange.format),
+        held_events: Vec::new(),
         exchange,
         head: Some(head_sender),
         sender,
@@ -91,6 +95,10 @@ struct Relay {
     preamble: BytesMut,
     /// Events of tool calls awaiting their check (and whatever followed them).
     held: BytesMut,
+    /// The held events themselves, for when a check edits their calls' arguments.
+    held_events: Vec<SseEvent>,
+    /// Argument edits made so far; every event from then on passes through it.
+    rewriter: StreamRewriter,
     /// What is ready for the client from the current upstream frame: sent once per frame, not
     /// once per event (one write for the many small events a frame usually carries).
     outbox: BytesMut,
@@ -188,6 +196,7 @@ impl Relay {
         let step = self.assembler.observe(&event);
         if !self.held.is_empty() || step == StreamStep::ToolFragment {
             self.held.extend_from_slice(&event.raw);
+            self.held_events.push(event);
             if self.assembler.calls_ready() {
                 return self.validate().await;
             }
@@ -202,12 +211,24 @@ impl Relay {
                 self.unparsable_seen = true;
                 let error =
                     ParseError::new("a stream event that is not an event of the exchange's format");
-                match self.check(Parsed::Unparsable(error)).await {
+                match self.check(Parsed::Unparsable(error)).await.0 {
                     Some(rejection) => self.block(rejection).await,
                     None => self.send(event.raw).await,
                 }
             }
-            _ => self.send(event.raw).await,
+            _ => {
+                let bytes = self.rewritten(event);
+                self.send(bytes).await
+            }
+        }
+    }
+
+    /// The event's bytes for the client: rewritten when it carries an edited call's arguments.
+    fn rewritten(&mut self, event: SseEvent) -> Bytes {
+        if self.rewriter.is_active() {
+            self.rewriter.rewrite(&event).unwrap_or(event.raw)
+        } else {
+            event.raw
         }
     }
 
@@ -220,17 +241,32 @@ impl Relay {
             .checked_calls
             .extend(response.calls.iter().cloned());
         let calls = response.calls.clone();
-        match self.check(Parsed::Parsed(response)).await {
+        let (blocked, edits) = self.check(Parsed::Parsed(response)).await;
+        match blocked {
             Some(rejection) => self.block(rejection).await,
             None => {
+                let mut calls = calls;
+                if !edits.is_empty() {
+                    toolgate_plugin::verdict::replace_arguments(&mut calls, &edits);
+                    self.rewriter.add_edits(&edits);
+                }
                 self.exchange.delivered_calls.extend(calls);
+                let events = std::mem::take(&mut self.held_events);
                 let held = std::mem::take(&mut self.held).freeze();
-                self.send(held).await
+                if !self.rewriter.is_active() {
+                    return self.send(held).await;
+                }
+                let mut released = BytesMut::with_capacity(held.len());
+                for event in events {
+                    released.extend_from_slice(&self.rewritten(event));
+                }
+                self.send(released.freeze()).await
             }
         }
     }
 
-    async fn check(&mut self, response: Parsed<ToolResponse>) -> Option<Rejection> {
+    /// Runs `pre_response`; returns the block, if any, and the edits of the response.
+    async fn check(&mut self, response: Parsed<ToolResponse>) -> (Option<Rejection>, Vec<Edit>) {
         let started = Instant::now();
         let exchange = &self.exchange;
         let outcome = exchange
@@ -246,7 +282,7 @@ impl Relay {
             })
             .await;
         self.exchange.absorb(&outcome, started);
-        outcome.blocked
+        (outcome.blocked, outcome.response_edits)
     }
 
     /// Queues bytes for the client, deciding the head (with any held preamble) first. They
@@ -276,6 +312,7 @@ impl Relay {
 
     async fn block(&mut self, rejection: Rejection) -> Flow {
         self.held.clear();
+        self.held_events.clear();
         // What was released before the block still goes, ahead of the error frame.
         self.flush().await;
         if self.head.is_some() {
@@ -292,6 +329,7 @@ impl Relay {
     /// Ends the stream on an upstream failure. Held calls were never checked and are dropped.
     async fn fail(&mut self, error: GatewayError) {
         self.held.clear();
+        self.held_events.clear();
         self.flush().await;
         self.exchange.failed = true;
         tracing::warn!(request_id = %self.exchange.meta.request_id, code = error.code, message = %error.message, "stream failed");

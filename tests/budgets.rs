@@ -70,12 +70,13 @@ fn declared_names(request: &Value) -> Vec<String> {
 #[tokio::test]
 async fn a_budget_of_n_allows_n_executed_calls_and_refuses_the_next_with_429() {
     let upstream = ScriptedUpstream::start().await;
-    // No [store]: the in-memory default.
+    // No [store]: the in-memory default. Windows are aligned to the clock, so the tests that do
+    // not test rolling over use windows long enough that none rolls over while they run.
     let gateway = TestGateway::start(
         &upstream,
         &budget_config(
             "",
-            "[[routes.plugins.settings.budgets]]\ntools = \"pay\"\nlimits = [\"3/minute\", \"100/day\"]\n",
+            "[[routes.plugins.settings.budgets]]\ntools = \"pay\"\nlimits = [\"3/30d\", \"100/365d\"]\n",
         ),
     )
     .await;
@@ -118,7 +119,7 @@ async fn a_budget_of_n_allows_n_executed_calls_and_refuses_the_next_with_429() {
     assert_eq!(headers["x-ratelimit-remaining"], "0");
     assert_eq!(headers["x-ratelimit-tool"], "pay");
     let retry_after: u64 = headers["retry-after"].to_str().unwrap().parse().unwrap();
-    assert!((1..=60).contains(&retry_after), "{retry_after}");
+    assert!((1..=30 * 86_400).contains(&retry_after), "{retry_after}");
     assert_eq!(headers["x-ratelimit-reset"], headers["retry-after"]);
     assert!(headers.contains_key("x-request-id"));
     let body: Value = refused.json().await.unwrap();
@@ -157,7 +158,7 @@ async fn a_spent_tool_is_stripped_from_the_request() {
         &upstream,
         &budget_config(
             "",
-            "behaviour = \"strip\"\n[[routes.plugins.settings.budgets]]\ntools = \"pa*\"\nlimits = [\"1/hour\"]\n",
+            "behaviour = \"strip\"\n[[routes.plugins.settings.budgets]]\ntools = \"pa*\"\nlimits = [\"1/30d\"]\n",
         ),
     )
     .await;
@@ -185,7 +186,7 @@ async fn two_gateways_on_one_redis_admit_exactly_n_proposed_calls_between_them()
     upstream.set_default(proposes_pay(0));
     let config = budget_config(
         &redis_store(&redis, "block"),
-        "count = \"proposed\"\n[[routes.plugins.settings.budgets]]\ntools = \"pay\"\nlimits = [\"5/hour\"]\n",
+        "count = \"proposed\"\n[[routes.plugins.settings.budgets]]\ntools = \"pay\"\nlimits = [\"5/30d\"]\n",
     );
     let first = TestGateway::start(&upstream, &config).await;
     let second = TestGateway::start(&upstream, &config).await;
@@ -211,7 +212,7 @@ async fn two_gateways_on_one_redis_count_one_conversation_once() {
     let upstream = ScriptedUpstream::start().await;
     let config = budget_config(
         &redis_store(&redis, "block"),
-        "[[routes.plugins.settings.budgets]]\ntools = \"pay\"\nlimits = [\"2/hour\"]\n",
+        "[[routes.plugins.settings.budgets]]\ntools = \"pay\"\nlimits = [\"2/30d\"]\n",
     );
     let first = TestGateway::start(&upstream, &config).await;
     let second = TestGateway::start(&upstream, &config).await;
@@ -300,7 +301,7 @@ async fn a_redis_outage_is_answered_per_fail_mode_and_the_gateway_recovers() {
     let mut redis = RedisServer::start();
     let upstream = ScriptedUpstream::start().await;
     upstream.set_default(proposes_pay(0));
-    let settings = "count = \"proposed\"\n[[routes.plugins.settings.budgets]]\ntools = \"pay\"\nlimits = [\"100/hour\"]\n";
+    let settings = "count = \"proposed\"\n[[routes.plugins.settings.budgets]]\ntools = \"pay\"\nlimits = [\"100/30d\"]\n";
     let blocking = TestGateway::start(
         &upstream,
         &budget_config(&redis_store(&redis, "block"), settings),

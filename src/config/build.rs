@@ -59,6 +59,9 @@ impl PluginRegistry {
             .with(Arc::new(toolgate_tool_budget::ToolBudgetFactory::new(
                 metrics,
             )))
+            .with(Arc::new(
+                toolgate_tool_arguments::ToolArgumentsFactory::new(metrics),
+            ))
             .with(Arc::new(toolgate_service::ServiceFactory::new(metrics)))
     }
 

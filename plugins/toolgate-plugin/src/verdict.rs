@@ -163,3 +163,23 @@ pub enum Edit {
     /// observe mode too: it records what was seen, it changes nothing.
     Annotate(String, serde_json::Value),
 }
+
+/// Applies the `ReplaceArguments` edits among `edits` to `calls` (what the client receives),
+/// so the audit and `post_response` see the arguments that were delivered.
+pub fn replace_arguments(calls: &mut [crate::ToolCall], edits: &[Edit]) {
+    for edit in edits {
+        if let Edit::ReplaceArguments {
+            choice,
+            call_id,
+            arguments,
+        } = edit
+        {
+            for call in calls
+                .iter_mut()
+                .filter(|call| call.choice == *choice && call.id == *call_id)
+            {
+                call.arguments.clone_from(arguments);
+            }
+        }
+    }
+}

@@ -8,6 +8,7 @@
 mod anthropic;
 mod chat;
 mod raw_object;
+pub(crate) mod response_edits;
 mod responses;
 mod tool_entry;
 
@@ -156,6 +157,16 @@ impl WireFormat {
             WireFormat::Responses => Box::new(ResponsesStreamAssembler::new()),
             WireFormat::AnthropicMessages => Box::new(AnthropicStreamAssembler::new()),
         }
+    }
+
+    /// Applies response edits (replaced arguments) to a complete response body and returns the
+    /// new body, or `None` when no edit changed anything (the original bytes then go as they are).
+    pub fn apply_response_edits(
+        self,
+        body: &[u8],
+        edits: &[Edit],
+    ) -> Result<Option<Bytes>, ParseError> {
+        response_edits::apply(self, body, edits)
     }
 
     /// Applies request edits (removing declared tools) and returns the new body, or `None`

@@ -5,10 +5,12 @@
 mod anthropic;
 mod chat;
 mod responses;
+mod rewrite;
 
 pub use anthropic::AnthropicStreamAssembler;
 pub use chat::ChatStreamAssembler;
 pub use responses::ResponsesStreamAssembler;
+pub use rewrite::StreamRewriter;
 
 use crate::format::{ToolResponse, WireFormat};
 use crate::sse::{SseEvent, SseParser};

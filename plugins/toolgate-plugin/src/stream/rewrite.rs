@@ -1,0 +1,401 @@
+//! Argument edits on a stream: once a check replaced a call's arguments, every event that
+//! carries (part of) them is rewritten before it reaches the client. The first fragment of an
+//! edited call carries the whole new arguments and its later fragments carry nothing, so a
+//! client that concatenates fragments rebuilds exactly the new arguments; events that repeat
+//! the whole arguments (`….done`, `response.completed`) carry them whole. Events that touch no
+//! edited call are not rewritten: the caller forwards their original bytes.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use serde_json::Value;
+
+use crate::format::WireFormat;
+use crate::format::response_edits::{self, Replacement};
+use crate::sse::SseEvent;
+use crate::verdict::Edit;
+
+/// An edit kept for the rest of the stream.
+#[derive(Debug)]
+struct StreamEdit {
+    choice: u32,
+    call_id: Option<String>,
+    arguments: String,
+    /// The new arguments went out in a fragment; later fragments of the call carry nothing.
+    written: bool,
+}
+
+/// Rewrites a stream's events for the argument edits made so far. Feed it, in stream order,
+/// every event from the first one of an edited call on.
+#[derive(Debug)]
+pub struct StreamRewriter {
+    format: WireFormat,
+    edits: Vec<StreamEdit>,
+    /// Chat: (choice, tool-call index) → call id; Anthropic: (0, block index) → block id.
+    slots: HashMap<(u32, u64), String>,
+    /// Responses: output item id → the id its call is known by (`call_id`, else `id`).
+    items: HashMap<String, String>,
+}
+
+impl StreamRewriter {
+    pub fn new(format: WireFormat) -> Self {
+        StreamRewriter {
+            format,
+            edits: Vec::new(),
+            slots: HashMap::new(),
+            items: HashMap::new(),
+        }
+    }
+
+    /// Keeps the argument edits among `edits` for the rest of the stream.
+    pub fn add_edits(&mut self, edits: &[Edit]) {
+        for edit in response_edits::replacements(edits) {
+            self.edits.push(StreamEdit {
+                choice: edit.choice,
+                call_id: edit.call_id.map(str::to_owned),
+                arguments: edit.arguments.to_owned(),
+                written: false,
+            });
+        }
+    }
+
+    /// Whether any edit was made, i.e. whether events must go through [`Self::rewrite`].
+    pub fn is_active(&self) -> bool {
+        !self.edits.is_empty()
+    }
+
+    /// The event's new bytes when it carries an edited call's arguments, else `None` (forward
+    /// the original bytes).
+    pub fn rewrite(&mut self, event: &SseEvent) -> Option<Bytes> {
+        let data = event.data.as_deref()?;
+        if data.trim() == "[DONE]" {
+            return None;
+        }
+        let mut value: Value = serde_json::from_str(data).ok()?;
+        let changed = match self.format {
+            WireFormat::ChatCompletions => self.chat(&mut value),
+            WireFormat::Responses => self.responses(&mut value),
+            WireFormat::AnthropicMessages => self.anthropic(&mut value),
+            // MCP answers are not relayed as streams of this kind.
+            WireFormat::Mcp => false,
+        };
+        if !changed {
+            return None;
+        }
+        let text = serde_json::to_string(&value).ok()?;
+        Some(with_data(&event.raw, &text))
+    }
+
+    fn edit_for(&mut self, choice: u32, call_id: Option<&str>) -> Option<&mut StreamEdit> {
+        self.edits
+            .iter_mut()
+            .rev()
+            .find(|edit| edit.choice == choice && edit.call_id.as_deref() == call_id)
+    }
+
+    /// The text a fragment of an edited call carries: everything the first time, then nothing.
+    fn fragment(edit: &mut StreamEdit) -> String {
+        if edit.written {
+            String::new()
+        } else {
+            edit.written = true;
+            edit.arguments.clone()
+        }
+    }
+
+    fn chat(&mut self, value: &mut Value) -> bool {
+        let Some(choices) = value.get_mut("choices").and_then(Value::as_array_mut) else {
+            return false;
+        };
+        let mut changed = false;
+        for (position, choice) in choices.iter_mut().enumerate() {
+            let index = choice
+                .get("index")
+                .and_then(Value::as_u64)
+                .map_or(position as u32, |index| index as u32);
+            let Some(delta) = choice.get_mut("delta") else {
+                continue;
+            };
+            if let Some(calls) = delta.get_mut("tool_calls").and_then(Value::as_array_mut) {
+                for (slot_position, call) in calls.iter_mut().enumerate() {
+                    let slot = call
+                        .get("index")
+                        .and_then(Value::as_u64)
+                        .unwrap_or(slot_position as u64);
+                    if let Some(id) = call.get("id").and_then(Value::as_str) {
+                        self.slots.insert((index, slot), id.to_owned());
+                    }
+                    let Some(id) = self.slots.get(&(index, slot)).cloned() else {
+                        continue;
+                    };
+                    let (object, field) = if call.get("custom").is_some() {
+                        ("custom", "input")
+                    } else if call.get("function").is_some() {
+                        ("function", "arguments")
+                    } else {
+                        continue;
+                    };
+                    let Some(edit) = self.edit_for(index, Some(&id)) else {
+                        continue;
+                    };
+                    call[object][field] = Value::String(Self::fragment(edit));
+                    changed = true;
+                }
+            }
+            if delta.get("function_call").is_some_and(Value::is_object)
+                && let Some(edit) = self.edit_for(index, None)
+            {
+                delta["function_call"]["arguments"] = Value::String(Self::fragment(edit));
+                changed = true;
+            }
+        }
+        changed
+    }
+
+    fn responses(&mut self, value: &mut Value) -> bool {
+        let kind = value
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        match kind.as_str() {
+            "response.output_item.added" | "response.output_item.done" => {
+                let Some(item) = value.get_mut("item") else {
+                    return false;
+                };
+                let Some(key) = response_edits::responses_call_key(item).map(str::to_owned) else {
+                    return false;
+                };
+                if let Some(id) = item.get("id").and_then(Value::as_str) {
+                    self.items.insert(id.to_owned(), key.clone());
+                }
+                let Some(edit) = self.edit_for(0, Some(&key)) else {
+                    return false;
+                };
+                let arguments = if kind.ends_with(".added") {
+                    String::new()
+                } else {
+                    edit.arguments.clone()
+                };
+                response_edits::set_responses_item(
+                    item,
+                    &Replacement {
+                        choice: 0,
+                        call_id: Some(&key),
+                        arguments: &arguments,
+                    },
+                )
+            }
+            "response.function_call_arguments.delta" | "response.custom_tool_call_input.delta" => {
+                let Some(edit) = self.item_edit(value) else {
+                    return false;
+                };
+                value["delta"] = Value::String(Self::fragment(edit));
+                true
+            }
+            "response.function_call_arguments.done" | "response.custom_tool_call_input.done" => {
+                let field = if kind.starts_with("response.function_call") {
+                    "arguments"
+                } else {
+                    "input"
+                };
+                let Some(edit) = self.item_edit(value) else {
+                    return false;
+                };
+                value[field] = Value::String(edit.arguments.clone());
+                true
+            }
+            _ => {
+                // `response.completed` and its kin repeat the whole output.
+                let Some(output) = value
+                    .get_mut("response")
+                    .and_then(|response| response.get_mut("output"))
+                else {
+                    return false;
+                };
+                let wanted: Vec<Replacement<'_>> = self
+                    .edits
+                    .iter()
+                    .map(|edit| Replacement {
+                        choice: edit.choice,
+                        call_id: edit.call_id.as_deref(),
+                        arguments: &edit.arguments,
+                    })
+                    .collect();
+                response_edits::apply_to_calls(WireFormat::Responses, output, &wanted)
+                    .unwrap_or(false)
+            }
+        }
+    }
+
+    /// The edit of the call a Responses fragment event names by `item_id`.
+    fn item_edit(&mut self, value: &Value) -> Option<&mut StreamEdit> {
+        let item_id = value.get("item_id").and_then(Value::as_str)?;
+        let key = self
+            .items
+            .get(item_id)
+            .cloned()
+            .unwrap_or_else(|| item_id.to_owned());
+        self.edit_for(0, Some(&key))
+    }
+
+    fn anthropic(&mut self, value: &mut Value) -> bool {
+        let index = value.get("index").and_then(Value::as_u64).unwrap_or(0);
+        match value.get("type").and_then(Value::as_str) {
+            Some("content_block_start") => {
+                let Some(block) = value.get_mut("content_block") else {
+                    return false;
+                };
+                let Some(id) = block.get("id").and_then(Value::as_str).map(str::to_owned) else {
+                    return false;
+                };
+                self.slots.insert((0, index), id.clone());
+                let Some(edit) = self.edit_for(0, Some(&id)) else {
+                    return false;
+                };
+                let Ok(input) = response_edits::anthropic_input(&edit.arguments) else {
+                    return false;
+                };
+                block["input"] = input;
+                true
+            }
+            Some("content_block_delta") => {
+                let is_json = value
+                    .get("delta")
+                    .and_then(|delta| delta.get("type"))
+                    .and_then(Value::as_str)
+                    == Some("input_json_delta");
+                let Some(id) = self.slots.get(&(0, index)).cloned() else {
+                    return false;
+                };
+                if !is_json {
+                    return false;
+                }
+                let Some(edit) = self.edit_for(0, Some(&id)) else {
+                    return false;
+                };
+                value["delta"]["partial_json"] = Value::String(Self::fragment(edit));
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The event with its `data` replaced by `data`: its other fields (`event:`, `id:`, comments)
+/// are kept in order, the data goes on one line where the first data line was.
+fn with_data(raw: &[u8], data: &str) -> Bytes {
+    let text = String::from_utf8_lossy(raw);
+    let mut out = String::with_capacity(data.len() + 32);
+    let mut data_written = false;
+    for line in text.split(['\n', '\r']).filter(|line| !line.is_empty()) {
+        if line == "data" || line.starts_with("data:") {
+            if !data_written {
+                out.push_str("data: ");
+                out.push_str(data);
+                out.push('\n');
+                data_written = true;
+            }
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    if !data_written {
+        out.push_str("data: ");
+        out.push_str(data);
+        out.push('\n');
+    }
+    out.push('\n');
+    Bytes::from(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sse::SseParser;
+    use crate::stream::reassemble;
+
+    fn edit(call_id: &str, arguments: &str) -> Vec<Edit> {
+        vec![Edit::ReplaceArguments {
+            choice: 0,
+            call_id: Some(call_id.to_owned()),
+            arguments: arguments.to_owned(),
+        }]
+    }
+
+    /// Rewrites a whole stream with `edits` and returns the bytes a client would get.
+    fn rewrite_all(format: WireFormat, stream: &str, edits: &[Edit]) -> Vec<u8> {
+        let mut rewriter = StreamRewriter::new(format);
+        rewriter.add_edits(edits);
+        let mut parser = SseParser::new();
+        let mut events = parser.push(stream.as_bytes());
+        events.extend(parser.finish());
+        let mut out = Vec::new();
+        for event in events {
+            match rewriter.rewrite(&event) {
+                Some(bytes) => out.extend_from_slice(&bytes),
+                None => out.extend_from_slice(&event.raw),
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_chat_stream_carries_the_new_arguments_in_its_first_fragment() {
+        let stream = concat!(
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"a\",\"arguments\":\"\"}}]}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{\\\"k\\\":\"}}]}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"\\\"secret\\\"}\"}}]}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n",
+            "data: [DONE]\n\n",
+        );
+        let out = rewrite_all(
+            WireFormat::ChatCompletions,
+            stream,
+            &edit("c1", r#"{"k":"[REDACTED]"}"#),
+        );
+        let text = String::from_utf8(out.clone()).unwrap();
+        assert!(!text.contains("secret"), "{text}");
+        let calls = reassemble(WireFormat::ChatCompletions, [out.as_slice()])
+            .response
+            .calls;
+        assert_eq!(calls[0].arguments, r#"{"k":"[REDACTED]"}"#);
+        assert!(text.ends_with("data: [DONE]\n\n"));
+    }
+
+    #[test]
+    fn responses_and_anthropic_streams_are_rewritten_everywhere_the_arguments_appear() {
+        let stream = concat!(
+            "event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"type\":\"function_call\",\"id\":\"fc_1\",\"call_id\":\"call_1\",\"name\":\"a\",\"arguments\":\"\"}}\n\n",
+            "event: response.function_call_arguments.delta\ndata: {\"type\":\"response.function_call_arguments.delta\",\"item_id\":\"fc_1\",\"output_index\":0,\"delta\":\"{\\\"k\\\":\\\"secret\\\"}\"}\n\n",
+            "event: response.function_call_arguments.done\ndata: {\"type\":\"response.function_call_arguments.done\",\"item_id\":\"fc_1\",\"output_index\":0,\"arguments\":\"{\\\"k\\\":\\\"secret\\\"}\"}\n\n",
+            "event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\",\"output_index\":0,\"item\":{\"type\":\"function_call\",\"id\":\"fc_1\",\"call_id\":\"call_1\",\"name\":\"a\",\"arguments\":\"{\\\"k\\\":\\\"secret\\\"}\"}}\n\n",
+            "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"output\":[{\"type\":\"function_call\",\"id\":\"fc_1\",\"call_id\":\"call_1\",\"name\":\"a\",\"arguments\":\"{\\\"k\\\":\\\"secret\\\"}\"}]}}\n\n",
+        );
+        let out = rewrite_all(
+            WireFormat::Responses,
+            stream,
+            &edit("call_1", r#"{"k":"x"}"#),
+        );
+        let text = String::from_utf8(out).unwrap();
+        assert!(!text.contains("secret"), "{text}");
+        assert_eq!(text.matches("event: ").count(), 5, "event names are kept");
+
+        let stream = concat!(
+            "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"a\",\"input\":{}}}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"k\\\": \\\"sec\"}}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"ret\\\"}\"}}\n\n",
+            "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":1}\n\n",
+        );
+        let out = rewrite_all(
+            WireFormat::AnthropicMessages,
+            stream,
+            &edit("toolu_1", r#"{"k":"x"}"#),
+        );
+        let text = String::from_utf8(out).unwrap();
+        assert!(!text.contains("sec"), "{text}");
+        assert!(text.contains(r#""partial_json":"{\"k\":\"x\"}""#), "{text}");
+    }
+}
