@@ -44,27 +44,13 @@ impl ToolGroups {
     }
 
     fn group_label(&self, group: &str) -> GroupLabel {
-        let known = |group: &str| {
-            group == "*"
-                || group == toolgate_plugin::catalog::DEFAULT_GROUP
-                || self
-                    .catalog
-                    .tools()
-                    .any(|tool| tool.groups.iter().any(|g| g == group))
-        };
         GroupLabel {
-            group: known_or_other(group, known),
+            group: known_or_other(group, |group| self.catalog.knows_group(group)),
         }
     }
 
     fn state_label(&self, state: &str) -> String {
-        known_or_other(state, |state| {
-            state == toolgate_plugin::catalog::INITIAL_STATE
-                || self.catalog.tools().any(|tool| {
-                    tool.transition.as_deref() == Some(state)
-                        || tool.available_in_states.iter().any(|s| s == state)
-                })
-        })
+        known_or_other(state, |state| self.catalog.knows_state(state))
     }
 
     fn count_refusal(&self, refusal: &Refusal, tenant: Option<&str>) {

@@ -139,12 +139,7 @@ pub(crate) struct ToolPermission {
 impl ToolPermission {
     /// Resolves one tool for a tenant: denied > allowed > access-level categories > deny.
     pub(crate) fn decide(&self, tool: &str, tenant: Option<&Tenant>) -> Decision {
-        let folded = tool.trim().to_lowercase();
-        let entry = self.catalog.get(tool).or_else(|| {
-            self.catalog
-                .tools()
-                .find(|entry| entry.name.trim().to_lowercase() == folded)
-        });
+        let entry = self.catalog.get_folded(tool);
         let action = entry.and_then(|entry| entry.action.as_deref());
         let no_rules = TenantRules::default();
         let tenant_rules = tenant

@@ -2,7 +2,7 @@
 //! workflow states it is available in, the state it moves to, its category and action type).
 //! Plugins that decide access read it; the gateway builds it once per config load.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The group a tool belongs to when the catalog names none, and the group a request asks for
 /// when it names none (seed 000).
@@ -59,6 +59,11 @@ impl CatalogTool {
 pub struct ToolCatalog {
     tools: BTreeMap<String, CatalogTool>,
     access_levels: BTreeMap<String, Vec<String>>,
+    /// Indexes built once per load, so a request never scans the catalog: names trimmed and
+    /// case-folded to their exact form, and every group and state the catalog names.
+    folded_names: BTreeMap<String, String>,
+    groups: BTreeSet<String>,
+    states: BTreeSet<String>,
 }
 
 impl Default for ToolCatalog {
@@ -70,11 +75,35 @@ impl Default for ToolCatalog {
 impl ToolCatalog {
     /// A catalog of `tools` with the built-in access levels.
     pub fn new(tools: impl IntoIterator<Item = CatalogTool>) -> Self {
+        let tools: BTreeMap<String, CatalogTool> = tools
+            .into_iter()
+            .map(|tool| (tool.name.clone(), tool))
+            .collect();
+        let folded_names = tools
+            .keys()
+            .map(|name| (fold(name), name.clone()))
+            .collect();
+        let groups = tools
+            .values()
+            .flat_map(|tool| tool.groups.iter().cloned())
+            .chain([DEFAULT_GROUP.to_owned(), WILDCARD.to_owned()])
+            .collect();
+        let states = tools
+            .values()
+            .flat_map(|tool| {
+                tool.available_in_states
+                    .iter()
+                    .chain(tool.transition.as_ref())
+                    .cloned()
+            })
+            .filter(|state| state != WILDCARD)
+            .chain([INITIAL_STATE.to_owned()])
+            .collect();
         ToolCatalog {
-            tools: tools
-                .into_iter()
-                .map(|tool| (tool.name.clone(), tool))
-                .collect(),
+            tools,
+            folded_names,
+            groups,
+            states,
             access_levels: crate::taxonomy::ACCESS_LEVELS
                 .iter()
                 .map(|(level, categories)| {
@@ -107,6 +136,26 @@ impl ToolCatalog {
         self.tools.get(name)
     }
 
+    /// The tool's entry by its exact name, else by its name trimmed and case-folded (how
+    /// permission lists match names).
+    pub fn get_folded(&self, name: &str) -> Option<&CatalogTool> {
+        self.get(name).or_else(|| {
+            self.folded_names
+                .get(&fold(name))
+                .and_then(|exact| self.tools.get(exact))
+        })
+    }
+
+    /// Whether some tool is in `group` (or it is `default` or `*`).
+    pub fn knows_group(&self, group: &str) -> bool {
+        self.groups.contains(group)
+    }
+
+    /// Whether some tool names `state` (or it is the initial state).
+    pub fn knows_state(&self, state: &str) -> bool {
+        self.states.contains(state)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.tools.is_empty()
     }
@@ -114,6 +163,10 @@ impl ToolCatalog {
     pub fn tools(&self) -> impl Iterator<Item = &CatalogTool> {
         self.tools.values()
     }
+}
+
+fn fold(name: &str) -> String {
+    name.trim().to_lowercase()
 }
 
 #[cfg(test)]
@@ -126,6 +179,22 @@ mod tests {
         assert_eq!(tool.groups, ["default"]);
         assert!(tool.available_in("undefined"));
         assert!(tool.available_in("analysis"));
+    }
+
+    #[test]
+    fn names_groups_and_states_are_indexed_once() {
+        let mut tool = CatalogTool::new("Read_File");
+        tool.groups = vec!["read".into()];
+        tool.transition = Some("analysis".into());
+        let catalog = ToolCatalog::new([tool]);
+        assert_eq!(
+            catalog.get_folded(" read_file ").map(|t| t.name.as_str()),
+            Some("Read_File")
+        );
+        assert!(catalog.knows_group("read") && catalog.knows_group("default"));
+        assert!(!catalog.knows_group("admin"));
+        assert!(catalog.knows_state("analysis") && catalog.knows_state("undefined"));
+        assert!(!catalog.knows_state("*"));
     }
 
     #[test]
