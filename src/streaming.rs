@@ -11,7 +11,9 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderName, HeaderValue};
 use http::{Response, StatusCode};
+use futures_util::FutureExt;
 use http_body_util::BodyExt;
+use hyper::body::Frame;
 use hyper::body::Incoming;
 use tokio::sync::{mpsc, oneshot};
 use toolgate_plugin::sse::{SseEvent, SseParser};
@@ -32,6 +34,9 @@ enum Head {
     /// Failed before anything was sent.
     Fail(GatewayError),
 }
+
+/// The most a burst of upstream frames gathers into one client write.
+const COALESCE_BYTES: usize = 16 * 1024;
 
 /// Starts relaying `body` and returns the client's response once its head is decided.
 pub async fn guard(
@@ -99,8 +104,8 @@ struct Relay {
     held_events: Vec<SseEvent>,
     /// Argument edits made so far; every event from then on passes through it.
     rewriter: StreamRewriter,
-    /// What is ready for the client from the current upstream frame: sent once per frame, not
-    /// once per event (one write for the many small events a frame usually carries).
+    /// What is ready for the client: sent once per burst of upstream frames, not once per
+    /// event (one write for the many small events a burst usually carries).
     outbox: BytesMut,
     unparsable_seen: bool,
     limit: usize,
@@ -121,20 +126,32 @@ impl Relay {
             });
         let upstream_started = Instant::now();
         loop {
-            let frame = match tokio::time::timeout(read_timeout, body.frame()).await {
-                Err(_) => {
-                    self.fail(GatewayError::upstream_timeout("the stream stalled"))
-                        .await;
-                    break;
+            let next = match self.ready_frame(&mut body).await {
+                Some(next) => next,
+                None => {
+                    // Nothing more is at hand: what is queued leaves now, then wait.
+                    if let Flow::Stop = self.flush().await {
+                        break;
+                    }
+                    match tokio::time::timeout(read_timeout, body.frame()).await {
+                        Ok(next) => next,
+                        Err(_) => {
+                            self.fail(GatewayError::upstream_timeout("the stream stalled"))
+                                .await;
+                            break;
+                        }
+                    }
                 }
-                Ok(Some(Err(error))) => {
+            };
+            let frame = match next {
+                Some(Err(error)) => {
                     self.fail(GatewayError::upstream_failed(format!(
                         "the upstream stream was cut: {error}"
                     )))
                     .await;
                     break;
                 }
-                Ok(None) => {
+                None => {
                     if let Some(event) = parser.finish()
                         && let Flow::Stop = self.on_event(event).await
                     {
@@ -147,7 +164,7 @@ impl Relay {
                     }
                     break;
                 }
-                Ok(Some(Ok(frame))) => frame,
+                Some(Ok(frame)) => frame,
             };
             let Ok(data) = frame.into_data() else {
                 continue;
@@ -164,7 +181,7 @@ impl Relay {
                     break;
                 }
             }
-            if stop || matches!(self.flush().await, Flow::Stop) {
+            if stop {
                 break;
             }
         }
@@ -177,6 +194,23 @@ impl Relay {
         self.exchange.upstream_time = upstream_started.elapsed();
         drop(self.sender);
         self.exchange.finish(&state, self.head_status).await;
+    }
+
+    /// The upstream's next frame when it is already at hand, so that a burst of events leaves
+    /// in one client write instead of one write per frame; `None` when the outbox is empty or
+    /// full, or the upstream has nothing more yet. Never waits on the upstream: a lone text
+    /// delta is not held back.
+    async fn ready_frame(
+        &mut self,
+        body: &mut Incoming,
+    ) -> Option<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        if self.outbox.is_empty() || self.outbox.len() >= COALESCE_BYTES {
+            return None;
+        }
+        // hyper hands a response body over one frame at a time from the connection's task;
+        // one yield lets that task pass on a frame it has already read.
+        tokio::task::yield_now().await;
+        body.frame().now_or_never()
     }
 
     /// Decides the client's head; called once.
@@ -286,7 +320,7 @@ impl Relay {
     }
 
     /// Queues bytes for the client, deciding the head (with any held preamble) first. They
-    /// leave at the end of the upstream frame being read.
+    /// leave once no further upstream frame is at hand.
     async fn send(&mut self, bytes: Bytes) -> Flow {
         if self.head.is_some() {
             self.decide_head(Head::Stream(Vec::new()));

@@ -151,6 +151,18 @@ pub fn toolgate(
     kind: Gateway,
     upstream: SocketAddr,
 ) -> Result<Server, String> {
+    toolgate_with_env(binary, dir, name, kind, upstream, &[])
+}
+
+/// [`toolgate`] with extra environment variables (an allocator setting, for one).
+pub fn toolgate_with_env(
+    binary: &Path,
+    dir: &Path,
+    name: &str,
+    kind: Gateway,
+    upstream: SocketAddr,
+    env: &[(&str, &str)],
+) -> Result<Server, String> {
     let address = free_port().map_err(|error| error.to_string())?;
     let config_path = dir.join(format!("{name}.toml"));
     std::fs::write(&config_path, toolgate_config(kind, address, upstream))
@@ -160,7 +172,8 @@ pub fn toolgate(
         .arg("serve")
         .arg("--config")
         .arg(&config_path)
-        .env("TOOLGATE_LOG", "warn");
+        .env("TOOLGATE_LOG", "warn")
+        .envs(env.iter().copied());
     let mut process = Process::start(name, command, dir).map_err(|error| error.to_string())?;
     process.wait_for_port(address, START_TIMEOUT)?;
     Ok(Server { address, process })

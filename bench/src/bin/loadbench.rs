@@ -851,19 +851,33 @@ async fn rss(bench: &Bench, upstream_binary: &Path) -> Vec<RssResult> {
             return results;
         }
     };
-    for (label, kind) in [
-        ("toolgate, tool_selection", Gateway::Guarded),
-        ("toolgate, no plugins", Gateway::Plain),
+    // mimalloc commits its arenas eagerly unless told otherwise before its first allocation,
+    // which only the environment can do: the third run shows what that setting is worth.
+    let on_demand: &[(&str, &str)] = &[("MIMALLOC_ARENA_EAGER_COMMIT", "0")];
+    for (label, kind, env) in [
+        ("toolgate, tool_selection", Gateway::Guarded, &[][..]),
+        (
+            "toolgate, tool_selection, MIMALLOC_ARENA_EAGER_COMMIT=0",
+            Gateway::Guarded,
+            on_demand,
+        ),
+        ("toolgate, no plugins", Gateway::Plain, &[][..]),
     ] {
         let name = format!("toolgate-rss-{}", results.len());
-        let server =
-            match stack::toolgate(&bench.toolgate, &bench.dir.0, &name, kind, upstream.address) {
-                Ok(server) => server,
-                Err(error) => {
-                    eprintln!("   {label}: {error}");
-                    continue;
-                }
-            };
+        let server = match stack::toolgate_with_env(
+            &bench.toolgate,
+            &bench.dir.0,
+            &name,
+            kind,
+            upstream.address,
+            env,
+        ) {
+            Ok(server) => server,
+            Err(error) => {
+                eprintln!("   {label}: {error}");
+                continue;
+            }
+        };
         let warm = [("x-bench-deltas", "3".to_owned())];
         let _ = client::once(&shot(server.address, &bench.stream_body, &warm)).await;
         let idle_kib = status_kib(server.pid(), "VmRSS").unwrap_or(0);
