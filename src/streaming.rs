@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
+use futures_util::FutureExt;
 use http::header::{self, HeaderName, HeaderValue};
 use http::{Response, StatusCode};
-use futures_util::FutureExt;
 use http_body_util::BodyExt;
 use hyper::body::Frame;
 use hyper::body::Incoming;

@@ -127,11 +127,7 @@ pub(super) fn parse_response(body: &[u8]) -> Result<ToolResponse, ParseError> {
                 id: None,
                 name: function.name,
                 kind: ToolKind::LegacyFunction,
-                arguments: function
-                    .arguments
-                    .as_deref()
-                    .map(text_or_raw_json)
-                    .unwrap_or_default(),
+                arguments: function.arguments.map(text_or_raw_json).unwrap_or_default(),
             });
         }
     }
@@ -152,11 +148,7 @@ fn tool_call(choice: u32, position: usize, call: ToolCallWire<'_>) -> Result<Too
             id: call.id,
             name: function.name,
             kind: ToolKind::Function,
-            arguments: function
-                .arguments
-                .as_deref()
-                .map(text_or_raw_json)
-                .unwrap_or_default(),
+            arguments: function.arguments.map(text_or_raw_json).unwrap_or_default(),
         }),
         (kind, _, _) => Err(ParseError::new(format!(
             "choices[{choice}].message.tool_calls[{position}]: a call of type '{}' without its object",
@@ -211,11 +203,7 @@ pub(super) fn history(body: &[u8]) -> Vec<HistoryCall> {
                     calls.push(HistoryCall {
                         id: None,
                         name: function.name,
-                        arguments: function
-                            .arguments
-                            .as_deref()
-                            .map(text_or_raw_json)
-                            .unwrap_or_default(),
+                        arguments: function.arguments.map(text_or_raw_json).unwrap_or_default(),
                         outcome: CallOutcome::Pending,
                     });
                 }
