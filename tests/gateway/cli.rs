@@ -1,12 +1,10 @@
 //! The `toolgate` binary as a user runs it: `check` with located errors and exit 2, `explain`
 //! on recorded exchanges, `demo`, and `serve` on the shipped gateway.toml.
 
-mod common;
-
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-use common::temp_audit_path;
+use crate::common::temp_audit_path;
 
 fn toolgate(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_toolgate"))
@@ -196,8 +194,8 @@ fn serve_runs_the_shipped_config_and_stops_on_sigterm() {
 
 #[tokio::test]
 async fn secrets_never_reach_the_logs_or_the_audit_lines_even_at_trace_level() {
-    use common::upstream::chat_completion;
-    use common::{Reply, ScriptedUpstream};
+    use crate::common::upstream::chat_completion;
+    use crate::common::{Reply, ScriptedUpstream};
 
     let upstream = ScriptedUpstream::start().await;
     upstream.set_default(Reply::json(

@@ -1,7 +1,6 @@
 //! The end-to-end harness: a real toolgate on 127.0.0.1:0 in front of a scripted upstream,
 //! reached with a real OpenAI client (async-openai) or plain HTTP (reqwest) when a test needs
 //! the raw status, headers or bytes.
-#![allow(dead_code, unused_imports)]
 
 pub mod redis;
 pub mod services;

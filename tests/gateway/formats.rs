@@ -2,10 +2,8 @@
 //! streamed and not, on its endpoint and on a route whose format is found from the body, and
 //! the decision must be the same each time and the one its `verdicts.json` records.
 
-mod common;
-
-use common::upstream::{chat_completion, chat_stream};
-use common::{Reply, ScriptedUpstream, TestGateway, fixture, fixture_json};
+use crate::common::upstream::{chat_completion, chat_stream};
+use crate::common::{Reply, ScriptedUpstream, TestGateway, fixture, fixture_json};
 use serde_json::{Value, json};
 
 /// What the client got, reduced to the decision: allowed, or blocked with a code.

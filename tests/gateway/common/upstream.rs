@@ -3,9 +3,6 @@
 //! request the server received. Also builders for realistic `chat.completion` bodies, their SSE
 //! streams, and LLM-judge verdicts.
 
-// Each test binary uses a different part of this helper; the rest would warn as dead code.
-#![allow(dead_code)]
-
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::net::SocketAddr;

@@ -3,13 +3,12 @@
 //! gateways on one Redis share one budget; windows roll over; a Redis outage is answered per
 //! `fail_mode` and the gateway recovers when Redis returns; bad limits are located errors.
 
-mod common;
-
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::redis::RedisServer;
-use common::upstream::{chat_completion, chat_stream};
-use common::{Reply, ScriptedUpstream, TestGateway};
+use crate::common;
+use crate::common::redis::RedisServer;
+use crate::common::upstream::{chat_completion, chat_stream};
+use crate::common::{Reply, ScriptedUpstream, TestGateway};
 use serde_json::{Value, json};
 use toolgate::{Config, Runtime};
 

@@ -1,12 +1,10 @@
 //! The semantic judge through the gateway (a scripted OpenAI-compatible judge server), and what
 //! operators see: the audit line of each decided exchange, `/health`, `/ready` and `/metrics`.
 
-mod common;
-
 use std::time::Duration;
 
-use common::upstream::{chat_completion, judge_verdict};
-use common::{Reply, ScriptedUpstream, TestGateway, guarded_chat};
+use crate::common::upstream::{chat_completion, judge_verdict};
+use crate::common::{Reply, ScriptedUpstream, TestGateway, guarded_chat};
 use serde_json::{Value, json};
 
 fn request() -> Value {

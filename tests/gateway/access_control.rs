@@ -2,14 +2,13 @@
 //! tenants): what the model is shown, what calls are let through, with a real OpenAI client,
 //! the gateway, and a scripted upstream that records what it was sent.
 
-mod common;
-
+use crate::common;
+use crate::common::upstream::chat_completion;
+use crate::common::{Reply, ScriptedUpstream, TestGateway};
 use async_openai::Client;
 use async_openai::config::OpenAIConfig;
 use async_openai::error::OpenAIError;
 use async_openai::types::chat::CreateChatCompletionRequest;
-use common::upstream::chat_completion;
-use common::{Reply, ScriptedUpstream, TestGateway};
 use serde_json::{Value, json};
 
 /// The tools of seed 000 §5.1, plus an untagged one, with permission metadata.

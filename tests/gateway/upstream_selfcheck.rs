@@ -1,14 +1,13 @@
-//! Self-check of the scripted upstream (`tests/common/upstream.rs`) that every end-to-end test
+//! Self-check of the scripted upstream (`common/upstream.rs`) that every end-to-end test
 //! stands on: talked to directly with reqwest, no gateway in between.
-
-#[path = "common/upstream.rs"]
-mod upstream;
 
 use std::time::{Duration, Instant};
 
+use crate::common::upstream::{
+    Reply, ScriptedUpstream, chat_completion, chat_stream, judge_verdict,
+};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
-use upstream::{Reply, ScriptedUpstream, chat_completion, chat_stream, judge_verdict};
 
 fn client() -> reqwest::Client {
     reqwest::Client::new()

@@ -1,12 +1,10 @@
 //! The reverse proxy end to end: what is forwarded and how, and the gateway's own answers
 //! (404, 413, 502, 504) in the OpenAI error envelope with an `x-request-id`.
 
-mod common;
-
 use std::time::Duration;
 
-use common::upstream::chat_completion;
-use common::{Reply, ScriptedUpstream, TestGateway, guarded_chat};
+use crate::common::upstream::chat_completion;
+use crate::common::{Reply, ScriptedUpstream, TestGateway, guarded_chat};
 use serde_json::{Value, json};
 
 const PASS_THROUGH: &str = "[[routes]]\npath = \"/v1\"\nupstream = \"llm\"\n";

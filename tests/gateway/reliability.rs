@@ -2,15 +2,15 @@
 //! their old config), limits and timeouts (slow clients, stalled upstreams, connection cap),
 //! upstream faults answered well-formed, ambiguous JSON refused, and request smuggling refused.
 
-mod common;
-
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::upstream::{chat_completion, chat_stream};
-use common::{Reply, ScriptedUpstream, TestGateway, config_text, guarded_chat, temp_audit_path};
+use crate::common::upstream::{chat_completion, chat_stream};
+use crate::common::{
+    Reply, ScriptedUpstream, TestGateway, config_text, guarded_chat, temp_audit_path,
+};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};

@@ -3,13 +3,12 @@
 //! ways, deny, modify, streams, observe mode, per-route and per-tool instances of one service —
 //! and `toolgate check` on malformed descriptors. Misbehaving services: `service_failures.rs`.
 
-mod common;
-
-use common::services::{
+use crate::common;
+use crate::common::services::{
     ARGCHECK_PARAMS, Validator, answer_of, calling, instance, metrics, request, route, service,
 };
-use common::upstream::chat_stream;
-use common::{Reply, ScriptedUpstream, TestGateway};
+use crate::common::upstream::chat_stream;
+use crate::common::{Reply, ScriptedUpstream, TestGateway};
 use serde_json::{Value, json};
 use toolgate::{Config, Runtime};
 

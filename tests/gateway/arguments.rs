@@ -4,10 +4,9 @@
 //! complete and streamed (however the upstream chunks the stream). Bad rules are located load
 //! errors.
 
-mod common;
-
-use common::upstream::{chat_completion, chat_stream};
-use common::{Reply, ScriptedUpstream, TestGateway, fixture, fixture_json};
+use crate::common;
+use crate::common::upstream::{chat_completion, chat_stream};
+use crate::common::{Reply, ScriptedUpstream, TestGateway, fixture, fixture_json};
 use serde_json::{Value, json};
 use toolgate::{Config, Runtime};
 use toolgate_plugin::WireFormat;

@@ -2,13 +2,11 @@
 //! contacting the upstream, a modify that rewrites the declared tools in the client's format,
 //! priority order, observe mode for request-stage verdicts, and post_response accounting.
 
-mod common;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use common::upstream::chat_completion;
-use common::{Reply, ScriptedUpstream, TestGateway};
+use crate::common::upstream::chat_completion;
+use crate::common::{Reply, ScriptedUpstream, TestGateway};
 use http::{HeaderName, HeaderValue, StatusCode};
 use serde_json::{Value, json};
 use toolgate::{PluginRegistry, Runtime};

@@ -2,18 +2,16 @@
 //! garbage answers, the circuit breaker opening and recovering, each under both fail modes; and
 //! services called concurrently with each other and with the tool_selection judge.
 
-mod common;
-
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use crate::common::services::{answer_of, calling, instance, metrics, request, route, service};
+use crate::common::upstream::judge_verdict;
+use crate::common::{Reply, ScriptedUpstream, TestGateway};
 use bytes::Bytes;
-use common::services::{answer_of, calling, instance, metrics, request, route, service};
-use common::upstream::judge_verdict;
-use common::{Reply, ScriptedUpstream, TestGateway};
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;

@@ -1,12 +1,10 @@
 //! Tenants end to end: a route that requires a tenant's key answers 401 without one, the key
 //! never reaches the upstream (its own key is injected), and the audit line names the tenant.
 
-mod common;
-
+use crate::common::upstream::chat_completion;
+use crate::common::{Reply, ScriptedUpstream, TestGateway};
 use async_openai::error::OpenAIError;
 use async_openai::types::chat::CreateChatCompletionRequestArgs;
-use common::upstream::chat_completion;
-use common::{Reply, ScriptedUpstream, TestGateway};
 use serde_json::json;
 
 const ACME_KEY: &str = "sk-acme-tenant-key";

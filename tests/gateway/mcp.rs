@@ -5,15 +5,13 @@
 //! checks both ways, ambiguous names, plugins on MCP tools, a killed backend restarted, a hung
 //! call timed out, broken backends and malformed messages answered — never a hang.
 
-mod common;
-
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{ScriptedUpstream, TestGateway};
+use crate::common::{ScriptedUpstream, TestGateway};
 use http::{HeaderName, HeaderValue};
 use rmcp::model::{CallToolRequestParams, CallToolResult, ErrorData, JsonObject};
 use rmcp::service::RunningService;

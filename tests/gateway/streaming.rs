@@ -2,13 +2,11 @@
 //! a bad call before any byte is a real 403 and after text an SSE error frame without `[DONE]`,
 //! and the verdict is the same however the upstream chunks the stream.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::upstream::chat_stream;
+use crate::common::{Reply, ScriptedUpstream, TestGateway, guarded_chat};
 use async_openai::types::chat::CreateChatCompletionRequest;
-use common::upstream::chat_stream;
-use common::{Reply, ScriptedUpstream, TestGateway, guarded_chat};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 

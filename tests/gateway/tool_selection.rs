@@ -2,12 +2,10 @@
 //! Membership, schema, arguments, every choice and the legacy fields, strict, observe mode,
 //! per-route overrides, and allowed bodies forwarded byte for byte.
 
-mod common;
-
+use crate::common::upstream::chat_completion;
+use crate::common::{Reply, ScriptedUpstream, TestGateway, guarded_chat};
 use async_openai::error::OpenAIError;
 use async_openai::types::chat::CreateChatCompletionRequest;
-use common::upstream::chat_completion;
-use common::{Reply, ScriptedUpstream, TestGateway, guarded_chat};
 use serde_json::{Value, json};
 
 /// A realistic request declaring a weather lookup and an e-mail sender.

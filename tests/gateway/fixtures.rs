@@ -3,9 +3,7 @@
 //! `verdicts.json` records (status, code, the fields of each violation) in its format's error
 //! shape. The same pairs drive `toolgate explain` and `toolgate demo`.
 
-mod common;
-
-use common::{Reply, ScriptedUpstream, TestGateway, fixture, fixture_json};
+use crate::common::{Reply, ScriptedUpstream, TestGateway, fixture, fixture_json};
 use serde_json::Value;
 
 /// tool_selection on every route, the format found per request (path, then body).

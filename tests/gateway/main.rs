@@ -1,0 +1,25 @@
+//! The gateway's end-to-end tests, in one test binary: each module below is one area (its own
+//! comment says which), all on the shared harness in `common/`. One binary instead of one per file
+//! because each test binary links the whole gateway; linking them was much of CI's time. The tests
+//! share this process and run in parallel, so none may depend on process-global state (env vars, a
+//! global subscriber, fixed ports): each uses its own loopback ports, temp files and runtime.
+
+mod common;
+
+mod access_control;
+mod arguments;
+mod budgets;
+mod cli;
+mod fixtures;
+mod formats;
+mod judge_and_telemetry;
+mod mcp;
+mod pipeline;
+mod proxy;
+mod reliability;
+mod service_failures;
+mod services;
+mod streaming;
+mod tenants;
+mod tool_selection;
+mod upstream_selfcheck;
