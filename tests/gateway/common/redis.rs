@@ -1,6 +1,6 @@
 //! A real `redis-server` for tests: started on a free loopback port with nothing persisted,
 //! stopped and started again on the same port when a test needs an outage, killed on drop.
-//! `.ci/run` installs the server (`apt-get install -y redis-server`).
+//! `.ci/test` installs the server (`apt-get install -y redis-server`).
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
