@@ -54,12 +54,12 @@ pub async fn guard(
     let relay = Relay {
         assembler: exchange.format.stream_assembler(),
         rewriter: StreamRewriter::new(exchange.format),
-        held_events: Vec::new(),
+        held: Vec::new(),
+        held_bytes: 0,
         exchange,
         head: Some(head_sender),
         sender,
         preamble: BytesMut::new(),
-        held: BytesMut::new(),
         outbox: BytesMut::new(),
         unparsable_seen: false,
         limit,
@@ -98,10 +98,11 @@ struct Relay {
     sender: mpsc::Sender<Result<Bytes, BoxError>>,
     /// Events that show nothing yet, held until the head is sent.
     preamble: BytesMut,
-    /// Events of tool calls awaiting their check (and whatever followed them).
-    held: BytesMut,
-    /// The held events themselves, for when a check edits their calls' arguments.
-    held_events: Vec<SseEvent>,
+    /// Events of tool calls awaiting their check (and whatever followed them), kept as events
+    /// so that a check that edits their calls' arguments can release them rewritten.
+    held: Vec<SseEvent>,
+    /// The size of `held` on the wire, for the response limit.
+    held_bytes: usize,
     /// Argument edits made so far; every event from then on passes through it.
     rewriter: StreamRewriter,
     /// What is ready for the client: sent once per burst of upstream frames, not once per
@@ -169,7 +170,7 @@ impl Relay {
             let Ok(data) = frame.into_data() else {
                 continue;
             };
-            if parser.buffered_len() + self.held.len() + data.len() > self.limit {
+            if parser.buffered_len() + self.held_bytes + data.len() > self.limit {
                 self.fail(GatewayError::response_too_large(self.limit))
                     .await;
                 break;
@@ -229,8 +230,8 @@ impl Relay {
     async fn on_event(&mut self, event: SseEvent) -> Flow {
         let step = self.assembler.observe(&event);
         if !self.held.is_empty() || step == StreamStep::ToolFragment {
-            self.held.extend_from_slice(&event.raw);
-            self.held_events.push(event);
+            self.held_bytes += event.raw.len();
+            self.held.push(event);
             if self.assembler.calls_ready() {
                 return self.validate().await;
             }
@@ -285,13 +286,9 @@ impl Relay {
                     self.rewriter.add_edits(&edits);
                 }
                 self.exchange.delivered_calls.extend(calls);
-                let events = std::mem::take(&mut self.held_events);
-                let held = std::mem::take(&mut self.held).freeze();
-                if !self.rewriter.is_active() {
-                    return self.send(held).await;
-                }
-                let mut released = BytesMut::with_capacity(held.len());
-                for event in events {
+                let mut released = BytesMut::with_capacity(self.held_bytes);
+                self.held_bytes = 0;
+                for event in std::mem::take(&mut self.held) {
                     released.extend_from_slice(&self.rewritten(event));
                 }
                 self.send(released.freeze()).await
@@ -346,7 +343,7 @@ impl Relay {
 
     async fn block(&mut self, rejection: Rejection) -> Flow {
         self.held.clear();
-        self.held_events.clear();
+        self.held_bytes = 0;
         // What was released before the block still goes, ahead of the error frame.
         self.flush().await;
         if self.head.is_some() {
@@ -363,7 +360,7 @@ impl Relay {
     /// Ends the stream on an upstream failure. Held calls were never checked and are dropped.
     async fn fail(&mut self, error: GatewayError) {
         self.held.clear();
-        self.held_events.clear();
+        self.held_bytes = 0;
         self.flush().await;
         self.exchange.failed = true;
         tracing::warn!(request_id = %self.exchange.meta.request_id, code = error.code, message = %error.message, "stream failed");
