@@ -470,12 +470,7 @@ async fn a_call_to_a_tool_the_request_was_not_offered_is_blocked() {
     let (_, body) = api_error(error);
     assert_eq!(body["code"], "tool_not_available_in_state");
 
-    let metrics = gateway
-        .admin_get("/metrics")
-        .await
-        .text()
-        .await
-        .expect("text");
+    let metrics = gateway.metrics_text().await;
     assert!(
         metrics.contains("agent_privilege_escalation_attempts_total{tenant=\"\"} 3"),
         "{metrics}"
@@ -743,12 +738,7 @@ async fn a_tenant_asking_for_groups_beyond_its_own_is_refused() {
     );
     assert_eq!(upstream.request_count(), 0);
 
-    let metrics = gateway
-        .admin_get("/metrics")
-        .await
-        .text()
-        .await
-        .expect("text");
+    let metrics = gateway.metrics_text().await;
     assert!(
         metrics.contains("agent_group_access_denied_total{group=\"admin\"} 1"),
         "{metrics}"

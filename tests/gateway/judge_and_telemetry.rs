@@ -194,12 +194,7 @@ async fn the_admin_listener_reports_health_readiness_and_metrics() {
         403
     );
 
-    let metrics = gateway
-        .admin_get("/metrics")
-        .await
-        .text()
-        .await
-        .expect("text");
+    let metrics = gateway.metrics_text().await;
     let has = |needle: &str| metrics.lines().any(|line| line.contains(needle));
     assert!(
         has(r#"toolgate_requests_total{route="/v1/chat/completions",status="200"} 1"#),

@@ -576,12 +576,7 @@ async fn the_route_plugins_govern_mcp_tools_by_qualified_name() {
     assert_eq!(line["mcp"]["server"], "everything");
     assert_eq!(line["calls"][0]["name"], "everything__get-sum");
     assert_eq!(line["violations"][0]["code"], "sum_too_large");
-    let metrics = gateway
-        .admin_get("/metrics")
-        .await
-        .text()
-        .await
-        .expect("text");
+    let metrics = gateway.metrics_text().await;
     assert!(
         metrics.contains(
             r#"toolgate_mcp_calls_total{route="/mcp",server="everything",outcome="blocked"} 2"#

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use crate::common::services::{answer_of, calling, instance, metrics, request, route, service};
+use crate::common::services::{answer_of, calling, instance, request, route, service};
 use crate::common::upstream::judge_verdict;
 use crate::common::{Reply, ScriptedUpstream, TestGateway};
 use bytes::Bytes;
@@ -77,7 +77,7 @@ async fn a_slow_service_times_out_and_the_fail_mode_decides() {
     assert_eq!(closed, 403);
     assert_unavailable(&closed_body, "timeout");
     assert_eq!(open, 200, "fail_mode = allow lets the call through");
-    let text = metrics(&gateway).await;
+    let text = gateway.metrics_text().await;
     assert!(
         text.contains("toolgate_service_errors_total{service=\"flaky\",kind=\"timeout\"} 2"),
         "{text}"
@@ -113,7 +113,7 @@ async fn an_erroring_service_is_unavailable_whether_by_status_or_by_its_error_fi
         };
         assert_unavailable(&closed_body, kind);
     }
-    let text = metrics(&gateway).await;
+    let text = gateway.metrics_text().await;
     for expected in [
         "toolgate_service_errors_total{service=\"flaky\",kind=\"status\"} 2",
         "toolgate_service_errors_total{service=\"flaky\",kind=\"service_error\"} 2",
@@ -155,7 +155,7 @@ async fn garbage_answers_are_unavailable_never_an_allow() {
         assert_eq!((closed, open), (403, 200), "{closed_body}");
         assert_unavailable(&closed_body, kind);
     }
-    let text = metrics(&gateway).await;
+    let text = gateway.metrics_text().await;
     assert!(
         text.contains("toolgate_service_errors_total{service=\"flaky\",kind=\"invalid_answer\"} 8"),
         "{text}"
@@ -188,7 +188,7 @@ async fn the_breaker_opens_after_consecutive_failures_and_a_probe_closes_it() {
     assert_eq!((closed, open), (403, 200));
     assert_unavailable(&closed_body, "breaker_open");
     assert_eq!(checker.request_count(), 2);
-    let text = metrics(&gateway).await;
+    let text = gateway.metrics_text().await;
     assert!(
         text.contains("toolgate_service_breaker_state{service=\"flaky\"} 1"),
         "{text}"
@@ -223,7 +223,7 @@ async fn the_breaker_opens_after_consecutive_failures_and_a_probe_closes_it() {
     let (closed, closed_body, open) = both_routes(&upstream, &gateway).await;
     assert_eq!((closed, open), (200, 200), "{closed_body}");
     assert_eq!(checker.request_count(), 5);
-    let text = metrics(&gateway).await;
+    let text = gateway.metrics_text().await;
     assert!(
         text.contains("toolgate_service_breaker_state{service=\"flaky\"} 0"),
         "{text}"

@@ -5,7 +5,7 @@
 
 use crate::common;
 use crate::common::services::{
-    ARGCHECK_PARAMS, Validator, answer_of, calling, instance, metrics, request, route, service,
+    ARGCHECK_PARAMS, Validator, answer_of, calling, instance, request, route, service,
 };
 use crate::common::upstream::chat_stream;
 use crate::common::{Reply, ScriptedUpstream, TestGateway};
@@ -160,7 +160,7 @@ async fn the_example_service_denies_with_a_403_carrying_its_violations() {
         "{refused:?}"
     );
 
-    let text = metrics(&gateway).await;
+    let text = gateway.metrics_text().await;
     for expected in [
         "toolgate_service_calls_total{service=\"argcheck\",outcome=\"allow\"} 1",
         "toolgate_service_calls_total{service=\"argcheck\",outcome=\"deny\"} 2",
@@ -252,7 +252,8 @@ async fn a_modify_before_the_request_removes_declared_tools_upstream() {
         "the rest is untouched"
     );
     assert!(
-        metrics(&gateway)
+        gateway
+            .metrics_text()
             .await
             .contains("toolgate_service_calls_total{service=\"argcheck\",outcome=\"modify\"} 1")
     );

@@ -158,6 +158,15 @@ impl TestGateway {
             .expect("the admin endpoint answers")
     }
 
+    /// The admin listener's `/metrics` page, as text.
+    pub async fn metrics_text(&self) -> String {
+        self.admin_get("/metrics")
+            .await
+            .text()
+            .await
+            .expect("metrics text")
+    }
+
     /// Waits (bounded) until the audit log holds a line for `request_id`, and returns it.
     pub async fn audit_line(&self, request_id: &str) -> Value {
         for _ in 0..200 {

@@ -6,8 +6,8 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
+use super::Reply;
 use super::upstream::chat_completion;
-use super::{Reply, TestGateway};
 
 /// The reference validator from `examples/`, served in-process on a free loopback port.
 pub struct Validator {
@@ -62,15 +62,6 @@ pub fn instance(extra: &str, settings: &str) -> String {
 
 pub fn service(name: &str, url: &str, extra: &str) -> String {
     format!("[services.{name}]\nurl = \"{url}\"\n{extra}\n")
-}
-
-pub async fn metrics(gateway: &TestGateway) -> String {
-    gateway
-        .admin_get("/metrics")
-        .await
-        .text()
-        .await
-        .expect("metrics text")
 }
 
 pub async fn answer_of(response: reqwest::Response) -> (u16, Value) {
