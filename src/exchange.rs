@@ -99,7 +99,7 @@ impl Exchange {
     }
 
     /// Closes the exchange: metrics, the audit line, and `post_response` (in the background, so
-    /// accounting never delays the client).
+    /// accounting never delays the client) when the chain has any.
     pub async fn finish(self, state: &Arc<GatewayState>, status: http::StatusCode) {
         let route_path = self.route.path.clone();
         state
@@ -164,6 +164,9 @@ impl Exchange {
                 mcp: None,
             };
             state.audit.write(&record).await;
+        }
+        if !self.route.chain.runs_post_response() {
+            return;
         }
         let elapsed = self.started.elapsed();
         tokio::spawn(async move {

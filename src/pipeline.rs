@@ -27,6 +27,7 @@ pub struct ChainEntry {
 pub struct Chain {
     entries: Vec<ChainEntry>,
     needs: BodyNeeds,
+    runs_post_response: bool,
 }
 
 /// A block that a plugin in observe mode would have made.
@@ -93,7 +94,14 @@ impl Chain {
                 response: needs.response || plugin.response,
             }
         });
-        Chain { entries, needs }
+        let runs_post_response = entries
+            .iter()
+            .any(|entry| entry.plugin.runs_post_response());
+        Chain {
+            entries,
+            needs,
+            runs_post_response,
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -102,6 +110,12 @@ impl Chain {
 
     pub fn body_needs(&self) -> BodyNeeds {
         self.needs
+    }
+
+    /// Whether some plugin of the chain has `post_response` work; without one the stage is
+    /// not scheduled at all.
+    pub fn runs_post_response(&self) -> bool {
+        self.runs_post_response
     }
 
     pub fn names(&self) -> impl Iterator<Item = &str> {

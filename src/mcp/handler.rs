@@ -460,7 +460,10 @@ async fn call_tool_checked(
         }
     }
 
-    // Accounting (budgets) sees the delivered call, in the background as on LLM routes.
+    // Accounting sees the delivered call, in the background as on LLM routes.
+    if !scope.route.chain.runs_post_response() {
+        return Ok(result);
+    }
     let (route, meta, headers) = (
         scope.route.clone(),
         scope.meta.clone(),

@@ -70,6 +70,9 @@ impl Plugin for ToolRemover {
             ),
         ])
     }
+    fn runs_post_response(&self) -> bool {
+        true
+    }
     async fn post_response(&self, exchange: &CompletedExchange<'_>) {
         if exchange.status == StatusCode::OK {
             self.completed.fetch_add(1, Ordering::SeqCst);

@@ -49,8 +49,16 @@ pub trait Plugin: Send + Sync + 'static {
         Verdict::Continue
     }
 
-    /// Runs after the client got its answer, for accounting; it cannot change anything.
+    /// Runs after the client got its answer, for accounting; it cannot change anything. Only
+    /// called when [`Plugin::runs_post_response`] says so.
     async fn post_response(&self, _exchange: &CompletedExchange<'_>) {}
+
+    /// Whether this plugin has work in [`Plugin::post_response`]. The stage costs a task per
+    /// exchange, so the gateway schedules it only for chains where some plugin answers true; a
+    /// plugin that overrides `post_response` must override this too. Default: false.
+    fn runs_post_response(&self) -> bool {
+        false
+    }
 
     /// Why this plugin would keep `tool` from a request like `query`, or `None` when it would
     /// not. Answers `GET /tools` (discovery) with the same rules the stages enforce.
