@@ -52,7 +52,10 @@ impl<'a> From<&'a DeclaredTool> for DeclaredToolView<'a> {
         DeclaredToolView {
             name: &tool.name,
             kind: tool.kind,
-            parameters: tool.parameters.as_deref(),
+            // Schema text was JSON when it was read; a copy a plugin made up is sent only if it is.
+            parameters: tool
+                .schema_text()
+                .and_then(|text| serde_json::from_str(text).ok()),
         }
     }
 }

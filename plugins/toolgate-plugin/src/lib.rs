@@ -46,6 +46,8 @@ pub mod tenant;
 pub mod tool;
 pub mod verdict;
 
+/// The text type of a declared schema (`DeclaredTool::parameters`), for plugins that build one.
+pub use bytestring::ByteString;
 pub use catalog::{CatalogTool, ToolCatalog};
 pub use directives::Directives;
 pub use exchange::{CompletedExchange, ExchangeMeta, Parsed, RequestExchange, ResponseExchange};

@@ -1,8 +1,8 @@
 //! The nouns of every check: the tools a client declared and the calls a model made,
 //! independent of the wire format they arrived in.
 
+use bytestring::ByteString;
 use serde::Serialize;
-use serde_json::value::RawValue;
 
 /// How a tool was declared, or how a call names its tool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -25,8 +25,9 @@ pub struct DeclaredTool {
     pub name: String,
     pub kind: ToolKind,
     /// The JSON Schema of the arguments exactly as the client wrote it. Kept as raw text so a
-    /// schema cache can key on its bytes without building a JSON tree on every request.
-    pub parameters: Option<Box<RawValue>>,
+    /// schema cache can key on its bytes without building a JSON tree on every request; read
+    /// from a body, it shares the body's bytes rather than copying them.
+    pub parameters: Option<ByteString>,
 }
 
 impl DeclaredTool {
@@ -36,14 +37,13 @@ impl DeclaredTool {
         DeclaredTool {
             name: name.into(),
             kind: ToolKind::Function,
-            // A `Value` always serializes; a failure could only come from a broken serializer.
-            parameters: schema.and_then(|schema| serde_json::value::to_raw_value(schema).ok()),
+            parameters: schema.map(|schema| ByteString::from(schema.to_string())),
         }
     }
 
     /// The schema text, if the tool declares one.
     pub fn schema_text(&self) -> Option<&str> {
-        self.parameters.as_deref().map(RawValue::get)
+        self.parameters.as_deref()
     }
 }
 

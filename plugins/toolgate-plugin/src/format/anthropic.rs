@@ -22,7 +22,7 @@ const CODE_EXECUTION_PARTS: [&str; 2] = ["bash_code_execution", "text_editor_cod
 
 pub(super) fn parse_request(body: Bytes) -> Result<ToolRequest, ParseError> {
     let mut wire: RequestHead = serde_json::from_slice(&body)?;
-    let mut declared_tools = wire.declared_tools()?;
+    let mut declared_tools = wire.declared_tools(&body)?;
     let runs_code = declared_tools
         .iter()
         .any(|tool| tool.kind == ToolKind::Builtin && tool.name == "code_execution");

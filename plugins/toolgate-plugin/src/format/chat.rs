@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::raw_object::RawObject;
-use super::tool_entry::{ToolEntry, declared_tools as read_tools, without_tools};
+use super::tool_entry::{ToolEntry, declared_tools as read_tools, schema_text, without_tools};
 use super::{ParseError, ToolRequest, ToolResponse, WireFormat, text_or_raw_json};
 use crate::tool::{CallOutcome, DeclaredTool, HistoryCall, ToolCall, ToolKind};
 use crate::verdict::Edit;
@@ -15,8 +15,8 @@ use crate::verdict::Edit;
 struct RequestWire<'a> {
     #[serde(borrow, default)]
     tools: Option<Vec<ToolEntry<'a>>>,
-    #[serde(default)]
-    functions: Option<Vec<FunctionWire>>,
+    #[serde(borrow, default)]
+    functions: Option<Vec<FunctionWire<'a>>>,
     #[serde(default)]
     stream: Option<bool>,
     #[serde(default)]
@@ -26,20 +26,20 @@ struct RequestWire<'a> {
 }
 
 #[derive(Deserialize)]
-struct FunctionWire {
+struct FunctionWire<'a> {
     name: String,
-    #[serde(default)]
-    parameters: Option<Box<RawValue>>,
+    #[serde(borrow, default)]
+    parameters: Option<&'a RawValue>,
 }
 
 pub(super) fn parse_request(body: Bytes) -> Result<ToolRequest, ParseError> {
     let wire: RequestWire = serde_json::from_slice(&body)?;
-    let mut declared_tools = read_tools(wire.tools.unwrap_or_default())?;
+    let mut declared_tools = read_tools(wire.tools.unwrap_or_default(), &body)?;
     for function in wire.functions.into_iter().flatten() {
         declared_tools.push(DeclaredTool {
             name: function.name,
             kind: ToolKind::LegacyFunction,
-            parameters: function.parameters,
+            parameters: function.parameters.map(|schema| schema_text(&body, schema)),
         });
     }
     Ok(ToolRequest {

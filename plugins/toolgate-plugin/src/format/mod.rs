@@ -240,8 +240,9 @@ pub(crate) struct RequestHead<'a> {
 }
 
 impl RequestHead<'_> {
-    pub(crate) fn declared_tools(&mut self) -> Result<Vec<DeclaredTool>, ParseError> {
-        tool_entry::declared_tools(self.tools.take().unwrap_or_default())
+    /// The declared tools, their schemas sharing `body`, the buffer this head was read from.
+    pub(crate) fn declared_tools(&mut self, body: &Bytes) -> Result<Vec<DeclaredTool>, ParseError> {
+        tool_entry::declared_tools(self.tools.take().unwrap_or_default(), body)
     }
 }
 

@@ -40,7 +40,7 @@ fn without_date(kind: &str) -> &str {
 
 pub(super) fn parse_request(body: Bytes) -> Result<ToolRequest, ParseError> {
     let mut wire: RequestHead = serde_json::from_slice(&body)?;
-    let mut declared_tools = wire.declared_tools()?;
+    let mut declared_tools = wire.declared_tools(&body)?;
     for tool in &mut declared_tools {
         tool.name = reported_name(tool).to_owned();
     }
@@ -322,7 +322,7 @@ fn without_declared(entries: &RawValue, removed: &[&str]) -> Result<Option<Strin
     let mut aliases = Vec::new();
     for entry in parsed {
         let entry_name = entry.name().map(str::to_owned);
-        if let (Some(entry_name), Ok(tool)) = (entry_name, entry.declared_tool())
+        if let (Some(entry_name), Ok(tool)) = (entry_name, entry.declared_tool(&Bytes::new()))
             && removed.contains(&reported_name(&tool))
         {
             aliases.push(entry_name);

@@ -4,6 +4,8 @@
 //! "parameters"}`, Anthropic's `{"name","input_schema"}`, custom tools, and built-in tools
 //! declared by type.
 
+use bytes::Bytes;
+use bytestring::ByteString;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -16,32 +18,47 @@ pub(crate) struct ToolEntry<'a> {
     kind: Option<&'a str>,
     #[serde(borrow, default)]
     name: Option<std::borrow::Cow<'a, str>>,
-    #[serde(default)]
-    function: Option<NestedWire>,
-    #[serde(default)]
-    custom: Option<NestedWire>,
-    #[serde(default)]
-    parameters: Option<Box<RawValue>>,
-    #[serde(default)]
-    input_schema: Option<Box<RawValue>>,
+    #[serde(borrow, default)]
+    function: Option<NestedWire<'a>>,
+    #[serde(borrow, default)]
+    custom: Option<NestedWire<'a>>,
+    #[serde(borrow, default)]
+    parameters: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    input_schema: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
-struct NestedWire {
+struct NestedWire<'a> {
     name: String,
-    #[serde(default)]
-    parameters: Option<Box<RawValue>>,
+    #[serde(borrow, default)]
+    parameters: Option<&'a RawValue>,
+}
+
+/// A schema's text as a slice of `body`, the buffer it was read from, so that holding a request
+/// holds its schemas without a second copy; a copy when the text lies elsewhere.
+pub(crate) fn schema_text(body: &Bytes, schema: &RawValue) -> ByteString {
+    let text = schema.get();
+    let start = (text.as_ptr() as usize).wrapping_sub(body.as_ptr() as usize);
+    if start <= body.len() && text.len() <= body.len() - start {
+        // The UTF-8 check cannot fail on the bytes of a `&str`; it keeps this free of `unsafe`.
+        if let Ok(shared) = ByteString::try_from(body.slice(start..start + text.len())) {
+            return shared;
+        }
+    }
+    ByteString::from(text)
 }
 
 impl ToolEntry<'_> {
-    /// The tool this entry declares.
-    pub(crate) fn declared_tool(self) -> Result<DeclaredTool, ParseError> {
+    /// The tool this entry declares; its schema shares `body`'s bytes when it was read from it.
+    pub(crate) fn declared_tool(self, body: &Bytes) -> Result<DeclaredTool, ParseError> {
+        let schema = |raw: Option<&RawValue>| raw.map(|raw| schema_text(body, raw));
         let name = self.name.map(|name| name.into_owned());
         match (self.kind, self.function, self.custom) {
             (Some("function") | None, Some(function), _) => Ok(DeclaredTool {
                 name: function.name,
                 kind: ToolKind::Function,
-                parameters: function.parameters,
+                parameters: schema(function.parameters),
             }),
             (Some("custom"), _, Some(custom)) => Ok(DeclaredTool {
                 name: custom.name,
@@ -51,7 +68,7 @@ impl ToolEntry<'_> {
             (Some("function") | None, None, _) if name.is_some() => Ok(DeclaredTool {
                 name: name.unwrap_or_default(),
                 kind: ToolKind::Function,
-                parameters: self.parameters.or(self.input_schema),
+                parameters: schema(self.parameters.or(self.input_schema)),
             }),
             // Anthropic marks client tools with `"type": "custom"` and a flat name and schema.
             (Some("custom"), _, None) if name.is_some() => Ok(DeclaredTool {
@@ -61,7 +78,7 @@ impl ToolEntry<'_> {
                 } else {
                     ToolKind::Custom
                 },
-                parameters: self.input_schema.or(self.parameters),
+                parameters: schema(self.input_schema.or(self.parameters)),
             }),
             // A provider's own tool: named by its `name` if it has one (Anthropic server tools),
             // else by its type (Responses built-ins such as `web_search`).
@@ -92,14 +109,17 @@ impl ToolEntry<'_> {
     }
 }
 
-/// The tools of a `tools` array of any shape, read with the body that holds it.
-pub(crate) fn declared_tools(entries: Vec<ToolEntry<'_>>) -> Result<Vec<DeclaredTool>, ParseError> {
+/// The tools of a `tools` array of any shape, read from `body`.
+pub(crate) fn declared_tools(
+    entries: Vec<ToolEntry<'_>>,
+    body: &Bytes,
+) -> Result<Vec<DeclaredTool>, ParseError> {
     entries
         .into_iter()
         .enumerate()
         .map(|(index, entry)| {
             entry
-                .declared_tool()
+                .declared_tool(body)
                 .map_err(|error| ParseError::new(format!("tools[{index}]: {error}")))
         })
         .collect()
@@ -126,7 +146,8 @@ mod tests {
     use super::*;
 
     fn read(json: &str) -> Vec<(String, ToolKind, Option<String>)> {
-        declared_tools(serde_json::from_str(json).expect("json"))
+        let body = Bytes::copy_from_slice(json.as_bytes());
+        declared_tools(serde_json::from_slice(&body).expect("json"), &body)
             .expect("tools parse")
             .into_iter()
             .map(|tool| {
@@ -134,6 +155,25 @@ mod tests {
                 (tool.name, tool.kind, schema)
             })
             .collect()
+    }
+
+    #[test]
+    fn a_schema_shares_the_bytes_of_the_body_it_was_read_from() {
+        let body = Bytes::from_static(br#"[{"name":"f","input_schema":{"type":"object"}}]"#);
+        let tools = declared_tools(serde_json::from_slice(&body).expect("json"), &body)
+            .expect("tools parse");
+        let schema = tools[0].parameters.as_ref().expect("a schema");
+        assert_eq!(&**schema, r#"{"type":"object"}"#);
+        assert!(
+            body.as_ptr_range().contains(&schema.as_ptr()),
+            "not a slice of the body"
+        );
+
+        // Text that is not inside the given body is copied, never sliced out of range.
+        let elsewhere: &RawValue = serde_json::from_str(r#"{"type":"string"}"#).expect("json");
+        let copied = schema_text(&body, elsewhere);
+        assert_eq!(&*copied, r#"{"type":"string"}"#);
+        assert!(!body.as_ptr_range().contains(&copied.as_ptr()));
     }
 
     #[test]
@@ -174,7 +214,7 @@ mod tests {
     #[test]
     fn an_entry_without_a_name_is_an_error() {
         let entries = serde_json::from_str(r#"[{"type":"function"}]"#).expect("json");
-        assert!(declared_tools(entries).is_err());
+        assert!(declared_tools(entries, &Bytes::new()).is_err());
     }
 
     #[test]
