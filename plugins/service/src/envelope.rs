@@ -52,7 +52,7 @@ impl<'a> From<&'a DeclaredTool> for DeclaredToolView<'a> {
         DeclaredToolView {
             name: &tool.name,
             kind: tool.kind,
-            // Schema text was JSON when it was read; a copy a plugin made up is sent only if it is.
+            // Text read from a body is JSON; one a plugin built by hand is sent only if it is too.
             parameters: tool
                 .schema_text()
                 .and_then(|text| serde_json::from_str(text).ok()),
