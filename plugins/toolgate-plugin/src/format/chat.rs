@@ -100,6 +100,13 @@ struct FunctionCallWire<'a> {
     arguments: Option<&'a RawValue>,
 }
 
+impl FunctionCallWire<'_> {
+    /// The arguments as the call's text: a JSON string's content, any other JSON as written.
+    fn arguments_text(&self) -> String {
+        self.arguments.map(text_or_raw_json).unwrap_or_default()
+    }
+}
+
 #[derive(Deserialize)]
 struct CustomCallWire {
     name: String,
@@ -125,9 +132,9 @@ pub(super) fn parse_response(body: &[u8]) -> Result<ToolResponse, ParseError> {
             response.calls.push(ToolCall {
                 choice: index,
                 id: None,
+                arguments: function.arguments_text(),
                 name: function.name,
                 kind: ToolKind::LegacyFunction,
-                arguments: function.arguments.map(text_or_raw_json).unwrap_or_default(),
             });
         }
     }
@@ -146,9 +153,9 @@ fn tool_call(choice: u32, position: usize, call: ToolCallWire<'_>) -> Result<Too
         (Some("function") | None, Some(function), _) => Ok(ToolCall {
             choice,
             id: call.id,
+            arguments: function.arguments_text(),
             name: function.name,
             kind: ToolKind::Function,
-            arguments: function.arguments.map(text_or_raw_json).unwrap_or_default(),
         }),
         (kind, _, _) => Err(ParseError::new(format!(
             "choices[{choice}].message.tool_calls[{position}]: a call of type '{}' without its object",
@@ -202,8 +209,8 @@ pub(super) fn history(body: &[u8]) -> Vec<HistoryCall> {
                 if let Some(function) = message.function_call {
                     calls.push(HistoryCall {
                         id: None,
+                        arguments: function.arguments_text(),
                         name: function.name,
-                        arguments: function.arguments.map(text_or_raw_json).unwrap_or_default(),
                         outcome: CallOutcome::Pending,
                     });
                 }
