@@ -189,8 +189,11 @@ impl Gateway {
                     let _ = stream.set_nodelay(true);
                     let state = state.clone();
                     let service = service_fn(move |request| {
-                        let state = state.clone();
-                        async move { Ok::<_, Infallible>(proxy::handle(state, request).await) }
+                        // hyper keeps one slot the size of this future for the connection's
+                        // whole life; boxed, the exchange's state (kilobytes) is freed as soon
+                        // as the answer's head is out, which matters under many open streams.
+                        let exchange = Box::pin(proxy::handle(state.clone(), request));
+                        async move { Ok::<_, Infallible>(exchange.await) }
                     });
                     let connection = builder.serve_connection(TokioIo::new(stream), service).into_owned();
                     let connection = graceful.watch(connection);

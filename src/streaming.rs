@@ -65,7 +65,9 @@ pub async fn guard(
         limit,
         head_status: parts.status,
     };
-    tokio::spawn(async move { relay.run(state, body).await });
+    // Spawned as it is, not wrapped in an `async` block, which would keep a second copy of the
+    // relay in the task for the stream's whole life.
+    tokio::spawn(relay.run(state, body));
     match head.await {
         Ok(Head::Stream(headers)) => {
             parts.headers.remove(header::CONTENT_LENGTH);
@@ -115,6 +117,9 @@ struct Relay {
 }
 
 impl Relay {
+    /// The relay task. Steps taken once or rarely (the check, a block, a failure, the closing
+    /// audit) are awaited boxed: inline, their futures would be part of the task's state, and
+    /// so of its memory, for the whole stream.
     async fn run(mut self, state: Arc<GatewayState>, mut body: Incoming) {
         let mut parser = SseParser::new();
         // Only LLM routes stream; an MCP route never reaches the relay.
@@ -137,8 +142,10 @@ impl Relay {
                     match tokio::time::timeout(read_timeout, body.frame()).await {
                         Ok(next) => next,
                         Err(_) => {
-                            self.fail(GatewayError::upstream_timeout("the stream stalled"))
-                                .await;
+                            Box::pin(
+                                self.fail(GatewayError::upstream_timeout("the stream stalled")),
+                            )
+                            .await;
                             break;
                         }
                     }
@@ -146,9 +153,9 @@ impl Relay {
             };
             let frame = match next {
                 Some(Err(error)) => {
-                    self.fail(GatewayError::upstream_failed(format!(
+                    Box::pin(self.fail(GatewayError::upstream_failed(format!(
                         "the upstream stream was cut: {error}"
-                    )))
+                    ))))
                     .await;
                     break;
                 }
@@ -161,7 +168,7 @@ impl Relay {
                     // The stream ended with calls still open: check them as they are, never
                     // release them unchecked.
                     if !self.held.is_empty() {
-                        self.validate().await;
+                        Box::pin(self.validate()).await;
                     }
                     break;
                 }
@@ -171,8 +178,7 @@ impl Relay {
                 continue;
             };
             if parser.buffered_len() + self.held_bytes + data.len() > self.limit {
-                self.fail(GatewayError::response_too_large(self.limit))
-                    .await;
+                Box::pin(self.fail(GatewayError::response_too_large(self.limit))).await;
                 break;
             }
             let mut stop = false;
@@ -194,7 +200,7 @@ impl Relay {
         self.flush().await;
         self.exchange.upstream_time = upstream_started.elapsed();
         drop(self.sender);
-        self.exchange.finish(&state, self.head_status).await;
+        Box::pin(self.exchange.finish(&state, self.head_status)).await;
     }
 
     /// The upstream's next frame when it is already at hand, so that a burst of events leaves
@@ -233,7 +239,7 @@ impl Relay {
             self.held_bytes += event.raw.len();
             self.held.push(event);
             if self.assembler.calls_ready() {
-                return self.validate().await;
+                return Box::pin(self.validate()).await;
             }
             return Flow::Continue;
         }
@@ -246,8 +252,8 @@ impl Relay {
                 self.unparsable_seen = true;
                 let error =
                     ParseError::new("a stream event that is not an event of the exchange's format");
-                match self.check(Parsed::Unparsable(error)).await.0 {
-                    Some(rejection) => self.block(rejection).await,
+                match Box::pin(self.check(Parsed::Unparsable(error))).await.0 {
+                    Some(rejection) => Box::pin(self.block(rejection)).await,
                     None => self.send(event.raw).await,
                 }
             }
