@@ -10,7 +10,9 @@ use serde_json::value::RawValue;
 
 use super::raw_object::RawObject;
 use super::tool_entry::without_tools;
-use super::{ParseError, RequestHead, ToolRequest, ToolResponse, WireFormat, text_or_raw_json};
+use super::{
+    ParseError, RequestHead, ToolRequest, ToolResponse, WireFormat, read_json, text_or_raw_json,
+};
 use crate::stream::AnthropicStreamAssembler as Blocks;
 use crate::tool::{CallOutcome, DeclaredTool, HistoryCall, ToolCall, ToolKind};
 use crate::verdict::Edit;
@@ -21,7 +23,7 @@ use crate::verdict::Edit;
 const CODE_EXECUTION_PARTS: [&str; 2] = ["bash_code_execution", "text_editor_code_execution"];
 
 pub(super) fn parse_request(body: Bytes) -> Result<ToolRequest, ParseError> {
-    let mut wire: RequestHead = serde_json::from_slice(&body)?;
+    let mut wire: RequestHead = read_json(&body)?;
     let mut declared_tools = wire.declared_tools(&body)?;
     let runs_code = declared_tools
         .iter()
@@ -94,7 +96,7 @@ impl BlockWire<'_> {
 }
 
 pub(super) fn parse_response(body: &[u8]) -> Result<ToolResponse, ParseError> {
-    let message: MessageWire = serde_json::from_slice(body)?;
+    let message: MessageWire = read_json(body)?;
     if message.kind != "message" {
         return Err(ParseError::new(format!(
             "an object of type '{}' where an Anthropic message was expected",
@@ -142,7 +144,7 @@ impl TurnWire<'_> {
 /// or its `text` blocks joined with newlines. A turn that only returns tool results is the
 /// client speaking, not the user, so the search goes on to the turn before.
 pub(super) fn latest_user_text(body: &[u8]) -> Option<String> {
-    let conversation: ConversationWire = serde_json::from_slice(body).ok()?;
+    let conversation: ConversationWire = read_json(body).ok()?;
     let user_turns = conversation.messages.iter().rev();
     for turn in user_turns.filter(|turn| turn.role.as_deref() == Some("user")) {
         let Some(content) = turn.content else {
@@ -168,7 +170,7 @@ pub(super) fn latest_user_text(body: &[u8]) -> Option<String> {
 /// blocks, settled by a later `tool_result` (failed when `is_error`) or, for server tools, by
 /// the `*_tool_result` block Anthropic adds to the same turn (failed when it holds an error).
 pub(super) fn history(body: &[u8]) -> Vec<HistoryCall> {
-    let Ok(conversation) = serde_json::from_slice::<ConversationWire>(body) else {
+    let Ok(conversation) = read_json::<ConversationWire>(body) else {
         return Vec::new();
     };
     let mut calls: Vec<HistoryCall> = Vec::new();
@@ -237,7 +239,7 @@ pub(super) fn apply_request_edits(
     if removed.is_empty() {
         return Ok(None);
     }
-    let object: RawObject = serde_json::from_slice(body)?;
+    let object: RawObject = read_json(body)?;
     let field = |name: &str| {
         object
             .0

@@ -7,7 +7,7 @@ use serde_json::value::RawValue;
 
 use super::raw_object::RawObject;
 use super::tool_entry::{ToolEntry, declared_tools as read_tools, schema_text, without_tools};
-use super::{ParseError, ToolRequest, ToolResponse, WireFormat, text_or_raw_json};
+use super::{ParseError, ToolRequest, ToolResponse, WireFormat, read_json, text_or_raw_json};
 use crate::tool::{CallOutcome, DeclaredTool, HistoryCall, ToolCall, ToolKind};
 use crate::verdict::Edit;
 
@@ -33,7 +33,7 @@ struct FunctionWire<'a> {
 }
 
 pub(super) fn parse_request(body: Bytes) -> Result<ToolRequest, ParseError> {
-    let wire: RequestWire = serde_json::from_slice(&body)?;
+    let wire: RequestWire = read_json(&body)?;
     let mut declared_tools = read_tools(wire.tools.unwrap_or_default(), &body)?;
     for function in wire.functions.into_iter().flatten() {
         declared_tools.push(DeclaredTool {
@@ -115,7 +115,7 @@ struct CustomCallWire {
 }
 
 pub(super) fn parse_response(body: &[u8]) -> Result<ToolResponse, ParseError> {
-    let wire: ResponseWire = serde_json::from_slice(body)?;
+    let wire: ResponseWire = read_json(body)?;
     let mut response = ToolResponse::default();
     for (position, choice) in wire.choices.into_iter().enumerate() {
         let index = choice.index.unwrap_or(position as u32);
@@ -189,7 +189,7 @@ struct ChatMessageWire<'a> {
 /// The calls of the conversation so far, each with whether its result was sent back. Chat has
 /// no error flag on a tool result, so a returned result counts as completed.
 pub(super) fn history(body: &[u8]) -> Vec<HistoryCall> {
-    let Ok(conversation) = serde_json::from_slice::<ConversationWire>(body) else {
+    let Ok(conversation) = read_json::<ConversationWire>(body) else {
         return Vec::new();
     };
     let mut calls: Vec<HistoryCall> = Vec::new();
@@ -248,7 +248,7 @@ struct ContentPartWire {
 }
 
 pub(super) fn latest_user_text(body: &[u8]) -> Option<String> {
-    let conversation: ConversationWire = serde_json::from_slice(body).ok()?;
+    let conversation: ConversationWire = read_json(body).ok()?;
     let content = conversation
         .messages
         .iter()
@@ -275,7 +275,7 @@ pub(super) fn apply_request_edits(
     if removed.is_empty() {
         return Ok(None);
     }
-    let object: RawObject = serde_json::from_slice(body)?;
+    let object: RawObject = read_json(body)?;
     let mut replacements: Vec<(&str, Option<String>)> = Vec::new();
     for field in ["tools", "functions"] {
         let Some((_, raw)) = object.0.iter().find(|(key, _)| key == field) else {

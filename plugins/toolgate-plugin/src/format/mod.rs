@@ -104,7 +104,7 @@ impl WireFormat {
             #[serde(borrow, default)]
             tools: Option<&'a RawValue>,
         }
-        let shape: Shape = serde_json::from_slice(body).ok()?;
+        let shape: Shape = read_json(body).ok()?;
         match (shape.input, shape.messages) {
             (Some(_), None) => Some(WireFormat::Responses),
             (_, Some(_))
@@ -212,7 +212,7 @@ impl WireFormat {
 
 /// Removes top-level fields; `None` when none of them is there.
 fn strip_fields(body: &[u8], fields: &[&str]) -> Result<Option<Bytes>, ParseError> {
-    let object: RawObject = serde_json::from_slice(body)?;
+    let object: RawObject = read_json(body)?;
     let present: Vec<(&str, Option<String>)> = fields
         .iter()
         .filter(|field| object.0.iter().any(|(key, _)| key == *field))
@@ -334,7 +334,7 @@ impl ToolRequest {
 /// Removes the top-level `toolgate` object from a request body; `None` when there is none, so
 /// a body without it keeps its bytes.
 pub fn without_directives(body: &[u8]) -> Result<Option<Bytes>, ParseError> {
-    let object: RawObject = serde_json::from_slice(body)?;
+    let object: RawObject = read_json(body)?;
     if !object.0.iter().any(|(key, _)| key == DIRECTIVES_FIELD) {
         return Ok(None);
     }
@@ -421,6 +421,16 @@ impl From<serde_json::Error> for ParseError {
     }
 }
 
+/// Reads a body as JSON. A body that is valid UTF-8 (any well-formed one) is read as text, so
+/// that serde_json does not check again every string and raw value it borrows; other bytes go
+/// through the byte reader, which tolerates them where a value is only skipped, as before.
+pub(crate) fn read_json<'a, T: serde::Deserialize<'a>>(body: &'a [u8]) -> serde_json::Result<T> {
+    match std::str::from_utf8(body) {
+        Ok(text) => serde_json::from_str(text),
+        Err(_) => serde_json::from_slice(body),
+    }
+}
+
 /// A JSON value that may be a string holding JSON text (the OpenAI shape of `arguments`) or,
 /// from lenient servers, the JSON value itself. Returns the text the model meant.
 pub(crate) fn text_or_raw_json(value: &RawValue) -> String {
@@ -445,6 +455,39 @@ pub(crate) fn removed_tool_names(edits: &[Edit]) -> Vec<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_body_that_is_not_utf8_is_read_where_its_bad_bytes_are_only_skipped() {
+        let tools = br#""tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}]"#;
+        let mut latin1 = br#"{"messages":[{"role":"user","content":"caf"#.to_vec();
+        latin1.push(0xE9);
+        latin1.extend_from_slice(br#""}],"#);
+        latin1.extend_from_slice(tools);
+        latin1.push(b'}');
+        let request = WireFormat::ChatCompletions
+            .parse_request(Bytes::from(latin1))
+            .expect("the bad byte sits in a skipped message");
+        let names: Vec<&str> = request
+            .declared_tools
+            .iter()
+            .map(|tool| tool.name.as_str())
+            .collect();
+        assert_eq!(names, ["get_weather"]);
+        assert_eq!(
+            request.declared_tools[0].parameters.as_deref(),
+            Some(r#"{"type":"object"}"#)
+        );
+
+        let mut bad_name = br#"{"tools":[{"type":"function","function":{"name":"get_"#.to_vec();
+        bad_name.push(0xE9);
+        bad_name.extend_from_slice(br#""}}]}"#);
+        assert!(
+            WireFormat::ChatCompletions
+                .parse_request(Bytes::from(bad_name))
+                .is_err(),
+            "a tool name must be text"
+        );
+    }
 
     #[test]
     fn formats_are_detected_by_path_then_by_body() {

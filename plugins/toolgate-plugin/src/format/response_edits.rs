@@ -7,7 +7,7 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use super::raw_object::RawObject;
-use super::{ParseError, WireFormat};
+use super::{ParseError, WireFormat, read_json};
 use crate::verdict::Edit;
 
 /// One `Edit::ReplaceArguments`, borrowed.
@@ -61,7 +61,7 @@ pub(super) fn apply(
         // Refused rather than ignored: an edit that is a redaction must never be skipped.
         return Err(ParseError::new(super::NO_MCP_BODIES));
     }
-    let object: RawObject = serde_json::from_slice(body)?;
+    let object: RawObject = read_json(body)?;
     let field = calls_field(format);
     let Some((_, raw)) = object.0.iter().find(|(key, _)| key == field) else {
         return Ok(None);

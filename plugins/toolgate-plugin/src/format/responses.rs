@@ -10,7 +10,9 @@ use serde_json::value::RawValue;
 
 use super::raw_object::RawObject;
 use super::tool_entry::{ToolEntry, without_tools};
-use super::{ParseError, RequestHead, ToolRequest, ToolResponse, WireFormat, text_or_raw_json};
+use super::{
+    ParseError, RequestHead, ToolRequest, ToolResponse, WireFormat, read_json, text_or_raw_json,
+};
 use crate::tool::{CallOutcome, DeclaredTool, HistoryCall, ToolCall, ToolKind};
 use crate::verdict::Edit;
 
@@ -39,7 +41,7 @@ fn without_date(kind: &str) -> &str {
 }
 
 pub(super) fn parse_request(body: Bytes) -> Result<ToolRequest, ParseError> {
-    let mut wire: RequestHead = serde_json::from_slice(&body)?;
+    let mut wire: RequestHead = read_json(&body)?;
     let mut declared_tools = wire.declared_tools(&body)?;
     for tool in &mut declared_tools {
         tool.name = reported_name(tool).to_owned();
@@ -205,7 +207,7 @@ struct ResponseWire<'a> {
 }
 
 pub(super) fn parse_response(body: &[u8]) -> Result<ToolResponse, ParseError> {
-    let wire: ResponseWire = serde_json::from_slice(body)?;
+    let wire: ResponseWire = read_json(body)?;
     let mut response = ToolResponse::default();
     let mut summary = Vec::new();
     for (position, raw) in wire.output.into_iter().enumerate() {
@@ -223,7 +225,7 @@ pub(super) fn parse_response(body: &[u8]) -> Result<ToolResponse, ParseError> {
 
 /// `input` and its items (none when it is a string: a single user message).
 fn input_items(body: &[u8]) -> Option<(&RawValue, Vec<&RawValue>)> {
-    let input = Fields(serde_json::from_slice(body).ok()?).raw("input")?;
+    let input = Fields(read_json(body).ok()?).raw("input")?;
     Some((input, serde_json::from_str(input.get()).unwrap_or_default()))
 }
 
@@ -299,7 +301,7 @@ pub(super) fn apply_request_edits(
     if removed.is_empty() {
         return Ok(None);
     }
-    let object = Fields(serde_json::from_slice(body)?);
+    let object = Fields(read_json(body)?);
     let Some(tools) = object.raw("tools") else {
         return Ok(None);
     };
