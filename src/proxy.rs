@@ -12,10 +12,10 @@ use hyper::body::Incoming;
 use toolgate_plugin::{ExchangeMeta, Parsed, ResponseExchange, Tenant, ToolRequest, WireFormat};
 
 use crate::body::{self, IdleTimeout, ProxyBody, collect_limited};
-use crate::config::ServerConfig;
+use crate::config::{Config, ServerConfig};
 use crate::error::{ErrorReport, GatewayError};
 use crate::exchange::Exchange;
-use crate::router::RouteKind;
+use crate::router::{Route, RouteKind};
 use crate::server::GatewayState;
 use crate::streaming;
 use crate::tenants::{AuthFailure, RouteAuth, TenantDirectory, strip_client_credentials};
@@ -43,77 +43,97 @@ pub async fn handle(state: Arc<GatewayState>, request: Request<Incoming>) -> Res
             response
         }
         Some(route) if matches!(route.kind, RouteKind::Mcp) => {
-            crate::mcp::endpoint::serve(
+            // Boxed: inline, the MCP service's future (kilobytes) would size the state of every
+            // exchange, LLM ones included, for as long as each waits on its upstream.
+            let serving = Box::pin(crate::mcp::endpoint::serve(
                 state.clone(),
                 config.clone(),
                 route,
                 request,
                 request_id.clone(),
                 started,
-            )
-            .await
+            ));
+            serving.await
         }
-        Some(route) => {
-            let meta = ExchangeMeta {
-                request_id: request_id.clone(),
-                route: route.path.clone(),
-                method: request.method().clone(),
-                path_and_query: request
-                    .uri()
-                    .path_and_query()
-                    .map_or_else(|| "/".to_owned(), |pq| pq.as_str().to_owned()),
-                tenant: None,
-            };
-            let server = &config.server;
-            let auth = route.auth;
-            // Only plugins read the request's headers after it has gone upstream.
-            let kept_headers = if route.chain.is_empty() {
-                HeaderMap::new()
-            } else {
-                request.headers().clone()
-            };
-            let mut exchange = Exchange::new(meta, route, kept_headers, started);
-            let result = match authenticate(&config.tenants, auth, request.headers()) {
-                Ok(tenant) => {
-                    exchange.meta.tenant = tenant;
-                    forward(&mut exchange, request, server).await
-                }
-                Err(error) => Err(error),
-            };
-            let plugin_headers = std::mem::take(&mut exchange.response_headers);
-            let mut response = match result {
-                Ok(Step::Respond(response)) => {
-                    exchange.finish(&state, response.status()).await;
-                    response
-                }
-                Ok(Step::Stream(parts, body)) => {
-                    streaming::guard(
-                        state.clone(),
-                        exchange,
-                        parts,
-                        body,
-                        server.max_response_body_bytes,
-                    )
-                    .await
-                }
-                Err(error) => {
-                    if error.blame != crate::error::Blame::Client {
-                        tracing::warn!(request_id = %request_id, code = error.code, message = %error.message, "exchange failed");
-                    }
-                    exchange.failed = true;
-                    let response = error.report(&request_id).response(exchange.error_shape());
-                    exchange.finish(&state, response.status()).await;
-                    response
-                }
-            };
-            for (name, value) in plugin_headers {
-                response.headers_mut().insert(name, value);
-            }
-            response
-        }
+        Some(route) => serve_llm(&state, &config, route, request, &request_id, started).await,
     };
     if let Ok(value) = HeaderValue::from_str(&request_id) {
         response.headers_mut().insert(REQUEST_ID, value);
+    }
+    response
+}
+
+/// An exchange on an LLM route, up to the client's response head.
+///
+/// Each stage is awaited as a box bound in its own statement. Inline, or boxed inside the
+/// `.await` expression (a temporary that lives to the end of the statement), a stage's future
+/// would be part of this state for the exchange's whole wait; boxed apart, only the stage in
+/// progress holds memory. Thousands of exchanges waiting on their upstreams add that up.
+async fn serve_llm(
+    state: &Arc<GatewayState>,
+    config: &Config,
+    route: Arc<Route>,
+    request: Request<Incoming>,
+    request_id: &str,
+    started: Instant,
+) -> Response<ProxyBody> {
+    let meta = ExchangeMeta {
+        request_id: request_id.to_owned(),
+        route: route.path.clone(),
+        method: request.method().clone(),
+        path_and_query: request
+            .uri()
+            .path_and_query()
+            .map_or_else(|| "/".to_owned(), |pq| pq.as_str().to_owned()),
+        tenant: None,
+    };
+    let auth = route.auth;
+    // Only plugins read the request's headers after it has gone upstream.
+    let kept_headers = if route.chain.is_empty() {
+        HeaderMap::new()
+    } else {
+        request.headers().clone()
+    };
+    let mut exchange = Exchange::new(meta, route, kept_headers, started);
+    let result = match authenticate(&config.tenants, auth, request.headers()) {
+        Ok(tenant) => {
+            exchange.meta.tenant = tenant;
+            let forwarding = Box::pin(forward(&mut exchange, request, &config.server));
+            forwarding.await
+        }
+        Err(error) => Err(error),
+    };
+    let plugin_headers = std::mem::take(&mut exchange.response_headers);
+    let mut response = match result {
+        Ok(Step::Respond(response)) => {
+            let finishing = Box::pin(exchange.finish(state, response.status()));
+            finishing.await;
+            response
+        }
+        Ok(Step::Stream(parts, body)) => {
+            let limit = config.server.max_response_body_bytes;
+            let streaming = Box::pin(streaming::guard(
+                state.clone(),
+                exchange,
+                parts,
+                body,
+                limit,
+            ));
+            streaming.await
+        }
+        Err(error) => {
+            if error.blame != crate::error::Blame::Client {
+                tracing::warn!(request_id = %request_id, code = error.code, message = %error.message, "exchange failed");
+            }
+            exchange.failed = true;
+            let response = error.report(request_id).response(exchange.error_shape());
+            let finishing = Box::pin(exchange.finish(state, response.status()));
+            finishing.await;
+            response
+        }
+    };
+    for (name, value) in plugin_headers {
+        response.headers_mut().insert(name, value);
     }
     response
 }
@@ -387,4 +407,75 @@ fn request_id_for(headers: &HeaderMap) -> String {
         .and_then(|value| value.to_str().ok())
         .filter(|id| !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_graphic()))
         .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+
+    use hyper::service::service_fn;
+    use hyper_util::rt::TokioIo;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+
+    use super::*;
+    use crate::server::{Gateway, Runtime};
+
+    const GUARDED: &str = "[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"off\"\n\n\
+        [upstreams.llm]\nurl = \"http://127.0.0.1:9\"\n\n[audit]\noutput = \"off\"\n\n\
+        [[routes]]\npath = \"/v1\"\nupstream = \"llm\"\n\
+        [[routes.plugins]]\nname = \"tool_selection\"\n";
+
+    /// An exchange's state is allocated per request and held until the answer's head is out:
+    /// for a non-streamed answer, the model's whole generation; for a stream, until its first
+    /// event. Thousands of waiting exchanges multiply it. It was 8 KB while the MCP branch's
+    /// future sat inline in every exchange; the bound leaves room for compiler changes.
+    #[tokio::test]
+    async fn an_exchange_keeps_little_state_while_it_waits() {
+        let runtime = Runtime::new();
+        let config = Config::from_toml(GUARDED, "test.toml", &runtime.plugins)
+            .expect("the test config loads");
+        let gateway = Gateway::bind(config, runtime)
+            .await
+            .expect("binds loopback ports");
+        let state = gateway.state();
+
+        // hyper makes the `Request<Incoming>` that `handle` takes; the exchange is measured,
+        // never run, and the client gets an empty answer.
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("binds");
+        let address = listener.local_addr().expect("bound");
+        let (sizes, mut measured) = tokio::sync::mpsc::unbounded_channel();
+        let server = tokio::spawn(async move {
+            let (stream, _) = listener.accept().await.expect("accepts");
+            let service = service_fn(move |request| {
+                let exchange = handle(state.clone(), request);
+                let _ = sizes.send(std::mem::size_of_val(&exchange));
+                async { Ok::<_, Infallible>(Response::new(body::empty())) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+        let mut client = TcpStream::connect(address).await.expect("connects");
+        client
+            .write_all(
+                b"POST /v1/chat/completions HTTP/1.1\r\nhost: gateway\r\n\
+                  content-type: application/json\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}",
+            )
+            .await
+            .expect("sends");
+        let mut answer = Vec::new();
+        client.read_to_end(&mut answer).await.expect("reads");
+        assert!(
+            answer.starts_with(b"HTTP/1.1 200"),
+            "the test server answered"
+        );
+        server.await.expect("the test server ends");
+
+        let size = measured.recv().await.expect("the exchange was measured");
+        assert!(
+            size <= 4096,
+            "an exchange's state is {size} bytes: a stage's future is inline again"
+        );
+    }
 }

@@ -5,6 +5,7 @@
 //! check edits a call's arguments (a redaction), the held events are released rewritten, and
 //! every later event that repeats those arguments is rewritten too; other events keep their bytes.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -39,13 +40,17 @@ enum Head {
 const COALESCE_BYTES: usize = 16 * 1024;
 
 /// Starts relaying `body` and returns the client's response once its head is decided.
-pub async fn guard(
+///
+/// The relay is built and spawned here, before the wait: the returned future holds only what
+/// the head needs (the upstream's head, the channel the head comes through), not the exchange,
+/// while a stream's first event may be seconds away.
+pub fn guard(
     state: Arc<GatewayState>,
     mut exchange: Exchange,
     mut parts: http::response::Parts,
     body: Incoming,
     limit: usize,
-) -> Response<ProxyBody> {
+) -> impl Future<Output = Response<ProxyBody>> + Send {
     exchange.streamed = true;
     let request_id = exchange.meta.request_id.clone();
     let shape = exchange.error_shape();
@@ -68,21 +73,23 @@ pub async fn guard(
     // Spawned as it is, not wrapped in an `async` block, which would keep a second copy of the
     // relay in the task for the stream's whole life.
     tokio::spawn(relay.run(state, body));
-    match head.await {
-        Ok(Head::Stream(headers)) => {
-            parts.headers.remove(header::CONTENT_LENGTH);
-            for (name, value) in headers {
-                parts.headers.insert(name, value);
+    async move {
+        match head.await {
+            Ok(Head::Stream(headers)) => {
+                parts.headers.remove(header::CONTENT_LENGTH);
+                for (name, value) in headers {
+                    parts.headers.insert(name, value);
+                }
+                Response::from_parts(parts, client_body)
             }
-            Response::from_parts(parts, client_body)
+            Ok(Head::Reject(rejection)) => {
+                ErrorReport::of_rejection(&rejection, &request_id).response(shape)
+            }
+            Ok(Head::Fail(error)) => error.report(&request_id).response(shape),
+            Err(_) => GatewayError::internal("the stream relay stopped unexpectedly")
+                .report(&request_id)
+                .response(shape),
         }
-        Ok(Head::Reject(rejection)) => {
-            ErrorReport::of_rejection(&rejection, &request_id).response(shape)
-        }
-        Ok(Head::Fail(error)) => error.report(&request_id).response(shape),
-        Err(_) => GatewayError::internal("the stream relay stopped unexpectedly")
-            .report(&request_id)
-            .response(shape),
     }
 }
 
