@@ -87,6 +87,10 @@ pub struct RssResult {
     pub first_failure: Option<String>,
     pub idle_kib: u64,
     pub peak_kib: u64,
+    /// The highest anonymous (heap and stacks) RSS seen while the streams ran, sampled.
+    pub peak_anon_kib: u64,
+    /// File-backed RSS (the binary's code and read-only data, mostly) once the streams ended.
+    pub file_kib: u64,
 }
 
 /// How long stamped text deltas took from the upstream's send to the client.
@@ -520,22 +524,28 @@ impl Results {
             writeln!(out, "## Memory with concurrent streams\n")?;
             writeln!(
                 out,
-                "| toolgate | streams | completed | failed | idle RSS MiB | peak RSS (VmHWM) MiB |"
+                "| toolgate | streams | completed | failed | idle RSS MiB | peak RSS (VmHWM) MiB | peak anonymous MiB | file-backed MiB |"
             )?;
-            writeln!(out, "|---|---:|---:|---:|---:|---:|")?;
+            writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|")?;
             for rss in &self.rss {
                 writeln!(
                     out,
-                    "| {} | {} | {} | {} | {:.1} | {:.1} |",
+                    "| {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} |",
                     rss.label,
                     rss.streams,
                     rss.completed,
                     rss.failed,
                     rss.idle_kib as f64 / 1024.0,
-                    rss.peak_kib as f64 / 1024.0
+                    rss.peak_kib as f64 / 1024.0,
+                    rss.peak_anon_kib as f64 / 1024.0,
+                    rss.file_kib as f64 / 1024.0
                 )?;
             }
             writeln!(out)?;
+            writeln!(
+                out,
+                "Peak RSS counts the binary's code pages that the process has touched (file-backed, shared with the page cache) as well as its heap. *Peak anonymous* is the heap and stacks, sampled every 20 ms while the streams ran; *file-backed* is read when they ended.\n"
+            )?;
             for rss in self.rss.iter().filter(|rss| rss.first_failure.is_some()) {
                 writeln!(
                     out,

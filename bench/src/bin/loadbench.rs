@@ -886,13 +886,26 @@ async fn rss(bench: &Bench, upstream_binary: &Path) -> Vec<RssResult> {
             ("x-bench-interval-us", "100000".to_owned()),
         ];
         let deadline = Instant::now() + Duration::from_secs(40);
-        let result = client::streams(
+        let streams = client::streams(
             shot(server.address, &bench.stream_body, &headers),
             STREAMS,
             deadline,
-        )
-        .await;
+        );
+        tokio::pin!(streams);
+        // VmHWM keeps the peak of all RSS; the anonymous part has no high-water mark of its
+        // own, so it is sampled while the streams run.
+        let mut peak_anon_kib = 0;
+        let result = loop {
+            tokio::select! {
+                result = &mut streams => break result,
+                () = tokio::time::sleep(Duration::from_millis(20)) => {
+                    let anon = status_kib(server.pid(), "RssAnon").unwrap_or(0);
+                    peak_anon_kib = peak_anon_kib.max(anon);
+                }
+            }
+        };
         let peak_kib = status_kib(server.pid(), "VmHWM").unwrap_or(0);
+        let file_kib = status_kib(server.pid(), "RssFile").unwrap_or(0);
         eprintln!(
             "   {label}: {} streams completed, peak {} KiB",
             result.completed, peak_kib
@@ -905,6 +918,8 @@ async fn rss(bench: &Bench, upstream_binary: &Path) -> Vec<RssResult> {
             first_failure: result.first_failure,
             idle_kib,
             peak_kib,
+            peak_anon_kib,
+            file_kib,
         });
     }
     results
