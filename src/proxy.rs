@@ -81,10 +81,7 @@ async fn serve_llm(
         request_id: request_id.to_owned(),
         route: route.path.clone(),
         method: request.method().clone(),
-        path_and_query: request
-            .uri()
-            .path_and_query()
-            .map_or_else(|| "/".to_owned(), |pq| pq.as_str().to_owned()),
+        path_and_query: path_and_query(request.uri()),
         tenant: None,
     };
     let auth = route.auth;
@@ -398,6 +395,12 @@ fn is_event_stream(headers: &HeaderMap) -> bool {
                 .to_ascii_lowercase()
                 .starts_with("text/event-stream")
         })
+}
+
+/// The path and query a request is forwarded and audited with (`/` when the URI has none).
+pub(crate) fn path_and_query(uri: &http::Uri) -> String {
+    uri.path_and_query()
+        .map_or_else(|| "/".to_owned(), |pq| pq.as_str().to_owned())
 }
 
 /// The client's `x-request-id` when it is a sane token, else a new one.

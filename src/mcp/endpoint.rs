@@ -25,7 +25,7 @@ use super::{AGENT_HEADER, Caller};
 use crate::body::{IdleTimeout, ProxyBody, collect_limited, full};
 use crate::config::Config;
 use crate::error::GatewayError;
-use crate::proxy::authenticate;
+use crate::proxy::{authenticate, path_and_query};
 use crate::router::Route;
 use crate::server::GatewayState;
 use crate::telemetry::{AuditRecord, AuditVerdict, Timings, now_rfc3339};
@@ -168,10 +168,7 @@ async fn answer(
         request_id: request_id.clone(),
         route: route.path.clone(),
         method: parts.method.clone(),
-        path_and_query: parts
-            .uri
-            .path_and_query()
-            .map_or_else(|| "/".to_owned(), |pq| pq.as_str().to_owned()),
+        path_and_query: path_and_query(&parts.uri),
         tenant,
     };
     let service = state.mcp_endpoints.service(&route.path, limit);
@@ -230,10 +227,7 @@ async fn audit_refused(
         request_id: request_id.to_owned(),
         route: route.path.clone(),
         method: request.method().to_string(),
-        path: request
-            .uri()
-            .path_and_query()
-            .map_or_else(|| "/".to_owned(), |pq| pq.as_str().to_owned()),
+        path: path_and_query(request.uri()),
         tenant,
         status,
         verdict: AuditVerdict::Blocked,
