@@ -20,8 +20,63 @@ pub struct TargetResult {
     pub hop_cpu_us: Option<f64>,
     /// CPU of the upstream per request at saturation.
     pub upstream_cpu_us: f64,
-    /// (rate, result) at each fixed rate.
-    pub fixed: Vec<(u32, OhaResult)>,
+    /// The runs at each fixed rate.
+    pub fixed: Vec<FixedRate>,
+}
+
+impl TargetResult {
+    pub fn at_rate(&self, rate: u32) -> Option<&FixedRate> {
+        self.fixed.iter().find(|fixed| fixed.rate == rate)
+    }
+}
+
+/// The runs of one target at one fixed rate, one per round. A round runs every target once, so
+/// run `i` of one target and run `i` of another were measured minutes apart at most, under the
+/// same conditions: differences are taken round by round, then their median.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct FixedRate {
+    pub rate: u32,
+    pub runs: Vec<OhaResult>,
+}
+
+impl FixedRate {
+    /// The median of `value` over the runs (the mean of the middle two for an even count).
+    pub fn median(&self, value: impl Fn(&OhaResult) -> f64) -> f64 {
+        median(self.runs.iter().map(value).collect())
+    }
+
+    /// The median over rounds of this target's `value` minus the reference's in the same round,
+    /// with each round's difference.
+    pub fn added_over(
+        &self,
+        reference: &FixedRate,
+        value: impl Fn(&OhaResult) -> f64,
+    ) -> (f64, Vec<f64>) {
+        let each: Vec<f64> = self
+            .runs
+            .iter()
+            .zip(&reference.runs)
+            .map(|(run, reference)| value(run) - value(reference))
+            .collect();
+        (median(each.clone()), each)
+    }
+
+    pub fn failed(&self) -> u64 {
+        self.runs.iter().map(|run| run.not_ok).sum()
+    }
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    values.sort_by(f64::total_cmp);
+    let middle = values.len() / 2;
+    if values.len() % 2 == 1 {
+        values[middle]
+    } else {
+        (values[middle - 1] + values[middle]) / 2.0
+    }
 }
 
 /// oha's numbers, kept serializable for results/latest.json.
@@ -260,16 +315,15 @@ impl Results {
                 "throughput with tool_selection ≥ 0.8× direct: {versus_direct:.2}× — {}",
                 mark(versus_direct >= 0.8)
             ));
-            let at = |row: &TargetResult| {
-                row.fixed
-                    .iter()
-                    .find(|(rate, _)| *rate == 1000)
-                    .map(|(_, result)| result.p99_ms)
-            };
-            if let (Some(guard_p99), Some(direct_p99)) = (at(guard), at(direct)) {
-                let added = guard_p99 - direct_p99;
+            if let (Some(guard), Some(direct)) = (guard.at_rate(1000), direct.at_rate(1000)) {
+                let (added, each) = guard.added_over(direct, |run| run.p99_ms);
+                let each: Vec<String> = each.iter().map(|added| format!("{added:.3}")).collect();
                 lines.push(format!(
-                    "p99 added latency at 1k rps ≤ 0.3 ms: {added:.3} ms ({guard_p99:.3} vs {direct_p99:.3} direct) — {}",
+                    "p99 added latency at 1k rps ≤ 0.3 ms: {added:.3} ms, the median over {} rounds ({} ms; p99 {:.3} vs {:.3} direct, medians) — {}",
+                    each.len(),
+                    each.join(" / "),
+                    guard.median(|run| run.p99_ms),
+                    direct.median(|run| run.p99_ms),
                     mark(added <= 0.3)
                 ));
             }
@@ -379,9 +433,14 @@ impl Results {
         let rates: Vec<u32> = self
             .table
             .first()
-            .map(|row| row.fixed.iter().map(|(rate, _)| *rate).collect())
+            .map(|row| row.fixed.iter().map(|fixed| fixed.rate).collect())
             .unwrap_or_default();
         for rate in rates {
+            let rounds = self
+                .table
+                .first()
+                .and_then(|row| row.at_rate(rate))
+                .map_or(0, |fixed| fixed.runs.len());
             writeln!(
                 out,
                 "## Latency at {} req/s (fixed rate, latency-corrected)\n",
@@ -389,47 +448,53 @@ impl Results {
             )?;
             writeln!(
                 out,
-                "| | target | achieved req/s | p50 ms | p99 ms | p50 × (a) | p99 × (a) | p99 × (b) | p50 added vs (a) ms | p99 added vs (a) ms | failed |"
+                "Medians over {rounds} rounds; each round runs every target once, in table order. \
+                 \"added\" is the median of the round-by-round differences.\n"
             )?;
             writeln!(
                 out,
-                "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+                "| | target | achieved req/s | p50 ms | p99 ms | p99 range ms | p50 × (a) | p99 × (a) | p99 × (b) | p50 added vs (a) ms | p99 added vs (a) ms | failed |"
+            )?;
+            writeln!(
+                out,
+                "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
             )?;
             for row in &self.table {
-                let Some((_, result)) = row.fixed.iter().find(|(r, _)| *r == rate) else {
+                let Some(fixed) = row.at_rate(rate) else {
                     continue;
                 };
                 let (direct, nginx) = self.references(row.streamed);
-                let at = |reference: Option<&TargetResult>| {
-                    reference
-                        .and_then(|r| r.fixed.iter().find(|(x, _)| *x == rate))
-                        .map(|(_, x)| x.clone())
-                };
-                let (direct, nginx) = (at(direct), at(nginx));
+                let (direct, nginx) = (
+                    direct.and_then(|reference| reference.at_rate(rate)),
+                    nginx.and_then(|reference| reference.at_rate(rate)),
+                );
+                let p50 = fixed.median(|run| run.p50_ms);
+                let p99 = fixed.median(|run| run.p99_ms);
+                let p99s = fixed.runs.iter().map(|run| run.p99_ms);
+                let range = format!(
+                    "{}–{}",
+                    ms(p99s.clone().fold(f64::INFINITY, f64::min)),
+                    ms(p99s.fold(f64::NEG_INFINITY, f64::max))
+                );
                 writeln!(
                     out,
-                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                     row.key,
                     row.label,
-                    thousands(result.ok_per_sec),
-                    ms(result.p50_ms),
-                    ms(result.p99_ms),
-                    direct
-                        .as_ref()
-                        .map_or("—".into(), |d| ratio(result.p50_ms, d.p50_ms)),
-                    direct
-                        .as_ref()
-                        .map_or("—".into(), |d| ratio(result.p99_ms, d.p99_ms)),
-                    nginx
-                        .as_ref()
-                        .map_or("—".into(), |n| ratio(result.p99_ms, n.p99_ms)),
-                    direct
-                        .as_ref()
-                        .map_or("—".into(), |d| ms(result.p50_ms - d.p50_ms)),
-                    direct
-                        .as_ref()
-                        .map_or("—".into(), |d| ms(result.p99_ms - d.p99_ms)),
-                    result.not_ok,
+                    thousands(fixed.median(|run| run.ok_per_sec)),
+                    ms(p50),
+                    ms(p99),
+                    range,
+                    direct.map_or("—".into(), |d| ratio(p50, d.median(|run| run.p50_ms))),
+                    direct.map_or("—".into(), |d| ratio(p99, d.median(|run| run.p99_ms))),
+                    nginx.map_or("—".into(), |n| ratio(p99, n.median(|run| run.p99_ms))),
+                    direct.map_or("—".into(), |d| ms(fixed
+                        .added_over(d, |run| run.p50_ms)
+                        .0)),
+                    direct.map_or("—".into(), |d| ms(fixed
+                        .added_over(d, |run| run.p99_ms)
+                        .0)),
+                    fixed.failed(),
                 )?;
             }
             writeln!(out)?;
@@ -439,11 +504,11 @@ impl Results {
             .iter()
             .flat_map(|row| {
                 std::iter::once(("saturation".to_owned(), &row.saturation))
-                    .chain(
-                        row.fixed
-                            .iter()
-                            .map(|(rate, result)| (format!("{rate} rps"), result)),
-                    )
+                    .chain(row.fixed.iter().flat_map(|fixed| {
+                        fixed.runs.iter().enumerate().map(move |(round, result)| {
+                            (format!("{} rps, round {}", fixed.rate, round + 1), result)
+                        })
+                    }))
                     .filter(|(_, result)| !result.problems.is_empty())
                     .map(move |(run, result)| {
                         format!("({}) {run}: {}", row.key, result.problems.join(", "))
@@ -653,5 +718,63 @@ mod tests {
         };
         let text = results.markdown();
         assert!(text.contains("```sh\nloadbench\n```"));
+    }
+
+    fn runs(rate: u32, p99s: &[f64]) -> FixedRate {
+        FixedRate {
+            rate,
+            runs: p99s
+                .iter()
+                .map(|&p99_ms| OhaResult {
+                    p99_ms,
+                    ..OhaResult::default()
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn fixed_rates_read_as_medians_and_round_by_round_differences() {
+        let guard = runs(1000, &[0.40, 0.90, 0.38]);
+        let direct = runs(1000, &[0.20, 0.70, 0.21]);
+        assert_eq!(guard.median(|run| run.p99_ms), 0.40);
+        assert_eq!(
+            runs(1000, &[0.4, 0.1, 0.3, 0.2]).median(|run| run.p99_ms),
+            0.25
+        );
+        assert!(runs(1000, &[]).median(|run| run.p99_ms).is_nan());
+        // A slow second round lifts both targets; the differences do not see it.
+        let (added, each) = guard.added_over(&direct, |run| run.p99_ms);
+        assert!((added - 0.20).abs() < 1e-9, "{added}");
+        assert_eq!(each.len(), 3);
+        assert!((each[2] - 0.17).abs() < 1e-9, "{each:?}");
+    }
+
+    #[test]
+    fn the_latency_table_and_the_target_line_use_the_rounds() {
+        let row = |key: &str, label: &str, p99s: &[f64]| TargetResult {
+            key: key.into(),
+            label: label.into(),
+            streamed: false,
+            saturation: OhaResult::default(),
+            hop_cpu_us: None,
+            upstream_cpu_us: 0.0,
+            fixed: vec![runs(1000, p99s)],
+        };
+        let results = Results {
+            table: vec![
+                row("a", "direct", &[0.20, 0.70, 0.21]),
+                row("b", "nginx proxy_pass", &[0.30, 0.80, 0.31]),
+                row("d", "toolgate, tool_selection", &[0.40, 0.90, 0.38]),
+            ],
+            ..Results::default()
+        };
+        let text = results.markdown();
+        assert!(text.contains("Medians over 3 rounds"), "{text}");
+        assert!(
+            text.contains("p99 added latency at 1k rps ≤ 0.3 ms: 0.200 ms, the median over 3 rounds (0.200 / 0.200 / 0.170 ms"),
+            "{text}"
+        );
+        assert!(text.contains("0.380–0.900"), "{text}");
     }
 }

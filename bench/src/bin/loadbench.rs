@@ -17,7 +17,8 @@ use toolgate_bench::client::{self, Shot, percentile_of};
 use toolgate_bench::oha;
 use toolgate_bench::procs::{self, TempDir, cpu_ns, family_cpu_ns, status_kib};
 use toolgate_bench::report::{
-    CriterionResult, Curve, CurvePoint, DelayResult, Measure, Results, RssResult, TargetResult,
+    CriterionResult, Curve, CurvePoint, DelayResult, FixedRate, Measure, Results, RssResult,
+    TargetResult,
 };
 use toolgate_bench::stack::{self, Gateway, Server};
 use toolgate_bench::workload::{self, RequestSpec};
@@ -25,12 +26,14 @@ use toolgate_bench::workload::{self, RequestSpec};
 const PHASES: [&str; 5] = ["table", "curves", "streams", "profile", "criterion"];
 const PATH: &str = "/v1/chat/completions";
 const USAGE: &str =
-    "loadbench [--only PHASES] [--skip PHASES] [--duration SECS] [--curve-duration SECS]
-          [--quick] [--no-build] [--out FILE] | --bodies DIR
+    "loadbench [--only PHASES] [--skip PHASES] [--duration SECS] [--fixed-duration SECS]
+          [--rounds N] [--curve-duration SECS] [--quick] [--no-build] [--out FILE] | --bodies DIR
 PHASES: a comma-separated list of table, curves, streams, profile, criterion (default: all).
---duration         seconds of each oha run of the table (default 8)
+--duration         seconds of each saturation run of the table (default 8)
+--fixed-duration   seconds of each fixed-rate run of the table (default 5)
+--rounds           rounds of fixed-rate runs, each over every target (default 3)
 --curve-duration   seconds of each closed-loop curve point (default 2.5)
---quick            short runs, to check the setup (2 s and 1 s)
+--quick            short runs, to check the setup (2 s, 1 s and 1 round)
 --no-build         use the release binaries already built
 --out              where the markdown goes (default bench/RESULTS.md)
 --bodies DIR       only write the request bodies the runs send into DIR (for runs by hand)";
@@ -38,6 +41,8 @@ PHASES: a comma-separated list of table, curves, streams, profile, criterion (de
 struct Options {
     phases: Vec<String>,
     duration: Duration,
+    fixed_duration: Duration,
+    rounds: usize,
     curve_duration: Duration,
     build: bool,
     out: PathBuf,
@@ -51,6 +56,8 @@ fn options() -> Result<Options, String> {
     let mut options = Options {
         phases: PHASES.iter().map(|phase| (*phase).to_owned()).collect(),
         duration: Duration::from_secs(8),
+        fixed_duration: Duration::from_secs(5),
+        rounds: 3,
         curve_duration: Duration::from_millis(2500),
         build: true,
         out: bench_dir().join("RESULTS.md"),
@@ -84,11 +91,23 @@ fn options() -> Result<Options, String> {
                 options.phases.retain(|phase| !skipped.contains(phase));
             }
             "--duration" => options.duration = seconds(args.next(), "--duration")?,
+            "--fixed-duration" => {
+                options.fixed_duration = seconds(args.next(), "--fixed-duration")?;
+            }
+            "--rounds" => {
+                options.rounds = args
+                    .next()
+                    .and_then(|text| text.parse::<usize>().ok())
+                    .filter(|rounds| (1..=20).contains(rounds))
+                    .ok_or("--rounds needs a count between 1 and 20")?;
+            }
             "--curve-duration" => {
                 options.curve_duration = seconds(args.next(), "--curve-duration")?;
             }
             "--quick" => {
                 options.duration = Duration::from_secs(2);
+                options.fixed_duration = Duration::from_secs(1);
+                options.rounds = 1;
                 options.curve_duration = Duration::from_secs(1);
             }
             "--no-build" => options.build = false,
@@ -292,10 +311,17 @@ async fn run(options: Options, fds: u64) -> Result<(), String> {
     results.settings = vec![
         ("phases".into(), options.phases.join(", ")),
         (
-            "table: each oha run".into(),
+            "table: saturation".into(),
             format!(
-                "{:?}, 64 connections, HTTP/1.1 keep-alive, after a 2 s warm-up",
+                "{:?} per target, 64 connections, HTTP/1.1 keep-alive, after a 2 s warm-up",
                 options.duration
+            ),
+        ),
+        (
+            "table: fixed rates".into(),
+            format!(
+                "{:?} per run, 64 connections, {} rounds each over every target",
+                options.fixed_duration, options.rounds
             ),
         ),
         (
@@ -336,7 +362,7 @@ async fn run(options: Options, fds: u64) -> Result<(), String> {
     let stream_body_file = dir.0.join("request-stream.json");
     std::fs::write(&body_file, &body).map_err(|error| error.to_string())?;
     std::fs::write(&stream_body_file, &stream_body).map_err(|error| error.to_string())?;
-    results.settings[3].1 = format!(
+    results.settings[4].1 = format!(
         "{} bytes, 10 declared tools with schemas; answer: 2 tool calls ({} bytes JSON; streamed as {} SSE events)",
         body.len(),
         workload::completion(workload::AnswerSpec::default()).len(),
@@ -364,7 +390,12 @@ async fn run(options: Options, fds: u64) -> Result<(), String> {
     };
     if let (true, Some(oha)) = (wants("table"), &oha) {
         step("table: saturation and fixed rates, targets (a)–(e)");
-        match table(&bench, oha, options.duration, &mut results).await {
+        let durations = TableDurations {
+            saturation: options.duration,
+            fixed: options.fixed_duration,
+            rounds: options.rounds,
+        };
+        match table(&bench, oha, &durations, &mut results).await {
             Ok(()) => {}
             Err(error) => results
                 .notes
@@ -592,10 +623,23 @@ struct TableTarget<'a> {
     hop: Option<u32>,
 }
 
+/// How long the table's runs last.
+struct TableDurations {
+    saturation: Duration,
+    fixed: Duration,
+    rounds: usize,
+}
+
+/// The rates of the table's fixed-rate runs.
+const FIXED_RATES: [u32; 2] = [1000, 5000];
+
+/// Saturation and CPU per request, target by target; then the fixed-rate runs in rounds, each
+/// round over every target, so that a slow spell of the machine lands on all targets alike
+/// rather than on whichever ran during it.
 async fn table(
     bench: &Bench,
     oha: &Path,
-    duration: Duration,
+    durations: &TableDurations,
     results: &mut Results,
 ) -> Result<(), String> {
     let nginx = bench.nginx.as_ref().ok_or("nginx is not running")?;
@@ -650,26 +694,26 @@ async fn table(
             hop: Some(bench.guard.pid()),
         },
     ];
-    for target in targets {
-        eprintln!("   ({}) {}", target.key, target.label);
-        let body_file = if target.streamed {
+    let run = |target: &TableTarget, rate: Option<u32>, duration: Duration| oha::Run {
+        address: target.address,
+        path: PATH,
+        body_file: if target.streamed {
             &bench.stream_body_file
         } else {
             &bench.body_file
-        };
-        let run = |rate: Option<u32>, duration: Duration| oha::Run {
-            address: target.address,
-            path: PATH,
-            body_file,
-            headers: &[],
-            connections: 64,
-            duration,
-            rate,
-        };
-        oha::run(oha, &run(None, Duration::from_secs(2))).await?;
+        },
+        headers: &[],
+        connections: 64,
+        duration,
+        rate,
+    };
+    let first_row = results.table.len();
+    for target in &targets {
+        eprintln!("   ({}) {}: saturation", target.key, target.label);
+        oha::run(oha, &run(target, None, Duration::from_secs(2))).await?;
         let hop_before = target.hop.map(family_cpu_ns);
         let upstream_before = cpu_ns(bench.upstream.pid());
-        let saturation = oha::run(oha, &run(None, duration)).await?;
+        let saturation = oha::run(oha, &run(target, None, durations.saturation)).await?;
         let served = (saturation.ok + saturation.not_ok).max(1) as f64;
         let hop_cpu_us = target
             .hop
@@ -677,13 +721,6 @@ async fn table(
             .map(|(pid, before)| (family_cpu_ns(pid) - before) as f64 / served / 1e3);
         let upstream_cpu_us =
             (cpu_ns(bench.upstream.pid()) - upstream_before) as f64 / served / 1e3;
-        let mut fixed = Vec::new();
-        for rate in [1000, 5000] {
-            fixed.push((
-                rate,
-                oha::run(oha, &run(Some(rate), duration)).await?.into(),
-            ));
-        }
         results.table.push(TargetResult {
             key: target.key.to_owned(),
             label: target.label.to_owned(),
@@ -691,8 +728,23 @@ async fn table(
             saturation: saturation.into(),
             hop_cpu_us,
             upstream_cpu_us,
-            fixed,
+            fixed: FIXED_RATES
+                .iter()
+                .map(|&rate| FixedRate {
+                    rate,
+                    runs: Vec::new(),
+                })
+                .collect(),
         });
+    }
+    for round in 1..=durations.rounds {
+        eprintln!("   fixed rates, round {round} of {}", durations.rounds);
+        for (target, row) in targets.iter().zip(&mut results.table[first_row..]) {
+            for fixed in &mut row.fixed {
+                let report = oha::run(oha, &run(target, Some(fixed.rate), durations.fixed)).await?;
+                fixed.runs.push(report.into());
+            }
+        }
     }
     Ok(())
 }
