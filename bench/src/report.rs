@@ -6,6 +6,7 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
+use crate::client::percentile_of;
 use crate::oha;
 
 /// One target of the main table.
@@ -40,7 +41,7 @@ pub struct FixedRate {
 }
 
 impl FixedRate {
-    /// The median of `value` over the runs (the mean of the middle two for an even count).
+    /// The median of `value` over the runs (nearest rank, as every percentile of the report).
     pub fn median(&self, value: impl Fn(&OhaResult) -> f64) -> f64 {
         median(self.runs.iter().map(value).collect())
     }
@@ -67,16 +68,8 @@ impl FixedRate {
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
-    if values.is_empty() {
-        return f64::NAN;
-    }
     values.sort_by(f64::total_cmp);
-    let middle = values.len() / 2;
-    if values.len() % 2 == 1 {
-        values[middle]
-    } else {
-        (values[middle - 1] + values[middle]) / 2.0
-    }
+    percentile_of(&values, 50.0).unwrap_or(f64::NAN)
 }
 
 /// oha's numbers, kept serializable for results/latest.json.
@@ -740,7 +733,7 @@ mod tests {
         assert_eq!(guard.median(|run| run.p99_ms), 0.40);
         assert_eq!(
             runs(1000, &[0.4, 0.1, 0.3, 0.2]).median(|run| run.p99_ms),
-            0.25
+            0.2
         );
         assert!(runs(1000, &[]).median(|run| run.p99_ms).is_nan());
         // A slow second round lifts both targets; the differences do not see it.
