@@ -308,6 +308,17 @@ async fn run(options: Options, fds: u64) -> Result<(), String> {
         machine: machine(&nginx_binary, oha.as_deref(), &root),
         ..Results::default()
     };
+    let body = workload::request_body(RequestSpec::default());
+    let stream_body = workload::request_body(RequestSpec {
+        stream: true,
+        ..RequestSpec::default()
+    });
+    let request_text = format!(
+        "{} bytes, 10 declared tools with schemas; answer: 2 tool calls ({} bytes JSON; streamed as {} SSE events)",
+        body.len(),
+        workload::completion(workload::AnswerSpec::default()).len(),
+        workload::stream_events(workload::AnswerSpec::default()).len(),
+    );
     results.settings = vec![
         ("phases".into(), options.phases.join(", ")),
         (
@@ -331,7 +342,7 @@ async fn run(options: Options, fds: u64) -> Result<(), String> {
                 options.curve_duration
             ),
         ),
-        ("request (table)".into(), String::new()),
+        ("request (table)".into(), request_text),
         ("open-file limit".into(), fds.to_string()),
     ];
 
@@ -353,21 +364,10 @@ async fn run(options: Options, fds: u64) -> Result<(), String> {
         Gateway::Guarded,
         upstream.address,
     )?;
-    let body = workload::request_body(RequestSpec::default());
-    let stream_body = workload::request_body(RequestSpec {
-        stream: true,
-        ..RequestSpec::default()
-    });
     let body_file = dir.0.join("request.json");
     let stream_body_file = dir.0.join("request-stream.json");
     std::fs::write(&body_file, &body).map_err(|error| error.to_string())?;
     std::fs::write(&stream_body_file, &stream_body).map_err(|error| error.to_string())?;
-    results.settings[4].1 = format!(
-        "{} bytes, 10 declared tools with schemas; answer: 2 tool calls ({} bytes JSON; streamed as {} SSE events)",
-        body.len(),
-        workload::completion(workload::AnswerSpec::default()).len(),
-        workload::stream_events(workload::AnswerSpec::default()).len(),
-    );
     let bench = Bench {
         toolgate,
         upstream,
