@@ -299,12 +299,16 @@ impl Relay {
                     self.rewriter.add_edits(&edits);
                 }
                 self.exchange.delivered_calls.extend(calls);
-                let mut released = BytesMut::with_capacity(self.held_bytes);
+                // Straight into the outbox: a buffer of the released events first would be
+                // one more copy of them alive, per stream, while the burst goes out.
+                self.open_outbox();
+                self.outbox.reserve(self.held_bytes);
                 self.held_bytes = 0;
                 for event in std::mem::take(&mut self.held) {
-                    released.extend_from_slice(&self.rewritten(event));
+                    let bytes = self.rewritten(event);
+                    self.outbox.extend_from_slice(&bytes);
                 }
-                self.send(released.freeze()).await
+                Flow::Continue
             }
         }
     }
@@ -332,13 +336,19 @@ impl Relay {
     /// Queues bytes for the client, deciding the head (with any held preamble) first. They
     /// leave once no further upstream frame is at hand.
     async fn send(&mut self, bytes: Bytes) -> Flow {
+        self.open_outbox();
+        self.outbox.extend_from_slice(&bytes);
+        Flow::Continue
+    }
+
+    /// Decides the head, if it is not yet, before anything is queued: the stream starts with
+    /// the upstream's head and the preamble held for it.
+    fn open_outbox(&mut self) {
         if self.head.is_some() {
             self.decide_head(Head::Stream(Vec::new()));
             let preamble = std::mem::take(&mut self.preamble);
             self.outbox.extend_from_slice(&preamble);
         }
-        self.outbox.extend_from_slice(&bytes);
-        Flow::Continue
     }
 
     /// Sends what is queued for the client.
