@@ -18,7 +18,9 @@
 //! - `stack`: starting the upstream, nginx and toolgate with generated configs.
 //! - `procs`: child processes that die with the driver, and /proc readings (CPU, RSS).
 //! - `report`: the markdown tables.
+//! - `callgrind`: the functions a callgrind profile saw run (for `link/hot-functions.txt`).
 
+pub mod callgrind;
 pub mod client;
 pub mod oha;
 pub mod procs;

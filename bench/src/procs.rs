@@ -108,10 +108,12 @@ impl Process {
     }
 }
 
-impl Drop for Process {
-    fn drop(&mut self) {
+impl Process {
+    /// Sends SIGTERM and waits up to `grace` for the process to exit on its own (so it can write
+    /// what it writes on the way out); true when it did, false when it had to be killed.
+    pub fn stop(&mut self, grace: Duration) -> bool {
         if let Ok(Some(_)) = self.child.try_wait() {
-            return;
+            return true;
         }
         // SIGTERM first so nginx's master takes its workers down with it.
         if let Ok(pid) = i32::try_from(self.child.id()) {
@@ -120,15 +122,22 @@ impl Drop for Process {
                 libc::kill(pid, libc::SIGTERM);
             }
         }
-        let deadline = Instant::now() + Duration::from_secs(3);
+        let deadline = Instant::now() + grace;
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
-                return;
+                return true;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+        false
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.stop(Duration::from_secs(3));
     }
 }
 
