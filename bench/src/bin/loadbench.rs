@@ -35,7 +35,8 @@ PHASES: a comma-separated list of table, curves, streams, profile, criterion (de
 --curve-duration   seconds of each closed-loop curve point (default 2.5)
 --quick            short runs, to check the setup (2 s, 1 s and 1 round)
 --no-build         use the release binaries already built
---out              where the markdown goes (default bench/RESULTS.md)
+--out              where the markdown goes (default bench/RESULTS.md); given, the raw JSON
+                   and the profiles go beside it instead of into bench/results/
 --bodies DIR       only write the request bodies the runs send into DIR (for runs by hand)";
 
 struct Options {
@@ -46,6 +47,8 @@ struct Options {
     curve_duration: Duration,
     build: bool,
     out: PathBuf,
+    /// Where the raw JSON (`latest.json`) and the profiles go: bench/results, or beside `--out`.
+    raw_dir: PathBuf,
     /// Only write the request bodies here.
     bodies: Option<PathBuf>,
     args: Vec<String>,
@@ -61,6 +64,7 @@ fn options() -> Result<Options, String> {
         curve_duration: Duration::from_millis(2500),
         build: true,
         out: bench_dir().join("RESULTS.md"),
+        raw_dir: bench_dir().join("results"),
         bodies: None,
         args: args.clone(),
     };
@@ -111,7 +115,14 @@ fn options() -> Result<Options, String> {
                 options.curve_duration = Duration::from_secs(1);
             }
             "--no-build" => options.build = false,
-            "--out" => options.out = args.next().map(PathBuf::from).ok_or("--out needs a file")?,
+            "--out" => {
+                options.out = args.next().map(PathBuf::from).ok_or("--out needs a file")?;
+                // A run written elsewhere must not overwrite the committed raw results.
+                options.raw_dir = match options.out.parent() {
+                    Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+                    _ => PathBuf::from("."),
+                };
+            }
             "--bodies" => {
                 options.bodies = Some(
                     args.next()
@@ -382,9 +393,9 @@ async fn run(options: Options, fds: u64) -> Result<(), String> {
     };
     results.checks = sanity(&bench).await?;
 
-    let out = options.out.clone();
+    let (out, raw_dir) = (options.out.clone(), options.raw_dir.clone());
     let save = |results: &Results| {
-        if let Err(error) = write_results(results, &out) {
+        if let Err(error) = write_results(results, &out, &raw_dir) {
             eprintln!("cannot write the results: {error}");
         }
     };
@@ -417,7 +428,7 @@ async fn run(options: Options, fds: u64) -> Result<(), String> {
     }
     if let (true, Some(oha)) = (wants("profile"), &oha) {
         step("profile: perf record of toolgate (tool_selection) under saturation");
-        match profile(&bench, oha).await {
+        match profile(&bench, oha, &options.raw_dir).await {
             Ok(profiles) => results.profiles = profiles,
             Err(error) => results.notes.push(format!("no profile: {error}")),
         }
@@ -442,10 +453,9 @@ async fn run(options: Options, fds: u64) -> Result<(), String> {
     Ok(())
 }
 
-fn write_results(results: &Results, out: &Path) -> std::io::Result<()> {
+fn write_results(results: &Results, out: &Path, raw: &Path) -> std::io::Result<()> {
     std::fs::write(out, results.markdown())?;
-    let raw = bench_dir().join("results");
-    std::fs::create_dir_all(&raw)?;
+    std::fs::create_dir_all(raw)?;
     let json = serde_json::to_string_pretty(results).map_err(std::io::Error::other)?;
     std::fs::write(raw.join("latest.json"), json)
 }
@@ -978,14 +988,17 @@ async fn rss(bench: &Bench, upstream_binary: &Path) -> Vec<RssResult> {
 }
 
 /// perf samples of the guarded toolgate while oha saturates it, JSON then streamed.
-async fn profile(bench: &Bench, oha: &Path) -> Result<Vec<(String, String)>, String> {
+async fn profile(
+    bench: &Bench,
+    oha: &Path,
+    out_dir: &Path,
+) -> Result<Vec<(String, String)>, String> {
     let perf = ["/usr/bin/perf", "/usr/local/bin/perf"]
         .into_iter()
         .map(PathBuf::from)
         .find(|path| path.exists())
         .ok_or("perf is not installed (apt-get install -y linux-perf)")?;
-    let out_dir = bench_dir().join("results");
-    std::fs::create_dir_all(&out_dir).map_err(|error| error.to_string())?;
+    std::fs::create_dir_all(out_dir).map_err(|error| error.to_string())?;
     let mut profiles = Vec::new();
     for (name, body_file) in [
         ("json", &bench.body_file),
