@@ -52,6 +52,31 @@ impl Process {
         self.child.id()
     }
 
+    /// Sends SIGTERM and waits up to `grace` for the process to exit on its own (so it can write
+    /// what it writes on the way out); true when it did, false when it had to be killed.
+    pub fn stop(&mut self, grace: Duration) -> bool {
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return true;
+        }
+        // SIGTERM first so nginx's master takes its workers down with it.
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            // SAFETY: kill(2) on our own child's pid; it is not reaped yet, so not reused.
+            unsafe {
+                libc::kill(pid, libc::SIGTERM);
+            }
+        }
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        false
+    }
+
     /// Fails when the process already exited (it could not bind, bad config, …).
     pub fn check_alive(&mut self) -> Result<(), String> {
         match self.child.try_wait() {
@@ -105,33 +130,6 @@ impl Process {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-    }
-}
-
-impl Process {
-    /// Sends SIGTERM and waits up to `grace` for the process to exit on its own (so it can write
-    /// what it writes on the way out); true when it did, false when it had to be killed.
-    pub fn stop(&mut self, grace: Duration) -> bool {
-        if let Ok(Some(_)) = self.child.try_wait() {
-            return true;
-        }
-        // SIGTERM first so nginx's master takes its workers down with it.
-        if let Ok(pid) = i32::try_from(self.child.id()) {
-            // SAFETY: kill(2) on our own child's pid; it is not reaped yet, so not reused.
-            unsafe {
-                libc::kill(pid, libc::SIGTERM);
-            }
-        }
-        let deadline = Instant::now() + grace;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        false
     }
 }
 
