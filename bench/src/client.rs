@@ -14,6 +14,9 @@ use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
+/// The path every benchmark request goes to.
+pub const CHAT_COMPLETIONS: &str = "/v1/chat/completions";
+
 /// One request, sent as many times as a run asks.
 #[derive(Debug, Clone)]
 pub struct Shot {
@@ -24,6 +27,28 @@ pub struct Shot {
 }
 
 impl Shot {
+    /// A POST of `body` to the chat completions path, with `x-bench-*` and other headers.
+    pub fn chat_completion(
+        address: SocketAddr,
+        body: &Bytes,
+        headers: &[(&'static str, &str)],
+    ) -> Shot {
+        Shot {
+            address,
+            path: CHAT_COMPLETIONS.to_owned(),
+            body: body.clone(),
+            headers: headers
+                .iter()
+                .filter_map(|(name, value)| {
+                    Some((
+                        HeaderName::from_static(name),
+                        HeaderValue::from_str(value).ok()?,
+                    ))
+                })
+                .collect(),
+        }
+    }
+
     fn request(&self) -> Result<Request<Full<Bytes>>, String> {
         let mut request = Request::new(Full::new(self.body.clone()));
         *request.method_mut() = Method::POST;

@@ -10,6 +10,7 @@
 //! Regenerate it after a toolchain or dependency update, which renames symbols:
 //! `cargo build --release -p toolgate -p toolgate-bench && cargo run --release -p toolgate-bench --bin hot-functions`
 //! (needs valgrind: `apt-get install -y valgrind`), then rebuild the release binary.
+//! `--out FILE` writes the list elsewhere (to look at it without replacing the committed one).
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -17,8 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Duration;
 
-use bytes::Bytes;
-use http::{HeaderName, HeaderValue, StatusCode};
+use http::StatusCode;
 use toolgate_bench::callgrind::executed_functions;
 use toolgate_bench::client::{self, Shot};
 use toolgate_bench::procs::{Process, TempDir, free_port};
@@ -58,6 +58,7 @@ async fn run() -> Result<(usize, PathBuf), String> {
         .parent()
         .ok_or("the bench crate has no parent directory")?
         .to_path_buf();
+    let out = out_path(&root)?;
     let release = root.join("target/release");
     let (toolgate, upstream_binary) = (release.join("toolgate"), release.join("bench-upstream"));
     for binary in [&toolgate, &upstream_binary] {
@@ -124,8 +125,6 @@ async fn run() -> Result<(usize, PathBuf), String> {
     if functions.is_empty() {
         return Err("callgrind saw no function of the toolgate binary".into());
     }
-    let out = root.join("link/hot-functions.txt");
-    std::fs::create_dir_all(root.join("link")).map_err(|error| error.to_string())?;
     let rustc = Command::new("rustc")
         .arg("--version")
         .output()
@@ -144,6 +143,16 @@ async fn run() -> Result<(usize, PathBuf), String> {
     Ok((functions.len(), out))
 }
 
+/// `--out FILE`, else `link/hot-functions.txt` in the workspace.
+fn out_path(root: &Path) -> Result<PathBuf, String> {
+    let mut args = std::env::args().skip(1);
+    match (args.next().as_deref(), args.next(), args.next()) {
+        (None, _, _) => Ok(root.join("link/hot-functions.txt")),
+        (Some("--out"), Some(file), None) => Ok(PathBuf::from(file)),
+        _ => Err("usage: hot-functions [--out FILE]".into()),
+    }
+}
+
 /// The benchmark's exchanges, each checked for the answer it must get, so that a gateway
 /// that failed early does not leave a list of its error path.
 async fn drive(address: SocketAddr, guarded: bool) -> Result<(), String> {
@@ -158,27 +167,30 @@ async fn drive(address: SocketAddr, guarded: bool) -> Result<(), String> {
         StatusCode::OK
     };
     let mut shots = vec![
-        (shot(address, &body, &[]), StatusCode::OK),
-        (shot(address, &stream_body, &[]), StatusCode::OK),
+        (Shot::chat_completion(address, &body, &[]), StatusCode::OK),
         (
-            shot(address, &body, &[("x-bench-undeclared", "1")]),
+            Shot::chat_completion(address, &stream_body, &[]),
+            StatusCode::OK,
+        ),
+        (
+            Shot::chat_completion(address, &body, &[("x-bench-undeclared", "1")]),
             blocked,
         ),
         // Blocked after the head: an error event in a 200 stream.
         (
-            shot(address, &stream_body, &[("x-bench-undeclared", "1")]),
+            Shot::chat_completion(address, &stream_body, &[("x-bench-undeclared", "1")]),
             StatusCode::OK,
         ),
         (
-            shot(address, &body, &[("x-bench-calls", "16")]),
+            Shot::chat_completion(address, &body, &[("x-bench-calls", "16")]),
             StatusCode::OK,
         ),
         (
-            shot(address, &stream_body, &[("x-bench-calls", "16")]),
+            Shot::chat_completion(address, &stream_body, &[("x-bench-calls", "16")]),
             StatusCode::OK,
         ),
         (
-            shot(address, &stream_body, &[("x-bench-deltas", "5")]),
+            Shot::chat_completion(address, &stream_body, &[("x-bench-deltas", "5")]),
             StatusCode::OK,
         ),
     ];
@@ -208,7 +220,7 @@ async fn drive(address: SocketAddr, guarded: bool) -> Result<(), String> {
     ] {
         let body = workload::request_body(spec);
         shots.push((
-            shot(address, &body, &[("x-bench-call-span", span)]),
+            Shot::chat_completion(address, &body, &[("x-bench-call-span", span)]),
             StatusCode::OK,
         ));
     }
@@ -222,23 +234,6 @@ async fn drive(address: SocketAddr, guarded: bool) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-fn shot(address: SocketAddr, body: &Bytes, headers: &[(&'static str, &str)]) -> Shot {
-    Shot {
-        address,
-        path: "/v1/chat/completions".to_owned(),
-        body: body.clone(),
-        headers: headers
-            .iter()
-            .filter_map(|(name, value)| {
-                Some((
-                    HeaderName::from_static(name),
-                    HeaderValue::from_str(value).ok()?,
-                ))
-            })
-            .collect(),
-    }
 }
 
 /// The benchmark's gateway (`stack`), with the audit line written when guarded: a deployed

@@ -11,9 +11,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::{HeaderName, HeaderValue};
 use tokio::signal::unix::{SignalKind, signal};
-use toolgate_bench::client::{self, Shot, percentile_of};
+use toolgate_bench::client::{self, CHAT_COMPLETIONS, Shot, percentile_of};
 use toolgate_bench::oha;
 use toolgate_bench::procs::{self, TempDir, cpu_ns, family_cpu_ns, status_kib};
 use toolgate_bench::report::{
@@ -24,7 +23,6 @@ use toolgate_bench::stack::{self, Gateway, Server};
 use toolgate_bench::workload::{self, RequestSpec};
 
 const PHASES: [&str; 5] = ["table", "curves", "streams", "profile", "criterion"];
-const PATH: &str = "/v1/chat/completions";
 const USAGE: &str =
     "loadbench [--only PHASES] [--skip PHASES] [--duration SECS] [--fixed-duration SECS]
           [--rounds N] [--curve-duration SECS] [--quick] [--no-build] [--out FILE] | --bodies DIR
@@ -545,20 +543,11 @@ fn load_average() -> String {
 }
 
 fn shot(address: SocketAddr, body: &Bytes, headers: &[(&'static str, String)]) -> Arc<Shot> {
-    Arc::new(Shot {
-        address,
-        path: PATH.to_owned(),
-        body: body.clone(),
-        headers: headers
-            .iter()
-            .filter_map(|(name, value)| {
-                Some((
-                    HeaderName::from_static(name),
-                    HeaderValue::from_str(value).ok()?,
-                ))
-            })
-            .collect(),
-    })
+    let headers: Vec<(&'static str, &str)> = headers
+        .iter()
+        .map(|(name, value)| (*name, value.as_str()))
+        .collect();
+    Arc::new(Shot::chat_completion(address, body, &headers))
 }
 
 /// Before measuring: every target answers with the calls, and the guard really guards (an
@@ -706,7 +695,7 @@ async fn table(
     ];
     let run = |target: &TableTarget, rate: Option<u32>, duration: Duration| oha::Run {
         address: target.address,
-        path: PATH,
+        path: CHAT_COMPLETIONS,
         body_file: if target.streamed {
             &bench.stream_body_file
         } else {
@@ -1023,7 +1012,7 @@ async fn profile(
             .map_err(|error| format!("cannot run perf: {error}"))?;
         let run = oha::Run {
             address: bench.guard.address,
-            path: PATH,
+            path: CHAT_COMPLETIONS,
             body_file,
             headers: &[],
             connections: 64,
