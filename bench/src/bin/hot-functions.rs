@@ -1,9 +1,9 @@
 //! Regenerates `link/hot-functions.txt`, the functions a running gateway executes, which
 //! `build.rs` hands to the release link so that they sit side by side (README, performance).
 //!
-//! It runs the release toolgate under valgrind's callgrind, twice (with tool_selection, its
-//! audit line written to a file; and with no plugins), drives the benchmark's exchanges
-//! through it (JSON and streamed answers, blocks, many calls, text deltas, 1 to 100 declared
+//! It runs the release toolgate under valgrind's callgrind three times (with tool_selection,
+//! its audit line written to a file; with no plugins; with the other policy plugins beside
+//! tool_selection), drives the benchmark's exchanges through it (JSON and streamed answers, blocks, many calls, text deltas, 1 to 100 declared
 //! tools, long conversations), and keeps every function of the toolgate binary that ran, in
 //! the order they first ran. Start-up counts: its code stays resident as long as the process.
 //!
@@ -81,15 +81,15 @@ async fn run() -> Result<(usize, PathBuf), String> {
 
     let mut functions = Vec::new();
     let mut seen = HashSet::new();
-    for guarded in [true, false] {
-        let name = if guarded { "guarded" } else { "plain" };
+    for traced in [Traced::Guarded, Traced::Plain, Traced::Policies] {
+        let name = traced.name();
         let profile = dir.0.join(format!("{name}.callgrind"));
         let address = free_port().map_err(|error| error.to_string())?;
         let config = dir.0.join(format!("{name}.toml"));
         let audit = dir.0.join("audit.jsonl");
         std::fs::write(
             &config,
-            config_text(guarded, address, upstream.address, &audit),
+            config_text(traced, address, upstream.address, &audit),
         )
         .map_err(|error| error.to_string())?;
         let mut command = Command::new("valgrind");
@@ -105,7 +105,7 @@ async fn run() -> Result<(usize, PathBuf), String> {
         let mut gateway = Process::start(name, command, &dir.0).map_err(|e| e.to_string())?;
         gateway.wait_for_port(address, START_TIMEOUT)?;
         eprintln!("   {name}: toolgate started under callgrind");
-        drive(address, guarded).await?;
+        drive(address, traced.blocks()).await?;
         if !gateway.stop(STOP_GRACE) {
             return Err(format!(
                 "{name}: toolgate did not stop within {STOP_GRACE:?}"
@@ -155,13 +155,13 @@ fn out_path(root: &Path) -> Result<PathBuf, String> {
 
 /// The benchmark's exchanges, each checked for the answer it must get, so that a gateway
 /// that failed early does not leave a list of its error path.
-async fn drive(address: SocketAddr, guarded: bool) -> Result<(), String> {
+async fn drive(address: SocketAddr, blocks: bool) -> Result<(), String> {
     let body = workload::request_body(RequestSpec::default());
     let stream_body = workload::request_body(RequestSpec {
         stream: true,
         ..RequestSpec::default()
     });
-    let blocked = if guarded {
+    let blocked = if blocks {
         StatusCode::FORBIDDEN
     } else {
         StatusCode::OK
@@ -236,23 +236,59 @@ async fn drive(address: SocketAddr, guarded: bool) -> Result<(), String> {
     Ok(())
 }
 
-/// The benchmark's gateway (`stack`), with the audit line written when guarded: a deployed
+/// The gateways traced, in this order: the benchmark's guarded one first, so that its
+/// functions lead the list; the one with no plugins; then the other policy plugins beside the
+/// guard, configured so that they let the benchmark's exchanges through.
+#[derive(Debug, Clone, Copy)]
+enum Traced {
+    Guarded,
+    Plain,
+    Policies,
+}
+
+const TOOL_SELECTION: &str = "[[plugins]]\nname = \"tool_selection\"\nmode = \"enforce\"\n\
+     [plugins.settings]\nstrict = false\n";
+
+const OTHER_POLICIES: &str = "[[plugins]]\nname = \"tool_budget\"\n\
+     [[plugins.settings.budgets]]\ntools = \"*\"\nlimits = [\"1000000/minute\"]\n\n\
+     [[plugins]]\nname = \"tool_arguments\"\n\
+     [[plugins.settings.rules]]\ntools = \"send_email\"\npointer = \"/to/*\"\nmatches = \".+\"\n";
+
+const PERMISSIONS: &str = "[[routes.plugins]]\nname = \"tool_permission\"\n\
+     [routes.plugins.settings]\naccess_level = \"elevated\"\nallow = [\"*\"]\n";
+
+impl Traced {
+    fn name(self) -> &'static str {
+        match self {
+            Traced::Guarded => "guarded",
+            Traced::Plain => "plain",
+            Traced::Policies => "policies",
+        }
+    }
+
+    /// Whether a call to an undeclared tool is answered 403.
+    fn blocks(self) -> bool {
+        !matches!(self, Traced::Plain)
+    }
+}
+
+/// The benchmark's gateway (`stack`), with the audit line written when plugins run: a deployed
 /// gateway audits, so that code belongs with the rest.
-fn config_text(guarded: bool, listen: SocketAddr, upstream: SocketAddr, audit: &Path) -> String {
-    let (audit, plugins) = if guarded {
-        (
+fn config_text(traced: Traced, listen: SocketAddr, upstream: SocketAddr, audit: &Path) -> String {
+    let (audit, plugins, route_plugins) = match traced {
+        Traced::Guarded => (audit.display().to_string(), TOOL_SELECTION.to_owned(), ""),
+        Traced::Plain => ("off".to_owned(), String::new(), ""),
+        Traced::Policies => (
             audit.display().to_string(),
-            "[[plugins]]\nname = \"tool_selection\"\nmode = \"enforce\"\n\
-             [plugins.settings]\nstrict = false\n",
-        )
-    } else {
-        ("off".to_owned(), "")
+            format!("{TOOL_SELECTION}\n{OTHER_POLICIES}"),
+            PERMISSIONS,
+        ),
     };
     format!(
         "[server]\nlisten = \"{listen}\"\nadmin_listen = \"off\"\n\n\
          [upstreams.bench]\nurl = \"http://{upstream}\"\n\n\
          [audit]\noutput = \"{audit}\"\n\n\
          {plugins}\n\
-         [[routes]]\npath = \"/v1\"\nupstream = \"bench\"\n"
+         [[routes]]\npath = \"/v1\"\nupstream = \"bench\"\n{route_plugins}"
     )
 }
