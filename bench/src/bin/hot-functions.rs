@@ -22,7 +22,7 @@ use http::StatusCode;
 use toolgate_bench::callgrind::executed_functions;
 use toolgate_bench::client::{self, Shot};
 use toolgate_bench::procs::{Process, TempDir, free_port};
-use toolgate_bench::stack;
+use toolgate_bench::stack::{self, TOOL_SELECTION_PLUGIN, gateway_config};
 use toolgate_bench::workload::{self, RequestSpec};
 
 /// Start-up under valgrind is ~50 times slower than native.
@@ -246,10 +246,7 @@ enum Traced {
     Policies,
 }
 
-const TOOL_SELECTION: &str = "[[plugins]]\nname = \"tool_selection\"\nmode = \"enforce\"\n\
-     [plugins.settings]\nstrict = false\n";
-
-const OTHER_POLICIES: &str = "[[plugins]]\nname = \"tool_budget\"\n\
+const OTHER_POLICIES: &str = "\n[[plugins]]\nname = \"tool_budget\"\n\
      [[plugins.settings.budgets]]\ntools = \"*\"\nlimits = [\"1000000/minute\"]\n\n\
      [[plugins]]\nname = \"tool_arguments\"\n\
      [[plugins.settings.rules]]\ntools = \"send_email\"\npointer = \"/to/*\"\nmatches = \".+\"\n";
@@ -275,20 +272,16 @@ impl Traced {
 /// The benchmark's gateway (`stack`), with the audit line written when plugins run: a deployed
 /// gateway audits, so that code belongs with the rest.
 fn config_text(traced: Traced, listen: SocketAddr, upstream: SocketAddr, audit: &Path) -> String {
-    let (audit, plugins, route_plugins) = match traced {
-        Traced::Guarded => (audit.display().to_string(), TOOL_SELECTION.to_owned(), ""),
-        Traced::Plain => ("off".to_owned(), String::new(), ""),
-        Traced::Policies => (
-            audit.display().to_string(),
-            format!("{TOOL_SELECTION}\n{OTHER_POLICIES}"),
+    let audit = audit.display().to_string();
+    match traced {
+        Traced::Guarded => gateway_config(listen, upstream, &audit, TOOL_SELECTION_PLUGIN, ""),
+        Traced::Plain => gateway_config(listen, upstream, "off", "", ""),
+        Traced::Policies => gateway_config(
+            listen,
+            upstream,
+            &audit,
+            &format!("{TOOL_SELECTION_PLUGIN}{OTHER_POLICIES}"),
             PERMISSIONS,
         ),
-    };
-    format!(
-        "[server]\nlisten = \"{listen}\"\nadmin_listen = \"off\"\n\n\
-         [upstreams.bench]\nurl = \"http://{upstream}\"\n\n\
-         [audit]\noutput = \"{audit}\"\n\n\
-         {plugins}\n\
-         [[routes]]\npath = \"/v1\"\nupstream = \"bench\"\n{route_plugins}"
-    )
+    }
 }
