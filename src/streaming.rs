@@ -10,18 +10,16 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
-use futures_util::FutureExt;
 use http::header::{self, HeaderName, HeaderValue};
 use http::{Response, StatusCode};
 use http_body_util::BodyExt;
-use hyper::body::Frame;
 use hyper::body::Incoming;
 use tokio::sync::{mpsc, oneshot};
 use toolgate_plugin::sse::{SseEvent, SseParser};
 use toolgate_plugin::stream::{StreamAssembler, StreamRewriter, StreamStep};
 use toolgate_plugin::{Edit, ParseError, Parsed, Rejection, ResponseExchange, ToolResponse};
 
-use crate::body::{BoxError, ChannelBody, ProxyBody};
+use crate::body::{BoxError, ChannelBody, Coalesce, ProxyBody};
 use crate::error::{ErrorReport, GatewayError};
 use crate::exchange::Exchange;
 use crate::server::GatewayState;
@@ -35,9 +33,6 @@ enum Head {
     /// Failed before anything was sent.
     Fail(GatewayError),
 }
-
-/// The most a burst of upstream frames gathers into one client write.
-const COALESCE_BYTES: usize = 16 * 1024;
 
 /// Starts relaying `body` and returns the client's response once its head is decided.
 ///
@@ -127,7 +122,7 @@ impl Relay {
     /// The relay task. Steps taken once or rarely (the check, a block, a failure, the closing
     /// audit) are awaited boxed: inline, their futures would be part of the task's state, and
     /// so of its memory, for the whole stream.
-    async fn run(mut self, state: Arc<GatewayState>, mut body: Incoming) {
+    async fn run(mut self, state: Arc<GatewayState>, body: Incoming) {
         let mut parser = SseParser::new();
         // Only LLM routes stream; an MCP route never reaches the relay.
         let read_timeout = self
@@ -138,24 +133,14 @@ impl Relay {
                 upstream.read_timeout
             });
         let upstream_started = Instant::now();
+        // A burst of upstream frames comes as one, so its events leave in one client write.
+        let mut body = Coalesce::new(body);
         loop {
-            let next = match self.ready_frame(&mut body).await {
-                Some(next) => next,
-                None => {
-                    // Nothing more is at hand: what is queued leaves now, then wait.
-                    if let Flow::Stop = self.flush().await {
-                        break;
-                    }
-                    match tokio::time::timeout(read_timeout, body.frame()).await {
-                        Ok(next) => next,
-                        Err(_) => {
-                            Box::pin(
-                                self.fail(GatewayError::upstream_timeout("the stream stalled")),
-                            )
-                            .await;
-                            break;
-                        }
-                    }
+            let next = match tokio::time::timeout(read_timeout, body.frame()).await {
+                Ok(next) => next,
+                Err(_) => {
+                    Box::pin(self.fail(GatewayError::upstream_timeout("the stream stalled"))).await;
+                    break;
                 }
             };
             let frame = match next {
@@ -198,6 +183,10 @@ impl Relay {
             if stop {
                 break;
             }
+            // Nothing more is at hand: what is queued leaves now, then wait.
+            if let Flow::Stop = self.flush().await {
+                break;
+            }
         }
         // A stream that ends having shown nothing still needs its head.
         if self.head.is_some() {
@@ -208,23 +197,6 @@ impl Relay {
         self.exchange.upstream_time = upstream_started.elapsed();
         drop(self.sender);
         Box::pin(self.exchange.finish(&state, self.head_status)).await;
-    }
-
-    /// The upstream's next frame when it is already at hand, so that a burst of events leaves
-    /// in one client write instead of one write per frame; `None` when the outbox is empty or
-    /// full, or the upstream has nothing more yet. Never waits on the upstream: a lone text
-    /// delta is not held back.
-    async fn ready_frame(
-        &mut self,
-        body: &mut Incoming,
-    ) -> Option<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        if self.outbox.is_empty() || self.outbox.len() >= COALESCE_BYTES {
-            return None;
-        }
-        // hyper hands a response body over one frame at a time from the connection's task;
-        // one yield lets that task pass on a frame it has already read.
-        tokio::task::yield_now().await;
-        body.frame().now_or_never()
     }
 
     /// Decides the client's head; called once.

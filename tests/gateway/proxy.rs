@@ -240,3 +240,62 @@ async fn graceful_shutdown_lets_an_in_flight_request_finish() {
         "no longer accepting"
     );
 }
+
+/// On a route without plugins the stream is passed on as the upstream sends it: every byte in
+/// order however it was cut, to the SDK's client as to a raw one, and a lone event without
+/// waiting for the next (the pass-through gathers only the frames already at hand).
+#[tokio::test]
+async fn a_pass_through_stream_keeps_its_bytes_and_does_not_hold_a_lone_event() {
+    use async_openai::types::chat::CreateChatCompletionRequest;
+    use futures_util::StreamExt;
+
+    use crate::common::upstream::chat_stream;
+
+    let upstream = ScriptedUpstream::start().await;
+    let gateway = TestGateway::start(&upstream, PASS_THROUGH).await;
+    let request = json!({
+        "model": "gpt-4o-mini",
+        "stream": true,
+        "messages": [{"role": "user", "content": "Say hello."}],
+    });
+    let stream = chat_stream(&[], Some("Hello from upstream."));
+
+    upstream.push(Reply::sse_chunked(&stream, 7));
+    let sdk_request: CreateChatCompletionRequest =
+        serde_json::from_value(request.clone()).expect("request");
+    let mut events = gateway
+        .openai()
+        .chat()
+        .create_stream(sdk_request)
+        .await
+        .expect("stream opens");
+    let mut text = String::new();
+    while let Some(chunk) = events.next().await {
+        for choice in chunk.expect("no error in the stream").choices {
+            text.push_str(choice.delta.content.as_deref().unwrap_or_default());
+        }
+    }
+    assert_eq!(text, "Hello from upstream.");
+
+    for chunk_size in [1, 50, stream.len()] {
+        upstream.push(Reply::sse_chunked(&stream, chunk_size));
+        let raw = gateway.post("/v1/chat/completions", &request).await;
+        assert_eq!(raw.status(), 200);
+        assert_eq!(
+            raw.text().await.expect("body"),
+            stream,
+            "chunk size {chunk_size}"
+        );
+    }
+
+    let event = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n";
+    upstream.push(Reply::stall_after([event]));
+    let mut response = gateway.post("/v1/chat/completions", &request).await;
+    assert_eq!(response.status(), 200);
+    let first = tokio::time::timeout(Duration::from_secs(2), response.chunk())
+        .await
+        .expect("the event is not held back")
+        .expect("readable")
+        .expect("a chunk");
+    assert_eq!(first.as_ref(), event.as_bytes());
+}
