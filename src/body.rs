@@ -130,7 +130,7 @@ impl<B> Coalesce<B> {
 
 /// How many times a burst waits for the connection's task to pass on another frame. One
 /// yield is not enough: measured, hyper's client passes the next frame on after the second.
-const BURST_YIELDS: u8 = 2;
+pub const BURST_YIELDS: u8 = 2;
 
 enum Yield {
     /// Yielding now; the count of yields made before this one.
