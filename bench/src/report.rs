@@ -12,7 +12,7 @@ use crate::oha;
 /// One target of the main table.
 #[derive(Debug, Clone, Serialize)]
 pub struct TargetResult {
-    /// `a` … `e`, with `a'`/`b'` for the streamed references.
+    /// `a` … `e`, with `a'`/`b'`/`c'` for the streamed rows without the guard.
     pub key: String,
     pub label: String,
     pub streamed: bool,
@@ -389,7 +389,7 @@ impl Results {
         writeln!(out, "## Throughput at saturation\n")?;
         writeln!(
             out,
-            "Streamed rows (e, a', b') compare with the streamed direct (a') and nginx (b') rows. \
+            "Streamed rows (a', b', c', e) compare with the streamed direct (a') and nginx (b') rows. \
              CPU µs/req is the process's CPU time (all threads) over the run divided by the \
              requests it served: the cost of a request there, independent of who else shares the cores.\n"
         )?;

@@ -686,6 +686,13 @@ async fn table(
             hop: Some(nginx.pid()),
         },
         TableTarget {
+            key: "c'",
+            label: "toolgate, no plugins, streamed",
+            address: bench.plain.address,
+            streamed: true,
+            hop: Some(bench.plain.pid()),
+        },
+        TableTarget {
             key: "e",
             label: "toolgate, tool_selection, streamed",
             address: bench.guard.address,
