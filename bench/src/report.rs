@@ -19,6 +19,9 @@ pub struct TargetResult {
     pub saturation: OhaResult,
     /// CPU of the hop (nginx, toolgate) per request at saturation; none for direct.
     pub hop_cpu_us: Option<f64>,
+    /// The part of `hop_cpu_us` spent in the kernel: the loopback sends and receives and the
+    /// wake-ups, which every hop pays alike.
+    pub hop_kernel_us: Option<f64>,
     /// CPU of the upstream per request at saturation.
     pub upstream_cpu_us: f64,
     /// The runs at each fixed rate.
@@ -308,6 +311,18 @@ impl Results {
                 "throughput with tool_selection ≥ 0.8× direct: {versus_direct:.2}× — {}",
                 mark(versus_direct >= 0.8)
             ));
+            // What no hop's own code can win back: the kernel's share of a pass-through hop.
+            if let (Some(plain), Some(nginx_cpu), Some(nginx_kernel)) =
+                (self.row("c"), nginx.hop_cpu_us, nginx.hop_kernel_us)
+                && let (Some(plain_cpu), Some(plain_kernel), Some(guard_cpu)) =
+                    (plain.hop_cpu_us, plain.hop_kernel_us, guard.hop_cpu_us)
+            {
+                lines.push(format!(
+                    "the floor under both: nginx's hop costs {nginx_cpu:.1} µs/req, {nginx_kernel:.1} of it in the \
+                     kernel; toolgate's costs {plain_cpu:.1} without plugins, {plain_kernel:.1} of it in the kernel, \
+                     and {guard_cpu:.1} with tool_selection"
+                ));
+            }
             if let (Some(guard), Some(direct)) = (guard.at_rate(1000), direct.at_rate(1000)) {
                 let (added, each) = guard.added_over(direct, |run| run.p99_ms);
                 let each: Vec<String> = each.iter().map(|added| format!("{added:.3}")).collect();
@@ -395,15 +410,18 @@ impl Results {
         )?;
         writeln!(
             out,
-            "| | target | req/s | × (a) | × (b) | p50 ms | p99 ms | hop CPU µs/req | upstream CPU µs/req | failed |"
+            "| | target | req/s | × (a) | × (b) | p50 ms | p99 ms | hop CPU µs/req | of it in the kernel | upstream CPU µs/req | failed |"
         )?;
-        writeln!(out, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")?;
+        writeln!(
+            out,
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        )?;
         for row in &self.table {
             let (direct, nginx) = self.references(row.streamed);
             let sat = &row.saturation;
             writeln!(
                 out,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {:.1} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1} | {} |",
                 row.key,
                 row.label,
                 thousands(sat.ok_per_sec),
@@ -418,6 +436,8 @@ impl Results {
                 ms(sat.p50_ms),
                 ms(sat.p99_ms),
                 row.hop_cpu_us.map_or("—".into(), |cpu| format!("{cpu:.1}")),
+                row.hop_kernel_us
+                    .map_or("—".into(), |cpu| format!("{cpu:.1}")),
                 row.upstream_cpu_us,
                 sat.not_ok,
             )?;
@@ -751,6 +771,7 @@ mod tests {
             streamed: false,
             saturation: OhaResult::default(),
             hop_cpu_us: None,
+            hop_kernel_us: None,
             upstream_cpu_us: 0.0,
             fixed: vec![runs(1000, p99s)],
         };

@@ -14,7 +14,9 @@ use bytes::Bytes;
 use tokio::signal::unix::{SignalKind, signal};
 use toolgate_bench::client::{self, CHAT_COMPLETIONS, Shot, percentile_of};
 use toolgate_bench::oha;
-use toolgate_bench::procs::{self, TempDir, cpu_ns, family_cpu_ns, status_kib};
+use toolgate_bench::procs::{
+    self, TempDir, cpu_ns, family_cpu_ns, family_kernel_cpu_ns, status_kib,
+};
 use toolgate_bench::report::{
     CriterionResult, Curve, CurvePoint, DelayResult, FixedRate, Measure, Results, RssResult,
     TargetResult,
@@ -717,14 +719,18 @@ async fn table(
     for target in &targets {
         eprintln!("   ({}) {}: saturation", target.key, target.label);
         oha::run(oha, &run(target, None, Duration::from_secs(2))).await?;
-        let hop_before = target.hop.map(family_cpu_ns);
+        let hop_before = target
+            .hop
+            .map(|pid| (family_cpu_ns(pid), family_kernel_cpu_ns(pid)));
         let upstream_before = cpu_ns(bench.upstream.pid());
         let saturation = oha::run(oha, &run(target, None, durations.saturation)).await?;
         let served = (saturation.ok + saturation.not_ok).max(1) as f64;
-        let hop_cpu_us = target
-            .hop
-            .zip(hop_before)
-            .map(|(pid, before)| (family_cpu_ns(pid) - before) as f64 / served / 1e3);
+        let hop = target.hop.zip(hop_before).map(|(pid, (cpu, kernel))| {
+            (
+                (family_cpu_ns(pid) - cpu) as f64 / served / 1e3,
+                family_kernel_cpu_ns(pid).saturating_sub(kernel) as f64 / served / 1e3,
+            )
+        });
         let upstream_cpu_us =
             (cpu_ns(bench.upstream.pid()) - upstream_before) as f64 / served / 1e3;
         results.table.push(TargetResult {
@@ -732,7 +738,8 @@ async fn table(
             label: target.label.to_owned(),
             streamed: target.streamed,
             saturation: saturation.into(),
-            hop_cpu_us,
+            hop_cpu_us: hop.map(|(cpu, _)| cpu),
+            hop_kernel_us: hop.map(|(_, kernel)| kernel),
             upstream_cpu_us,
             fixed: FIXED_RATES
                 .iter()
