@@ -39,7 +39,7 @@ where
 }
 
 /// The most a burst of frames gathers into one write to the other side.
-pub const COALESCE_BYTES: usize = 16 * 1024;
+const COALESCE_BYTES: usize = 16 * 1024;
 
 /// Hands on, as one frame, the data frames of a body that are already at hand.
 ///

@@ -208,7 +208,12 @@ impl Drop for TempDir {
 
 /// CPU time of a process and its direct children (nginx's master and workers), in ns.
 pub fn family_cpu_ns(pid: u32) -> u64 {
-    cpu_ns(pid) + children(pid).into_iter().map(cpu_ns).sum::<u64>()
+    family_sum(pid, cpu_ns)
+}
+
+/// `read` of a process plus `read` of each of its direct children.
+fn family_sum(pid: u32, read: fn(u32) -> u64) -> u64 {
+    read(pid) + children(pid).into_iter().map(read).sum::<u64>()
 }
 
 /// The part of a process's CPU time spent in the kernel (`stime` of /proc/PID/stat, all its
@@ -216,7 +221,7 @@ pub fn family_cpu_ns(pid: u32) -> u64 {
 pub fn kernel_cpu_ns(pid: u32) -> u64 {
     let Some(ticks) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
-        .and_then(|stat| kernel_ticks(&stat))
+        .and_then(|stat| stat_field(&stat, STIME))
     else {
         return 0;
     };
@@ -225,16 +230,23 @@ pub fn kernel_cpu_ns(pid: u32) -> u64 {
     ticks * 1_000_000_000 / u64::try_from(per_second).unwrap_or(100).max(1)
 }
 
-/// `stime` of a /proc/PID/stat line: the 15th field. The command name (2nd) may hold spaces
-/// and parentheses, so fields are counted after its last ')'.
-fn kernel_ticks(stat: &str) -> Option<u64> {
+/// Fields of /proc/PID/stat, numbered from 1 as in proc(5).
+const PPID: usize = 4;
+const STIME: usize = 15;
+
+/// Field `number` of a /proc/PID/stat line, from the 3rd on. The command name (2nd) may hold
+/// spaces and parentheses, so fields are counted after its last ')'.
+fn stat_field(stat: &str, number: usize) -> Option<u64> {
     let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(12)?.parse().ok()
+    rest.split_whitespace()
+        .nth(number.checked_sub(3)?)?
+        .parse()
+        .ok()
 }
 
 /// [`kernel_cpu_ns`] of a process and its direct children.
 pub fn family_kernel_cpu_ns(pid: u32) -> u64 {
-    kernel_cpu_ns(pid) + children(pid).into_iter().map(kernel_cpu_ns).sum::<u64>()
+    family_sum(pid, kernel_cpu_ns)
 }
 
 /// The processes whose parent is `pid`.
@@ -248,12 +260,8 @@ pub fn children(pid: u32) -> Vec<u32> {
         .filter(|candidate| {
             std::fs::read_to_string(format!("/proc/{candidate}/stat"))
                 .ok()
-                .and_then(|stat| {
-                    // The command name may hold spaces and parentheses: fields start after the last ')'.
-                    let rest = &stat[stat.rfind(')')? + 1..];
-                    rest.split_whitespace().nth(1)?.parse::<u32>().ok()
-                })
-                == Some(pid)
+                .and_then(|stat| stat_field(&stat, PPID))
+                == Some(u64::from(pid))
         })
         .collect()
 }
@@ -263,10 +271,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn kernel_time_is_the_fifteenth_field_whatever_the_command_name() {
+    fn stat_fields_are_counted_past_the_command_name_whatever_it_holds() {
         let stat = "4242 (nginx: worker (1) ) S 4241 4241 4241 0 -1 4194624 2735 0 0 0 \
                     1187 2203 0 0 20 0 1 0 88120 17068032 1360 18446744073709551615";
-        assert_eq!(kernel_ticks(stat), Some(2203));
-        assert_eq!(kernel_ticks("4242 (cut short) S 1 2"), None);
+        assert_eq!(stat_field(stat, PPID), Some(4241));
+        assert_eq!(stat_field(stat, STIME), Some(2203));
+        assert_eq!(stat_field("4242 (cut short) S 1 2", STIME), None);
     }
 }
