@@ -25,6 +25,8 @@
 //! - [`tenant`]: the tenant an exchange was authenticated as.
 //! - [`service`]: validator service descriptors (`[services.NAME]`) handed to plugin factories.
 //! - [`format`]: wire-format adapters that turn bodies into tools and calls, and apply edits.
+//! - [`lenient`]: the forgiving reader — the calls a lenient client would read from an answer,
+//!   in any format; asked when the strict readers refuse, and the property tests' oracle.
 //! - [`sse`]: an incremental Server-Sent Events parser that keeps each event's exact bytes.
 //! - [`stream`]: stream assemblers that rebuild tool calls from streamed fragments, and the
 //!   rewriter that applies argument edits to a stream's events.
@@ -35,6 +37,7 @@ pub mod catalog;
 pub mod directives;
 pub mod exchange;
 pub mod format;
+pub mod lenient;
 pub mod pattern;
 pub mod plugin;
 pub mod service;

@@ -20,7 +20,7 @@ use crate::verdict::Edit;
 /// so a `web_search_call` matches a declared `web_search_preview_2025_03_11`: the `_call` of an
 /// item, a `_YYYY_MM_DD` version and a `_preview` stage are dropped, and the computer tool's
 /// names (`computer_use_preview`, `computer`) meet at `computer`.
-pub(super) fn builtin_tool_name(kind: &str) -> &str {
+pub(crate) fn builtin_tool_name(kind: &str) -> &str {
     let base = kind.strip_suffix("_call").unwrap_or(kind);
     let base = without_date(base);
     match base.strip_suffix("_preview").unwrap_or(base) {

@@ -1,0 +1,428 @@
+//! The forgiving reader: the tool calls a lenient client would act on in an answer, in any of
+//! the three formats, as a JSON body or as stream events. It reads the way `JSON.parse`,
+//! Python's `json` and the SDKs built on them do: a repeated key counts as its last occurrence,
+//! invalid UTF-8 is replaced, an index written as a string is a number, a name that is a number
+//! is its text, and an event is dispatched by its own shape (`choices`, or its `type`), whatever
+//! format the request was in.
+//!
+//! The gateway asks it only when its strict readers refuse an answer or an event, to learn
+//! whether a client could still read a call from it (then the answer is blocked, never passed).
+//! The property tests use it as the oracle: no answer may carry a call it finds that toolgate
+//! neither checked nor blocked.
+
+use serde_json::Value;
+
+/// A call as a forgiving client reads it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct LenientCall {
+    /// The tool the client would dispatch to; empty when the answer names none (a fragment of a
+    /// call whose name is elsewhere, or a call item without a name).
+    pub name: String,
+    /// The arguments as text (a string's content, other JSON as written).
+    pub arguments: String,
+}
+
+/// Keys whose presence in text that is not even JSON means a call may be hidden in it: a
+/// client with a partial or repairing JSON parser could still find one.
+const CALL_MARKERS: [&str; 8] = [
+    "tool_calls",
+    "function_call",
+    "\"function\"",
+    "tool_use",
+    "custom_tool_call",
+    "_call\"",
+    "output_item",
+    "input_json_delta",
+];
+
+/// Whether a client could read a tool call (or part of one) from this body or event data.
+/// Text that is not JSON counts when it holds a call's markers.
+pub fn may_carry_calls(data: &[u8]) -> bool {
+    match read_value(data) {
+        Some(value) => !calls_in_value(&value).is_empty(),
+        None => {
+            let text = String::from_utf8_lossy(data);
+            CALL_MARKERS.iter().any(|marker| text.contains(marker))
+        }
+    }
+}
+
+/// The calls in one JSON document: a whole answer, or one stream event's data, in any format.
+/// `None` when it is not JSON even to a forgiving reader.
+pub fn calls_in_json(data: &[u8]) -> Option<Vec<LenientCall>> {
+    read_value(data).map(|value| calls_in_value(&value))
+}
+
+/// Reads JSON as a forgiving client does: invalid UTF-8 replaced, the last of repeated keys.
+fn read_value(data: &[u8]) -> Option<Value> {
+    let text = String::from_utf8_lossy(data);
+    let value: Value = serde_json::from_str(text.trim()).ok()?;
+    value.is_object().then_some(value)
+}
+
+fn calls_in_value(value: &Value) -> Vec<LenientCall> {
+    let mut calls = Vec::new();
+    // Chat: a completion's `message`, a chunk's `delta`.
+    for choice in items(value.get("choices")) {
+        for part in ["message", "delta"] {
+            if let Some(message) = choice.get(part) {
+                chat_message_calls(message, &mut calls);
+            }
+        }
+    }
+    // Responses: a response's `output`, and the events that carry items or call deltas.
+    for item in items(value.get("output")) {
+        calls.extend(responses_item_call(item));
+    }
+    let kind = text(value.get("type"));
+    if kind.starts_with("response.") {
+        calls.extend(value.get("item").and_then(responses_item_call));
+        if let Some(response) = value.get("response") {
+            for item in items(response.get("output")) {
+                calls.extend(responses_item_call(item));
+            }
+        }
+        if kind.contains("function_call_arguments") || kind.contains("custom_tool_call_input") {
+            calls.push(LenientCall {
+                name: text(value.get("name")),
+                arguments: text(value.get("delta").or(value.get("arguments"))),
+            });
+        }
+    }
+    // Anthropic: a message's `content`, and the events that carry blocks or input deltas.
+    for block in items(value.get("content")) {
+        calls.extend(anthropic_block_call(block));
+    }
+    match kind.as_str() {
+        "message_start" => {
+            let content = value.get("message").and_then(|message| message.get("content"));
+            for block in items(content) {
+                calls.extend(anthropic_block_call(block));
+            }
+        }
+        "content_block_start" => {
+            calls.extend(value.get("content_block").and_then(anthropic_block_call));
+        }
+        "content_block_delta" => {
+            let delta = value.get("delta");
+            let delta_kind = text(delta.and_then(|delta| delta.get("type")));
+            if delta_kind == "input_json_delta" {
+                calls.push(LenientCall {
+                    name: String::new(),
+                    arguments: text(delta.and_then(|delta| delta.get("partial_json"))),
+                });
+            }
+        }
+        _ => {}
+    }
+    calls
+}
+
+fn chat_message_calls(message: &Value, calls: &mut Vec<LenientCall>) {
+    for call in items(message.get("tool_calls")) {
+        let custom = text(call.get("type")) == "custom";
+        let (first, second) = match custom {
+            true => ("custom", "function"),
+            false => ("function", "custom"),
+        };
+        let part = call
+            .get(first)
+            .filter(|part| part.is_object())
+            .or(call.get(second));
+        calls.push(LenientCall {
+            name: text(part.and_then(|part| part.get("name"))),
+            arguments: text(part.and_then(|part| part.get("arguments").or(part.get("input")))),
+        });
+    }
+    if let Some(function) = message.get("function_call").filter(|call| !call.is_null()) {
+        calls.push(LenientCall {
+            name: text(function.get("name")),
+            arguments: text(function.get("arguments")),
+        });
+    }
+}
+
+fn responses_item_call(item: &Value) -> Option<LenientCall> {
+    let kind = text(item.get("type"));
+    let named = matches!(
+        kind.as_str(),
+        "function_call" | "custom_tool_call" | "mcp_call" | "mcp_approval_request"
+    );
+    if !named && !kind.ends_with("_call") {
+        return None;
+    }
+    let name = match named {
+        true => text(item.get("name")),
+        false => crate::format::builtin_tool_name(&kind).to_owned(),
+    };
+    Some(LenientCall {
+        name,
+        arguments: text(item.get("arguments").or(item.get("input"))),
+    })
+}
+
+fn anthropic_block_call(block: &Value) -> Option<LenientCall> {
+    let kind = text(block.get("type"));
+    kind.ends_with("tool_use").then(|| LenientCall {
+        name: text(block.get("name")),
+        arguments: block
+            .get("input")
+            .map_or_else(String::new, |input| text(Some(input))),
+    })
+}
+
+/// A list as a forgiving client iterates it: an array's elements, a lone object as one.
+fn items(value: Option<&Value>) -> impl Iterator<Item = &Value> {
+    let list: &[Value] = match value {
+        Some(Value::Array(list)) => list,
+        Some(object @ Value::Object(_)) => std::slice::from_ref(object),
+        _ => &[],
+    };
+    list.iter()
+}
+
+/// A value as text: a string's content, null or missing as empty, anything else as JSON.
+fn text(value: Option<&Value>) -> String {
+    match value {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(text)) => text.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// A number, or a number written as a string.
+fn number(value: Option<&Value>) -> Option<u64> {
+    match value? {
+        Value::Number(number) => number.as_u64(),
+        Value::String(text) => text.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// The calls of a whole stream (each event's `data`), reassembled as a forgiving client does:
+/// chat fragments joined by choice and `index`, Responses items by their id or position,
+/// Anthropic blocks by `index`. Calls are in the order they opened; a call whose name never
+/// came has an empty one.
+pub fn calls_in_stream<'a>(events: impl IntoIterator<Item = &'a [u8]>) -> Vec<LenientCall> {
+    // Streams are short lists of calls: a list keeps their order and is searched in place.
+    let mut calls: Vec<(CallKey, LenientCall)> = Vec::new();
+    let mut updates = Vec::new();
+    for data in events {
+        let Some(value) = read_value(data) else {
+            continue;
+        };
+        stream_updates(&value, &mut updates);
+        for (key, update) in updates.drain(..) {
+            let position = match calls.iter().position(|(known, _)| *known == key) {
+                Some(position) => position,
+                None => {
+                    let empty = LenientCall {
+                        name: String::new(),
+                        arguments: String::new(),
+                    };
+                    calls.push((key, empty));
+                    calls.len() - 1
+                }
+            };
+            if let Some((_, call)) = calls.get_mut(position) {
+                update.apply(call);
+            }
+        }
+    }
+    calls.into_iter().map(|(_, call)| call).collect()
+}
+
+/// Which call of a stream an event speaks of: the family of the shape, then its place.
+type CallKey = (u8, String, u64);
+
+/// What one event does to one call being reassembled.
+enum Update {
+    /// Fragments: appended.
+    Append { name: String, arguments: String },
+    /// A complete version (an item, a block's start): its name replaces an empty one.
+    Whole(LenientCall),
+}
+
+impl Update {
+    fn apply(self, call: &mut LenientCall) {
+        match self {
+            Update::Append { name, arguments } => {
+                call.name.push_str(&name);
+                call.arguments.push_str(&arguments);
+            }
+            Update::Whole(whole) => {
+                if call.name.is_empty() {
+                    call.name = whole.name;
+                }
+                if call.arguments.is_empty() {
+                    call.arguments = whole.arguments;
+                }
+            }
+        }
+    }
+}
+
+fn stream_updates(value: &Value, updates: &mut Vec<(CallKey, Update)>) {
+    for (position, choice) in items(value.get("choices")).enumerate() {
+        let choice_index = number(choice.get("index")).unwrap_or(position as u64);
+        let Some(delta) = choice.get("delta") else {
+            continue;
+        };
+        for (position, call) in items(delta.get("tool_calls")).enumerate() {
+            let index = number(call.get("index")).unwrap_or(position as u64);
+            let mut found = Vec::new();
+            chat_message_calls(
+                &serde_json::json!({ "tool_calls": [call] }),
+                &mut found,
+            );
+            for fragment in found {
+                updates.push((
+                    (0, choice_index.to_string(), index),
+                    Update::Append {
+                        name: fragment.name,
+                        arguments: fragment.arguments,
+                    },
+                ));
+            }
+        }
+        if let Some(function) = delta.get("function_call").filter(|call| !call.is_null()) {
+            updates.push((
+                (1, choice_index.to_string(), 0),
+                Update::Append {
+                    name: text(function.get("name")),
+                    arguments: text(function.get("arguments")),
+                },
+            ));
+        }
+    }
+    let kind = text(value.get("type"));
+    if kind.starts_with("response.") {
+        let item_key = |item: &Value, fallback: Option<u64>| {
+            let id = text(item.get("id"));
+            let id = if id.is_empty() {
+                fallback.map(|index| index.to_string()).unwrap_or_default()
+            } else {
+                id
+            };
+            (2, id, 0)
+        };
+        let output_index = number(value.get("output_index"));
+        if let Some(item) = value.get("item")
+            && let Some(call) = responses_item_call(item)
+        {
+            updates.push((item_key(item, output_index), Update::Whole(call)));
+        }
+        if let Some(response) = value.get("response") {
+            for (index, item) in items(response.get("output")).enumerate() {
+                if let Some(call) = responses_item_call(item) {
+                    updates.push((item_key(item, Some(index as u64)), Update::Whole(call)));
+                }
+            }
+        }
+        if kind.contains("function_call_arguments") || kind.contains("custom_tool_call_input") {
+            let id = text(value.get("item_id"));
+            let id = if id.is_empty() {
+                output_index.map(|index| index.to_string()).unwrap_or_default()
+            } else {
+                id
+            };
+            updates.push((
+                (2, id, 0),
+                Update::Whole(LenientCall {
+                    name: text(value.get("name")),
+                    arguments: String::new(),
+                }),
+            ));
+        }
+    }
+    let block_index = number(value.get("index")).unwrap_or(0);
+    match kind.as_str() {
+        "message_start" => {
+            let content = value.get("message").and_then(|message| message.get("content"));
+            for (index, block) in items(content).enumerate() {
+                if let Some(call) = anthropic_block_call(block) {
+                    updates.push(((3, String::new(), index as u64), Update::Whole(call)));
+                }
+            }
+        }
+        "content_block_start" => {
+            if let Some(call) = value.get("content_block").and_then(anthropic_block_call) {
+                updates.push(((3, String::new(), block_index), Update::Whole(call)));
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(calls: &[LenientCall]) -> Vec<&str> {
+        calls.iter().map(|call| call.name.as_str()).collect()
+    }
+
+    #[test]
+    fn every_format_is_read_whatever_the_request_was() {
+        let chat = br#"{"choices":[{"index":"0","message":{"tool_calls":[
+            {"id":7,"type":"function","function":{"name":"safe","name":"evil","arguments":"{}"}}],
+            "function_call":{"name":"legacy"}}}]}"#;
+        assert_eq!(
+            names(&calls_in_json(chat).expect("json")),
+            ["evil", "legacy"]
+        );
+        let responses = br#"{"output":[{"type":"message"},{"type":"function_call","name":"f"},
+            {"type":"web_search_call","id":"ws"}]}"#;
+        assert_eq!(
+            names(&calls_in_json(responses).expect("json")),
+            ["f", "web_search"]
+        );
+        let anthropic = br#"{"type":"message","content":[{"type":"text","text":"hi"},
+            {"type":"tool_use","name":"g","input":{"a":1}}]}"#;
+        let calls = calls_in_json(anthropic).expect("json");
+        assert_eq!(names(&calls), ["g"]);
+        assert_eq!(calls[0].arguments, r#"{"a":1}"#);
+        assert_eq!(calls_in_json(b"{\"data\":[]}"), Some(Vec::new()));
+        assert_eq!(calls_in_json(b"not json"), None);
+    }
+
+    #[test]
+    fn events_are_dispatched_by_their_own_shape() {
+        let carrying: [&[u8]; 6] = [
+            br#"{"choices":[{"delta":{"tool_calls":[{"index":"0","function":{"arguments":"{"}}]}}]}"#,
+            br#"{"type":"response.output_item.added","item":{"type":"function_call","name":"f"}}"#,
+            br#"{"type":"response.function_call_arguments.delta","item_id":"fc","delta":"{"}"#,
+            br#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","name":"g"}}"#,
+            br#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{"}}"#,
+            b"{\"choices\":[{\"delta\":{\"tool_calls\":[{\"function\":{\"name\":\"s\xFFf\"}}]}}]}",
+        ];
+        for data in carrying {
+            assert!(may_carry_calls(data), "{}", String::from_utf8_lossy(data));
+        }
+        let plain: [&[u8]; 5] = [
+            br#"{"choices":[{"delta":{"content":"tool_calls"}}]}"#,
+            br#"{"type":"response.output_text.delta","delta":"function_call"}"#,
+            br#"{"type":"response.output_text.delta","content_block":{"type":"tool_use"}}"#,
+            br#"{"error":{"message":"overloaded"}}"#,
+            b"[DONE]",
+        ];
+        for data in plain {
+            assert!(!may_carry_calls(data), "{}", String::from_utf8_lossy(data));
+        }
+        assert!(may_carry_calls(br#"{"choices":[{"delta":{"tool_calls":[{"#));
+    }
+
+    #[test]
+    fn a_stream_is_reassembled_by_call() {
+        let events: [&[u8]; 5] = [
+            br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"name":"get_","arguments":"{\"a\""}}]}}]}"#,
+            br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":"0","function":{"name":"weather","arguments":":1}"}}]}}]}"#,
+            br#"{"type":"response.output_item.added","output_index":0,"item":{"id":"fc_1","type":"function_call","name":"lookup"}}"#,
+            br#"{"type":"response.output_item.done","output_index":0,"item":{"id":"fc_1","type":"function_call","name":"lookup","arguments":"{}"}}"#,
+            br#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","name":"h","input":{}}}"#,
+        ];
+        let calls = calls_in_stream(events);
+        assert_eq!(names(&calls), ["get_weather", "lookup", "h"]);
+        assert_eq!(calls[0].arguments, r#"{"a":1}"#);
+    }
+}
