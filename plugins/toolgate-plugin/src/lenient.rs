@@ -95,7 +95,9 @@ fn calls_in_value(value: &Value) -> Vec<LenientCall> {
     }
     match kind.as_str() {
         "message_start" => {
-            let content = value.get("message").and_then(|message| message.get("content"));
+            let content = value
+                .get("message")
+                .and_then(|message| message.get("content"));
             for block in items(content) {
                 calls.extend(anthropic_block_call(block));
             }
@@ -271,10 +273,7 @@ fn stream_updates(value: &Value, updates: &mut Vec<(CallKey, Update)>) {
         for (position, call) in items(delta.get("tool_calls")).enumerate() {
             let index = number(call.get("index")).unwrap_or(position as u64);
             let mut found = Vec::new();
-            chat_message_calls(
-                &serde_json::json!({ "tool_calls": [call] }),
-                &mut found,
-            );
+            chat_message_calls(&serde_json::json!({ "tool_calls": [call] }), &mut found);
             for fragment in found {
                 updates.push((
                     (0, choice_index.to_string(), index),
@@ -322,7 +321,9 @@ fn stream_updates(value: &Value, updates: &mut Vec<(CallKey, Update)>) {
         if kind.contains("function_call_arguments") || kind.contains("custom_tool_call_input") {
             let id = text(value.get("item_id"));
             let id = if id.is_empty() {
-                output_index.map(|index| index.to_string()).unwrap_or_default()
+                output_index
+                    .map(|index| index.to_string())
+                    .unwrap_or_default()
             } else {
                 id
             };
@@ -338,7 +339,9 @@ fn stream_updates(value: &Value, updates: &mut Vec<(CallKey, Update)>) {
     let block_index = number(value.get("index")).unwrap_or(0);
     match kind.as_str() {
         "message_start" => {
-            let content = value.get("message").and_then(|message| message.get("content"));
+            let content = value
+                .get("message")
+                .and_then(|message| message.get("content"));
             for (index, block) in items(content).enumerate() {
                 if let Some(call) = anthropic_block_call(block) {
                     updates.push(((3, String::new(), index as u64), Update::Whole(call)));

@@ -25,6 +25,7 @@
 //! - [`tenant`]: the tenant an exchange was authenticated as.
 //! - [`service`]: validator service descriptors (`[services.NAME]`) handed to plugin factories.
 //! - [`format`]: wire-format adapters that turn bodies into tools and calls, and apply edits.
+//! - [`answer`]: how a guard reads an answer — by its own shape, closed on doubt.
 //! - [`lenient`]: the forgiving reader — the calls a lenient client would read from an answer,
 //!   in any format; asked when the strict readers refuse, and the property tests' oracle.
 //! - [`sse`]: an incremental Server-Sent Events parser that keeps each event's exact bytes.
@@ -33,6 +34,7 @@
 //! - [`store`]: the shared state store (fixed-window counters, once-only markers) and its
 //!   in-memory implementation.
 
+pub mod answer;
 pub mod catalog;
 pub mod directives;
 pub mod exchange;

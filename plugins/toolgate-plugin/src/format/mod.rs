@@ -385,6 +385,10 @@ pub enum ParseErrorKind {
     /// A key the checks read appears twice in one object. Parsers disagree on which one wins,
     /// so what toolgate checked might not be what the other side reads: never passed through.
     Ambiguous,
+    /// An answer the strict readers refuse, from which a forgiving client could still read a
+    /// call (a wrong type where an SDK does not check types, invalid UTF-8, a call in an event
+    /// of no known shape): never passed through on a guarded route.
+    Unreadable,
 }
 
 impl ParseError {
@@ -396,12 +400,28 @@ impl ParseError {
         }
     }
 
+    pub(crate) fn with_kind(kind: ParseErrorKind, message: impl Into<String>) -> Self {
+        ParseError {
+            kind,
+            message: message.into(),
+        }
+    }
+
     pub fn kind(&self) -> ParseErrorKind {
         self.kind
     }
 
     pub fn is_ambiguous(&self) -> bool {
         self.kind == ParseErrorKind::Ambiguous
+    }
+
+    /// Whether the guard must refuse the body as a whole: ambiguous, or unreadable although it
+    /// may carry a call.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self.kind,
+            ParseErrorKind::Ambiguous | ParseErrorKind::Unreadable
+        )
     }
 }
 

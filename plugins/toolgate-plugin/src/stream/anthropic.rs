@@ -27,6 +27,10 @@ struct EventWire<'a> {
     delta: Option<&'a RawValue>,
     #[serde(borrow, default)]
     message: Option<&'a RawValue>,
+    /// A chat chunk's field: a chat client would read calls from it, so the event is not this
+    /// format's to classify.
+    #[serde(default)]
+    choices: Option<serde::de::IgnoredAny>,
 }
 
 /// A content block (as `content_block_start` or `message_start` carries it), a delta, or the
@@ -279,6 +283,9 @@ impl StreamAssembler for AnthropicStreamAssembler {
         let Ok(wire) = serde_json::from_str::<EventWire>(data) else {
             return StreamStep::Unrecognized;
         };
+        if wire.choices.is_some() {
+            return StreamStep::Unrecognized;
+        }
         match wire.kind.as_ref() {
             "message_start" if !self.started => {
                 self.started = true;
@@ -325,8 +332,10 @@ impl StreamAssembler for AnthropicStreamAssembler {
                 self.settled = true;
                 StreamStep::Done
             }
-            // `error` and event types added later: the client must see them.
-            _ => StreamStep::Content,
+            "error" => StreamStep::Content,
+            // Event types added later, and other formats' events: the guard passes them on
+            // when no client could read a call from them.
+            _ => StreamStep::Unrecognized,
         }
     }
 
@@ -553,7 +562,13 @@ mod tests {
                 r#"{"type":"error","error":{"type":"overloaded_error"}}"#.to_owned(),
                 Content,
             ),
-            (r#"{"type":"a_future_event"}"#.to_owned(), Content),
+            // Unknown to this reader: the guard passes it on unless a client could read a call.
+            (r#"{"type":"a_future_event"}"#.to_owned(), Unrecognized),
+            (
+                r#"{"type":"response.output_item.added","item":{}}"#.to_owned(),
+                Unrecognized,
+            ),
+            (r#"{"type":"ping","choices":[]}"#.to_owned(), Unrecognized),
             ("not json".to_owned(), Unrecognized),
             ("[1,2]".to_owned(), Unrecognized),
             (r#"{"type":5}"#.to_owned(), Unrecognized),

@@ -22,6 +22,10 @@ struct ChunkWire<'a> {
     choices: Option<Vec<ChoiceWire<'a>>>,
     /// `null` on every chunk but the last when `stream_options.include_usage` is set.
     usage: Option<IgnoredAny>,
+    /// Chat chunks have no `type`: Responses and Anthropic events do, and a client of those
+    /// formats reads them by it. Such an event is not chat's to classify.
+    #[serde(rename = "type")]
+    foreign_type: Option<IgnoredAny>,
 }
 
 #[derive(Deserialize, Default)]
@@ -266,6 +270,9 @@ impl StreamAssembler for ChatStreamAssembler {
         let Ok(chunk) = serde_json::from_str::<ChunkWire>(data) else {
             return StreamStep::Unrecognized;
         };
+        if chunk.foreign_type.is_some() {
+            return StreamStep::Unrecognized;
+        }
         // An object without choices is an error the upstream sent mid-stream or an extension
         // event: the client must see it.
         let Some(choices) = chunk.choices else {

@@ -12,7 +12,7 @@ pub use chat::ChatStreamAssembler;
 pub use responses::ResponsesStreamAssembler;
 pub use rewrite::StreamRewriter;
 
-use crate::format::{ToolResponse, WireFormat};
+use crate::format::{ParseError, ToolResponse, WireFormat};
 use crate::sse::{SseEvent, SseParser};
 use crate::tool::ToolCall;
 
@@ -29,8 +29,32 @@ pub enum StreamStep {
     ToolFragment,
     /// The end-of-stream marker (`data: [DONE]`).
     Done,
-    /// Not an event of this format (not JSON, wrong shape).
+    /// Not an event of this format (not JSON, wrong shape, another format's event). The guard
+    /// passes it on only when no client could read a call from it ([`refusal`]).
     Unrecognized,
+}
+
+/// Why the guard must refuse a stream at this event, if it must: an event the assembler did not
+/// recognize (or a data-less event with text that is not SSE) from which a forgiving client
+/// could still read a call, or a call's event whose bytes are not UTF-8 (clients decode those
+/// bytes differently, so the call checked might not be the call run).
+pub fn refusal(step: StreamStep, event: &SseEvent) -> Option<ParseError> {
+    match step {
+        StreamStep::Unrecognized => {
+            let data = event.data.as_deref().map_or(&event.raw[..], str::as_bytes);
+            crate::lenient::may_carry_calls(data).then(|| {
+                ParseError::unreadable(
+                    "a stream event of no known shape from which a client could read a tool call",
+                )
+            })
+        }
+        StreamStep::Preamble if event.data.is_none() => crate::lenient::may_carry_calls(&event.raw)
+            .then(|| ParseError::unreadable("a tool call outside any SSE data field")),
+        StreamStep::ToolFragment if std::str::from_utf8(&event.raw).is_err() => Some(
+            ParseError::unreadable("a tool call's stream event is not valid UTF-8"),
+        ),
+        _ => None,
+    }
 }
 
 /// Rebuilds tool calls from one streamed response.
@@ -55,6 +79,8 @@ pub trait StreamAssembler: Send {
 pub struct Reassembled {
     pub raw: Vec<u8>,
     pub response: ToolResponse,
+    /// Why the guard refuses the stream, if it does: the first [`refusal`].
+    pub refused: Option<ParseError>,
 }
 
 /// Reassembles a stream delivered in `chunks`: for offline verdicts (`toolgate explain`), fuzzing
@@ -72,9 +98,13 @@ pub fn reassemble<'a>(
     events.extend(parser.finish());
     let mut raw = Vec::new();
     let mut calls = Vec::new();
+    let mut refused = None;
     for event in events {
         raw.extend_from_slice(&event.raw);
-        assembler.observe(&event);
+        let step = assembler.observe(&event);
+        if refused.is_none() {
+            refused = refusal(step, &event);
+        }
         if assembler.calls_ready() {
             calls.extend(assembler.take_calls());
         }
@@ -84,6 +114,7 @@ pub fn reassemble<'a>(
     Reassembled {
         raw,
         response: ToolResponse { calls, reasoning },
+        refused,
     }
 }
 

@@ -38,6 +38,9 @@ struct EventWire<'a> {
     #[serde(borrow)]
     summary_index: Option<&'a RawValue>,
     error: Option<IgnoredAny>,
+    /// A chat chunk's field: a chat client would read calls from it, so the event is not this
+    /// format's to classify.
+    choices: Option<IgnoredAny>,
 }
 
 /// The head of an output item: enough to match it and to see whether it shows anything.
@@ -338,11 +341,16 @@ impl StreamAssembler for ResponsesStreamAssembler {
         // SDKs go by the data's `type`; the SSE `event:` name is the fallback.
         let kind = wire.kind.take();
         let Some(kind) = kind.as_deref().or(event.event.as_deref()) else {
-            return match wire.error.is_some() {
+            return match wire.error.is_some() && wire.choices.is_none() {
                 true => StreamStep::Content,
                 false => StreamStep::Unrecognized,
             };
         };
+        // Another format's event (a chat chunk, an Anthropic block) is not this format's to
+        // classify: the guard passes it only if no client could read a call from it.
+        if wire.choices.is_some() || !(kind.starts_with("response.") || kind == "error") {
+            return StreamStep::Unrecognized;
+        }
         let step = self.read_event(kind, wire);
         self.settled = step != StreamStep::ToolFragment;
         step
@@ -586,13 +594,14 @@ mod tests {
             script(&events),
             ("TTTTTTP!CC".to_owned(), expected.to_vec())
         );
-        // A call cut short is held until the end, then checked as it is.
+        // A call cut short is held until the end, then checked as it is; an event of no known
+        // type is left to the guard, which passes it on unless a client could read a call.
         let cut = [
             &item("added", 0, &call("a", "f", "")),
             &delta(0, "{\"x"),
             "{\"type\":\"x\"}",
         ];
-        assert_eq!(script(&cut), ("TTC".to_owned(), vec![]));
+        assert_eq!(script(&cut), ("TTU".to_owned(), vec![]));
         let ended = [
             cut[0],
             cut[1],

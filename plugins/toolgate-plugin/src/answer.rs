@@ -1,0 +1,171 @@
+//! Reading an answer as a guard must: by its own shape, whatever the request's format, route
+//! setting or `stream` flag said, and closed on doubt. An answer is read as a stream when its
+//! bytes are events and as JSON otherwise; a JSON answer is read by every format whose
+//! call-bearing field it has (`choices`, `output`, `content`), so an answer in another format
+//! than expected is still checked. What the strict readers refuse is refused as a whole when a
+//! forgiving client could still read a call from it ([`crate::lenient`]); an answer that carries
+//! no call field at all (embeddings, a token count, a model list) reads as "no calls".
+
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+
+use crate::format::{ParseError, ParseErrorKind, ToolResponse, WireFormat, read_json};
+use crate::lenient;
+use crate::stream;
+
+/// The top-level fields that carry calls in some format. Only their presence is read here; a
+/// repeated one is refused by serde, as the formats' own readers refuse theirs.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct CallFields {
+    /// Chat completions.
+    choices: Option<IgnoredAny>,
+    /// Responses.
+    output: Option<IgnoredAny>,
+    /// Anthropic messages.
+    content: Option<IgnoredAny>,
+}
+
+/// The calls of a complete answer body, for checking. `Err` means the answer must not reach
+/// the client: a client could read a call from it that toolgate cannot read unambiguously.
+/// `hint` is the exchange's format, used for a body that is a stream.
+pub fn read_answer(hint: WireFormat, body: &[u8]) -> Result<ToolResponse, ParseError> {
+    if looks_like_event_stream(body) {
+        let reassembled = stream::reassemble(hint, [body]);
+        return match reassembled.refused {
+            Some(error) => Err(error),
+            None => Ok(reassembled.response),
+        };
+    }
+    read_json_answer(body).or_else(|error| close_on_doubt(error, body))
+}
+
+/// A strict reading's failure, judged: refused when it is ambiguous or a client could read a
+/// call from the body anyway; otherwise the body carries no call (`Ok` with none).
+pub fn close_on_doubt(error: ParseError, body: &[u8]) -> Result<ToolResponse, ParseError> {
+    if error.is_ambiguous() {
+        return Err(error);
+    }
+    if lenient::may_carry_calls(body) {
+        return Err(ParseError::unreadable(format!(
+            "a client could read a tool call from it, but toolgate cannot: {error}"
+        )));
+    }
+    Ok(ToolResponse::default())
+}
+
+fn read_json_answer(body: &[u8]) -> Result<ToolResponse, ParseError> {
+    let fields: CallFields = read_json(body)?;
+    let mut response = ToolResponse::default();
+    let formats = [
+        (fields.choices.is_some(), WireFormat::ChatCompletions),
+        (fields.output.is_some(), WireFormat::Responses),
+        (fields.content.is_some(), WireFormat::AnthropicMessages),
+    ];
+    for (present, format) in formats {
+        if !present {
+            continue;
+        }
+        let read = format.parse_response(body)?;
+        response.calls.extend(read.calls);
+        if response.reasoning.is_none() {
+            response.reasoning = read.reasoning;
+        }
+    }
+    Ok(response)
+}
+
+/// Whether a body is a stream of events rather than a JSON document: its first line (after a
+/// byte-order mark and blank space) is an SSE field or comment.
+pub fn looks_like_event_stream(body: &[u8]) -> bool {
+    let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
+    let start = body.iter().position(|byte| !byte.is_ascii_whitespace());
+    let Some(first) = start.and_then(|start| body.get(start..)) else {
+        return false;
+    };
+    first.starts_with(b":")
+        || [&b"data"[..], b"event", b"id", b"retry"]
+            .iter()
+            .any(|field| {
+                first
+                    .strip_prefix(*field)
+                    .is_some_and(|rest| matches!(rest.first(), None | Some(b':' | b'\r' | b'\n')))
+            })
+}
+
+impl ParseError {
+    /// An answer toolgate cannot read although a client could read a call from it.
+    pub fn unreadable(message: impl Into<String>) -> Self {
+        ParseError::with_kind(ParseErrorKind::Unreadable, message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(response: &ToolResponse) -> Vec<&str> {
+        response
+            .calls
+            .iter()
+            .map(|call| call.name.as_str())
+            .collect()
+    }
+
+    #[test]
+    fn an_answer_is_read_by_its_own_shape() {
+        let responses = br#"{"object":"response","output":[{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}]}"#;
+        let read = read_answer(WireFormat::ChatCompletions, responses).expect("readable");
+        assert_eq!(names(&read), ["f"]);
+        let both = br#"{"choices":[{"message":{"tool_calls":[{"id":"a","type":"function","function":{"name":"g","arguments":"{}"}}]}}],
+            "type":"message","content":[{"type":"tool_use","id":"t","name":"h","input":{}}]}"#;
+        let read = read_answer(WireFormat::Responses, both).expect("readable");
+        assert_eq!(names(&read), ["g", "h"]);
+    }
+
+    #[test]
+    fn answers_without_call_fields_carry_no_calls() {
+        for body in [
+            &br#"{"object":"list","data":[{"embedding":[0.1]}]}"#[..],
+            br#"{"input_tokens":12}"#,
+            b"plain text",
+            b"",
+        ] {
+            let read = read_answer(WireFormat::ChatCompletions, body).expect("passes");
+            assert!(read.calls.is_empty());
+        }
+    }
+
+    #[test]
+    fn doubtful_answers_that_could_carry_calls_are_refused() {
+        let cases: [&[u8]; 5] = [
+            br#"{"choices":[{"index":"0","message":{"tool_calls":[{"id":"a","type":"function","function":{"name":"g"}}]}}]}"#,
+            br#"{"choices":[],"choices":[{"message":{"function_call":{"name":"g"}}}]}"#,
+            br#"{"content":[{"type":"tool_use","name":"g","input":{}}]}"#,
+            b"{\"choices\":[{\"message\":{\"tool_calls\":[{\"id\":\"a\",\"type\":\"function\",\"function\":{\"name\":\"g\xFF\"}}]}}]}",
+            br#"{"choices":[{"message":{"tool_calls":[{"id":"a","#,
+        ];
+        for body in cases {
+            let error = read_answer(WireFormat::ChatCompletions, body)
+                .expect_err(&String::from_utf8_lossy(body));
+            assert!(
+                matches!(
+                    error.kind(),
+                    ParseErrorKind::Ambiguous | ParseErrorKind::Unreadable
+                ),
+                "{error}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_stream_in_a_json_answer_is_read_as_a_stream() {
+        let body = b"data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n";
+        assert!(looks_like_event_stream(body));
+        let read = read_answer(WireFormat::ChatCompletions, body).expect("readable");
+        assert_eq!(names(&read), ["f"]);
+        assert!(!looks_like_event_stream(b" {\"data\": 1}"));
+        assert!(looks_like_event_stream(b"\xEF\xBB\xBF: keep-alive\n\n"));
+        assert!(!looks_like_event_stream(b"database"));
+    }
+}
