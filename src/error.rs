@@ -6,7 +6,7 @@ use bytes::Bytes;
 use http::header::{CONTENT_TYPE, HeaderValue};
 use http::{Response, StatusCode};
 use serde_json::json;
-use toolgate_plugin::{ErrorShape, Rejection, Violation, WireFormat};
+use toolgate_plugin::{Check, ErrorShape, Rejection, Violation, WireFormat};
 
 use crate::body::{ProxyBody, full};
 use crate::upstream::UpstreamError;
@@ -97,16 +97,34 @@ impl GatewayError {
         )
     }
 
-    /// A guarded answer whose JSON repeats a key the checks read: never forwarded unchecked.
-    pub fn ambiguous_response(error: &toolgate_plugin::ParseError) -> Self {
+    /// A Responses `background: true` request on a guarded route: its answer would be fetched
+    /// later by id, where the guard cannot hold it against this request's declared tools.
+    pub fn background_refused() -> Self {
         Self::new(
-            Blame::Upstream,
-            StatusCode::BAD_GATEWAY,
-            "ambiguous_response",
-            format!(
-                "the upstream answer repeats a key, so it cannot be checked unambiguously: {error}"
-            ),
+            Blame::Client,
+            StatusCode::BAD_REQUEST,
+            "background_not_supported",
+            "background responses are not supported on a guarded route: their answer is fetched later by id, out of the guard's sight; send the request without \"background\"".to_owned(),
         )
+    }
+
+    /// The block of a guarded answer that cannot be read unambiguously: a 403 like every block
+    /// of the guard (an SDK raises it rather than retrying, as it would a 5xx), audited and
+    /// counted with its `parse` violation.
+    pub fn unreadable_response(error: &toolgate_plugin::ParseError) -> Rejection {
+        let (code, message) = match error.kind() {
+            toolgate_plugin::ParseErrorKind::Ambiguous => (
+                "ambiguous_response",
+                format!(
+                    "the upstream answer repeats a key, so it cannot be checked unambiguously: {error}"
+                ),
+            ),
+            _ => (
+                "unparsable_response",
+                format!("the upstream answer cannot be read unambiguously: {error}"),
+            ),
+        };
+        Rejection::forbidden(vec![Violation::new(Check::Parse, code, message)])
     }
 
     pub fn response_too_large(limit: usize) -> Self {
@@ -262,25 +280,35 @@ impl ErrorReport<'_> {
     }
 
     /// The SSE event that ends a stream whose head was already sent, as each format's clients
-    /// expect an error mid-stream: chat completions `data: {"error": …}`, the Responses API an
-    /// `error` event (`{"type":"error","code","message"}`), Anthropic an `error` event.
-    pub fn sse_frame(&self, format: WireFormat) -> Bytes {
+    /// expect an error mid-stream: chat completions `data: {"error": …}`, Anthropic an `error`
+    /// event, the Responses API an `error` event numbered after the `sequence_number` events
+    /// relayed before it. The Responses event carries the fields flat, as the API documents
+    /// them, and nested in `error` with the violations, where the SDKs that raise a typed error
+    /// from it read them.
+    pub fn sse_frame(&self, format: WireFormat, sequence_number: u64) -> Bytes {
         let text = match format {
             // MCP answers are JSON-RPC, never an LLM stream; chat's frame is the neutral choice.
             WireFormat::ChatCompletions | WireFormat::Mcp => {
                 format!("data: {}\n\n", self.body(ErrorShape::OpenAi))
             }
             WireFormat::Responses => {
-                let mut event = json!({
-                    "type": "error",
+                let mut error = json!({
+                    "type": self.error_type,
                     "code": self.code,
                     "message": self.message,
-                    "param": null,
                     "request_id": self.request_id,
                 });
                 if !self.violations.is_empty() {
-                    event["violations"] = json!(self.violations);
+                    error["violations"] = json!(self.violations);
                 }
+                let event = json!({
+                    "type": "error",
+                    "sequence_number": sequence_number,
+                    "code": self.code,
+                    "message": self.message,
+                    "param": null,
+                    "error": error,
+                });
                 format!("event: error\ndata: {event}\n\n")
             }
             WireFormat::AnthropicMessages => format!(
@@ -318,7 +346,6 @@ fn json_response(status: StatusCode, body: &serde_json::Value) -> Response<Proxy
 #[cfg(test)]
 mod tests {
     use super::*;
-    use toolgate_plugin::Check;
 
     fn two_violations() -> Rejection {
         Rejection::forbidden(vec![
@@ -372,20 +399,30 @@ mod tests {
     fn each_format_gets_its_own_error_event_mid_stream() {
         let rejection = two_violations();
         let report = ErrorReport::of_rejection(&rejection, "req-3");
-        let chat = report.sse_frame(WireFormat::ChatCompletions);
+        let chat = report.sse_frame(WireFormat::ChatCompletions, 0);
         assert!(chat.starts_with(b"data: {\"error\""));
         let responses =
-            String::from_utf8_lossy(&report.sse_frame(WireFormat::Responses)).into_owned();
+            String::from_utf8_lossy(&report.sse_frame(WireFormat::Responses, 7)).into_owned();
         assert!(
             responses.starts_with("event: error\ndata: {"),
             "{responses}"
         );
-        assert!(
-            responses.contains("\"type\":\"error\"")
-                && responses.contains("\"code\":\"undeclared_tool\"")
-        );
+        let event: serde_json::Value = serde_json::from_str(
+            responses
+                .trim()
+                .strip_prefix("event: error\ndata: ")
+                .expect("one data line"),
+        )
+        .expect("JSON");
+        assert_eq!(event["type"], "error");
+        assert_eq!(event["sequence_number"], 7);
+        assert_eq!(event["code"], "undeclared_tool");
+        assert_eq!(event["error"]["code"], "undeclared_tool");
+        assert_eq!(event["error"]["type"], "tool_call_blocked");
+        assert_eq!(event["error"]["violations"][0]["check"], "membership");
         let anthropic =
-            String::from_utf8_lossy(&report.sse_frame(WireFormat::AnthropicMessages)).into_owned();
+            String::from_utf8_lossy(&report.sse_frame(WireFormat::AnthropicMessages, 0))
+                .into_owned();
         assert!(anthropic.contains("\"permission_error\""), "{anthropic}");
     }
 

@@ -5,13 +5,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use http::HeaderMap;
+use toolgate_plugin::sse::SseEvent;
+use toolgate_plugin::stream::StreamStep;
 use toolgate_plugin::{
-    CompletedExchange, ErrorShape, ExchangeMeta, Parsed, ToolCall, ToolRequest, Violation,
-    WireFormat,
+    Check, CompletedExchange, ErrorShape, ExchangeMeta, Parsed, Rejection, ToolCall, ToolRequest,
+    ToolResponse, Violation, WireFormat,
 };
 
+use crate::body::ProxyBody;
+use crate::error::{ErrorReport, GatewayError};
 use crate::pipeline::StageOutcome;
-use crate::router::Route;
+use crate::router::{Route, UnreadableAnswers};
 use crate::server::GatewayState;
 use crate::telemetry::{AuditCall, AuditRecord, AuditVerdict, Timings, millis, now_rfc3339};
 
@@ -78,6 +82,74 @@ impl Exchange {
     /// The shape of toolgate's own answers for this exchange's clients.
     pub fn error_shape(&self) -> ErrorShape {
         self.format.error_shape()
+    }
+
+    /// Whether this exchange refuses answers it cannot read unambiguously (the route's
+    /// `unreadable_answers`, default `block`).
+    pub fn closes_on_doubt(&self) -> bool {
+        self.route.unreadable == UnreadableAnswers::Block
+    }
+
+    /// Reads a complete 2xx answer for `pre_response`: by its own shape and closed on doubt,
+    /// or, on a route that opted out, in the exchange's format with what cannot be read left to
+    /// the plugins. `Err` is the block the client gets instead.
+    pub fn read_answer(&self, body: &[u8]) -> Result<Parsed<ToolResponse>, Rejection> {
+        if !self.closes_on_doubt() {
+            return match self.format.parse_response(body) {
+                Ok(parsed) => Ok(Parsed::Parsed(parsed)),
+                Err(error) if error.is_ambiguous() => {
+                    Err(GatewayError::unreadable_response(&error))
+                }
+                Err(error) => Ok(Parsed::Unparsable(error)),
+            };
+        }
+        let response = toolgate_plugin::answer::read_answer(self.format, body)
+            .map_err(|error| GatewayError::unreadable_response(&error))?;
+        self.verifiable(&response)?;
+        Ok(Parsed::Parsed(response))
+    }
+
+    /// A stream event the guard must refuse, if this exchange closes on doubt.
+    pub fn refuse_event(&self, step: StreamStep, event: &SseEvent) -> Option<Rejection> {
+        if !self.closes_on_doubt() {
+            return None;
+        }
+        toolgate_plugin::stream::refusal(step, event)
+            .map(|error| GatewayError::unreadable_response(&error))
+    }
+
+    /// Calls answering a request toolgate could not read (a stored response fetched by id, a
+    /// compressed body) cannot be held against what the client declared: on a route that
+    /// closes on doubt they are refused, not waved through as "nothing was declared".
+    pub fn verifiable(&self, response: &ToolResponse) -> Result<(), Rejection> {
+        if !self.closes_on_doubt()
+            || !response.has_calls()
+            || matches!(self.request, Parsed::Parsed(_))
+        {
+            return Ok(());
+        }
+        let message = match &self.request {
+            Parsed::Unparsable(error) => format!(
+                "the answer carries tool calls, but the request's declared tools could not be read: {error}"
+            ),
+            _ => "the answer carries tool calls, but its request declared no tools toolgate could read (a stored answer fetched by id is not checked against the request that made it)".to_owned(),
+        };
+        Err(Rejection::forbidden(vec![Violation::new(
+            Check::Parse,
+            "unverifiable_calls",
+            message,
+        )]))
+    }
+
+    /// Records a block the gateway made itself (a stage's blocks come with `absorb`).
+    pub fn record_block(&mut self, rejection: &Rejection) {
+        self.blocked = true;
+        self.violations.extend(rejection.violations.iter().cloned());
+    }
+
+    /// The answer a client gets for a block made before anything of the answer was sent.
+    pub fn block_response(&self, rejection: &Rejection) -> http::Response<ProxyBody> {
+        ErrorReport::of_rejection(rejection, &self.meta.request_id).response(self.error_shape())
     }
 
     /// Records a stage's findings, timed from `since`.

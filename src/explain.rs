@@ -4,12 +4,14 @@
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode};
 use toolgate_plugin::{ErrorShape, ExchangeMeta, Parsed, ResponseExchange};
 
 use crate::error::ErrorReport;
+use crate::exchange::Exchange;
 use crate::pipeline::StageOutcome;
 use crate::router::Route;
 use crate::server::Runtime;
@@ -94,14 +96,25 @@ pub async fn explain(route: &Arc<Route>, path: &str, request: Bytes, response: &
         return finish(text, "request", &outcome, format.error_shape());
     }
 
-    let streamed = looks_like_sse(response);
-    let parsed_response = if streamed {
-        Ok(toolgate_plugin::stream::reassemble(format, [response]).response)
-    } else {
-        format.parse_response(response)
+    // The answer is read as the gateway reads it: one exchange, the same reader.
+    let streamed = toolgate_plugin::answer::looks_like_event_stream(response);
+    let mut exchange = Exchange::new(meta, route.clone(), headers, Instant::now());
+    exchange.format = format;
+    exchange.request = parsed_request;
+    let parsed_response = match exchange.read_answer(response) {
+        Ok(parsed) => parsed,
+        Err(rejection) => {
+            text.push_str("response: refused by the guard's reader\n");
+            let outcome = StageOutcome {
+                blocked: Some(rejection),
+                blocked_by: vec!["toolgate".to_owned()],
+                ..StageOutcome::default()
+            };
+            return finish(text, "response", &outcome, format.error_shape());
+        }
     };
-    let parsed_response = match parsed_response {
-        Ok(parsed) => {
+    match &parsed_response {
+        Parsed::Parsed(parsed) => {
             for call in &parsed.calls {
                 text.push_str(&format!(
                     "tool call: choice {} {} ({}) arguments {}\n",
@@ -114,19 +127,18 @@ pub async fn explain(route: &Arc<Route>, path: &str, request: Bytes, response: &
             if parsed.calls.is_empty() {
                 text.push_str("tool calls: (none)\n");
             }
-            Parsed::Parsed(parsed)
         }
-        Err(error) => {
+        Parsed::Unparsable(error) => {
             text.push_str(&format!("response: not understood ({error})\n"));
-            Parsed::Unparsable(error)
         }
-    };
+        Parsed::Absent => {}
+    }
     let outcome = route
         .chain
         .pre_response(&ResponseExchange {
-            meta: &meta,
-            request_headers: &headers,
-            request: &parsed_request,
+            meta: &exchange.meta,
+            request_headers: &exchange.request_headers,
+            request: &exchange.request,
             status: StatusCode::OK,
             response: &parsed_response,
             streamed,
@@ -168,13 +180,4 @@ fn finish(mut text: String, stage: &str, outcome: &StageOutcome, shape: ErrorSha
             }
         }
     }
-}
-
-fn looks_like_sse(body: &[u8]) -> bool {
-    let start = body
-        .iter()
-        .position(|b| !b.is_ascii_whitespace())
-        .unwrap_or(0);
-    let rest = &body[start..];
-    rest.starts_with(b"data:") || rest.starts_with(b"event:") || rest.starts_with(b":")
 }

@@ -13,7 +13,7 @@ use toolgate_plugin::{ExchangeMeta, Parsed, ResponseExchange, Tenant, ToolReques
 
 use crate::body::{self, IdleTimeout, ProxyBody, collect_limited};
 use crate::config::{Config, ServerConfig};
-use crate::error::{ErrorReport, GatewayError};
+use crate::error::GatewayError;
 use crate::exchange::Exchange;
 use crate::router::{Route, RouteKind};
 use crate::server::GatewayState;
@@ -186,6 +186,13 @@ async fn forward(
             {
                 return Err(GatewayError::ambiguous_request(error));
             }
+            if let Parsed::Parsed(request) = &exchange.request
+                && request.background
+                && needs.response
+            {
+                // A background answer is fetched later by id, out of this exchange's sight.
+                return Err(GatewayError::background_refused());
+            }
             None
         } else {
             Some(body::passthrough(incoming, server.request_body_timeout))
@@ -202,9 +209,8 @@ async fn forward(
             )
             .await;
         exchange.absorb(&outcome, checks_started);
-        if let Some(rejection) = &outcome.blocked {
-            let report = ErrorReport::of_rejection(rejection, &exchange.meta.request_id);
-            return Ok(Step::Respond(report.response(exchange.error_shape())));
+        if let Some(rejection) = outcome.blocked {
+            return Ok(Step::Respond(exchange.block_response(&rejection)));
         }
         for (name, value) in outcome.request_headers {
             headers.insert(name, value);
@@ -286,15 +292,13 @@ async fn forward(
         Ok(Ok(Some(bytes))) => bytes,
     };
     exchange.upstream_time = upstream_started.elapsed();
-    let response_view = match exchange.format.parse_response(&bytes) {
-        Ok(parsed) => Parsed::Parsed(parsed),
-        Err(error) => Parsed::Unparsable(error),
+    let response_view = match exchange.read_answer(&bytes) {
+        Ok(view) => view,
+        Err(rejection) => {
+            exchange.record_block(&rejection);
+            return Ok(Step::Respond(exchange.block_response(&rejection)));
+        }
     };
-    if let Parsed::Unparsable(error) = &response_view
-        && error.is_ambiguous()
-    {
-        return Err(GatewayError::ambiguous_response(error));
-    }
     let checks_started = Instant::now();
     let outcome = route
         .chain
@@ -311,9 +315,8 @@ async fn forward(
     if let Parsed::Parsed(parsed) = &response_view {
         exchange.checked_calls.clone_from(&parsed.calls);
     }
-    if let Some(rejection) = &outcome.blocked {
-        let report = ErrorReport::of_rejection(rejection, &exchange.meta.request_id);
-        return Ok(Step::Respond(report.response(exchange.error_shape())));
+    if let Some(rejection) = outcome.blocked {
+        return Ok(Step::Respond(exchange.block_response(&rejection)));
     }
     let mut bytes = bytes;
     if !outcome.response_edits.is_empty() {

@@ -19,6 +19,20 @@ pub struct Route {
     pub format: RouteFormat,
     /// Whether a tenant's key is required.
     pub auth: RouteAuth,
+    /// What a guarded answer that cannot be read unambiguously gets.
+    pub unreadable: UnreadableAnswers,
+}
+
+/// What becomes of a guarded 2xx answer that toolgate cannot read unambiguously
+/// (`unreadable_answers` on a route).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UnreadableAnswers {
+    /// Refused when a client could read a tool call from it (the default: fail closed).
+    #[default]
+    Block,
+    /// The lenient opt-out: read in the exchange's format only, and what cannot be read goes to
+    /// the plugins as unparsable (passed unless `tool_selection` is `strict`).
+    Pass,
 }
 
 /// What serves a route.
@@ -42,7 +56,9 @@ impl RouteFormat {
     /// The format of one request; `body` is `None` when it was not read.
     pub fn resolve(self, path: &str, body: Option<&[u8]>) -> WireFormat {
         match self {
-            RouteFormat::Fixed(format) => format,
+            // A path that names its format wins over the setting: a client of that API reads the
+            // answer in it, so the guard must read it so too.
+            RouteFormat::Fixed(format) => WireFormat::from_path(path).unwrap_or(format),
             RouteFormat::Auto => WireFormat::from_path(path)
                 .or_else(|| body.and_then(WireFormat::from_body))
                 .unwrap_or(WireFormat::ChatCompletions),
@@ -58,6 +74,7 @@ impl Route {
             chain,
             format,
             auth: RouteAuth::None,
+            unreadable: UnreadableAnswers::Block,
         }
     }
 
@@ -69,6 +86,7 @@ impl Route {
             chain,
             format: RouteFormat::Fixed(WireFormat::Mcp),
             auth: RouteAuth::None,
+            unreadable: UnreadableAnswers::Block,
         }
     }
 
@@ -168,9 +186,11 @@ mod tests {
         );
         assert_eq!(auto.resolve("/proxy", None), WireFormat::ChatCompletions);
         let fixed = RouteFormat::Fixed(WireFormat::Responses);
+        assert_eq!(fixed.resolve("/proxy", None), WireFormat::Responses);
         assert_eq!(
             fixed.resolve("/v1/chat/completions", None),
-            WireFormat::Responses
+            WireFormat::ChatCompletions,
+            "a path that names its format is read in it: a format setting cannot switch a guard off"
         );
     }
 

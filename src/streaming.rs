@@ -62,6 +62,7 @@ pub fn guard(
         preamble: BytesMut::new(),
         outbox: BytesMut::new(),
         unparsable_seen: false,
+        events_seen: 0,
         limit,
         head_status: parts.status,
     };
@@ -113,6 +114,8 @@ struct Relay {
     /// event (one write for the many small events a burst usually carries).
     outbox: BytesMut,
     unparsable_seen: bool,
+    /// Events read so far: a Responses error event is numbered after them.
+    events_seen: u64,
     limit: usize,
     /// The status the client got, for metrics and the audit line.
     head_status: StatusCode,
@@ -155,6 +158,15 @@ impl Relay {
                     if let Some(event) = parser.finish()
                         && let Flow::Stop = self.on_event(event).await
                     {
+                        break;
+                    }
+                    if self.exchange.closes_on_doubt() && !self.assembler.ended() {
+                        // Cut before its terminal event: the client must not take it for a
+                        // whole answer, and calls still open were never finished.
+                        Box::pin(self.fail(GatewayError::upstream_failed(
+                            "the upstream stream ended before its terminal event",
+                        )))
+                        .await;
                         break;
                     }
                     // The stream ended with calls still open: check them as they are, never
@@ -214,6 +226,11 @@ impl Relay {
 
     async fn on_event(&mut self, event: SseEvent) -> Flow {
         let step = self.assembler.observe(&event);
+        self.events_seen += 1;
+        if let Some(rejection) = self.exchange.refuse_event(step, &event) {
+            self.exchange.record_block(&rejection);
+            return Box::pin(self.block(rejection)).await;
+        }
         if !self.held.is_empty() || step == StreamStep::ToolFragment {
             self.held_bytes += event.raw.len();
             self.held.push(event);
@@ -227,7 +244,10 @@ impl Relay {
                 self.preamble.extend_from_slice(&event.raw);
                 Flow::Continue
             }
-            StreamStep::Unrecognized if !self.unparsable_seen => {
+            // Closed on doubt, an event the guard did not refuse carries no call: it passes.
+            StreamStep::Unrecognized
+                if !self.unparsable_seen && !self.exchange.closes_on_doubt() =>
+            {
                 self.unparsable_seen = true;
                 let error =
                     ParseError::new("a stream event that is not an event of the exchange's format");
@@ -257,6 +277,10 @@ impl Relay {
         let calls = self.assembler.take_calls();
         let reasoning = self.assembler.reasoning().map(str::to_owned);
         let response = ToolResponse { calls, reasoning };
+        if let Err(rejection) = self.exchange.verifiable(&response) {
+            self.exchange.record_block(&rejection);
+            return self.block(rejection).await;
+        }
         self.exchange
             .checked_calls
             .extend(response.calls.iter().cloned());
@@ -345,7 +369,7 @@ impl Relay {
             self.decide_head(Head::Reject(rejection));
         } else {
             let frame = ErrorReport::of_rejection(&rejection, &self.exchange.meta.request_id)
-                .sse_frame(self.exchange.format);
+                .sse_frame(self.exchange.format, self.events_seen);
             // A client that left needs no error frame.
             let _ = self.sender.send(Ok(frame)).await;
         }
@@ -364,7 +388,7 @@ impl Relay {
         } else {
             let frame = error
                 .report(&self.exchange.meta.request_id)
-                .sse_frame(self.exchange.format);
+                .sse_frame(self.exchange.format, self.events_seen);
             let _ = self.sender.send(Ok(frame)).await;
         }
     }

@@ -17,7 +17,7 @@ use toolgate_plugin::{
 use super::source::{ConfigError, ConfigErrors, KeyPath, Source};
 use super::{Config, Mode, RawConfig, RawPluginEntry, ServerConfig, settings_to_json};
 use crate::pipeline::{Chain, ChainEntry};
-use crate::router::{Route, RouteFormat, Router};
+use crate::router::{Route, RouteFormat, Router, UnreadableAnswers};
 use crate::telemetry::AuditOutput;
 use crate::tenants::{KeyDigest, RouteAuth, TenantDirectory, digest, parse_digest};
 use crate::upstream::{Upstream, UpstreamSettings};
@@ -266,6 +266,17 @@ pub(super) fn build(
                 RouteAuth::Tenant
             }
         };
+        let unreadable = match route.unreadable_answers.as_deref() {
+            None | Some("block") => UnreadableAnswers::Block,
+            Some("pass") => UnreadableAnswers::Pass,
+            Some(other) => {
+                errors.push(source.error_at_key(
+                    &route_path.clone().key("unreadable_answers"),
+                    format!("unknown unreadable_answers '{other}' (one of: block, pass)"),
+                ));
+                UnreadableAnswers::Block
+            }
+        };
         if auth == RouteAuth::Tenant && tenants.is_empty() {
             errors.push(source.error_at_key(
                 &route_path.clone().key("auth"),
@@ -290,6 +301,7 @@ pub(super) fn build(
         };
         if let Some(mut built) = built {
             built.auth = auth;
+            built.unreadable = unreadable;
             routes.push(built);
         }
     }

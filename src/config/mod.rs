@@ -435,6 +435,9 @@ pub(crate) struct RawRoute {
     /// `tenant` (a tenant's key is required) or `none`; default `tenant` when tenants exist.
     #[serde(default)]
     pub auth: Option<String>,
+    /// `block` (default) or `pass`: what a guarded answer toolgate cannot read unambiguously gets.
+    #[serde(default)]
+    pub unreadable_answers: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -13,10 +13,11 @@ enum Decision {
     Blocked(String),
 }
 
-/// Reads the decision from an answer: a 2xx without an error event is allowed; a 403, or an
-/// error event in a stream (each format shapes it its own way), is blocked with its code.
+/// Reads the decision from an answer: a 2xx without an error event is allowed; a 403 or a 502
+/// (a stream cut before its end), or an error event in a stream (each format shapes it its own
+/// way), is blocked with its code.
 fn decision(status: u16, body: &str) -> Decision {
-    if status == 403 {
+    if status == 403 || status == 502 {
         let envelope: Value = serde_json::from_str(body).unwrap_or_default();
         return Decision::Blocked(envelope["error"]["code"].as_str().unwrap_or("?").to_owned());
     }

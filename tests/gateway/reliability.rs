@@ -310,9 +310,10 @@ async fn repeated_keys_are_refused_not_guessed() {
     let response = gateway
         .post("/v1/chat/completions", &tools_request(false))
         .await;
-    assert_eq!(response.status(), 502);
+    assert_eq!(response.status(), 403, "refused as a block");
     let body: Value = response.json().await.expect("envelope");
     assert_eq!(body["error"]["code"], "ambiguous_response");
+    assert_eq!(body["error"]["violations"][0]["check"], "parse");
 }
 
 async fn raw_exchange(addr: SocketAddr, request: &[u8]) -> String {

@@ -194,7 +194,7 @@ async fn text_reaches_the_client_before_the_upstream_finishes() {
 }
 
 #[tokio::test]
-async fn a_stream_cut_mid_call_is_checked_and_never_released_unchecked() {
+async fn a_stream_cut_mid_call_is_an_error_and_its_call_never_released() {
     let (upstream, gateway) = guarded().await;
     let stream = chat_stream(&[("call_1", "get_weather", r#"{"city":"Paris"}"#)], None);
     // Cut inside the arguments: no finish, no [DONE], the JSON never closes.
@@ -207,9 +207,19 @@ async fn a_stream_cut_mid_call_is_checked_and_never_released_unchecked() {
     let response = gateway
         .post("/v1/chat/completions", &streamed_request())
         .await;
-    assert_eq!(response.status(), 403);
+    assert_eq!(
+        response.status(),
+        502,
+        "a cut stream is an error, not an end"
+    );
     let body: Value = response.json().await.expect("envelope");
-    assert_eq!(body["error"]["violations"][0]["check"], "arguments");
+    assert_eq!(body["error"]["code"], "upstream_failed");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("terminal event")),
+        "{body}"
+    );
 }
 
 #[tokio::test]

@@ -431,7 +431,7 @@ async fn a_route_entry_overrides_the_gateway_wide_chain_by_name() {
 }
 
 #[tokio::test]
-async fn malformed_and_hostile_requests_are_passed_on_or_answered_never_a_crash() {
+async fn malformed_requests_are_passed_on_and_calls_answering_them_refused_never_a_crash() {
     let (upstream, gateway) = guarded("").await;
     let client = reqwest::Client::new();
     let url = format!("{}/v1/chat/completions", gateway.url());
@@ -454,11 +454,18 @@ async fn malformed_and_hostile_requests_are_passed_on_or_answered_never_a_crash(
             .send()
             .await
             .expect("the gateway answers");
-        assert_eq!(
-            response.status(),
-            200,
-            "an unparsable request is passed on, as the seed says"
-        );
+        // The request goes on, as the seed says; but the calls of its answer cannot be held
+        // against declared tools nobody could read, so they do not reach the client.
+        let body = blocked_body(response).await;
+        assert_eq!(body["error"]["code"], "unverifiable_calls");
     }
     assert_eq!(upstream.request_count(), 5);
+    upstream.push(Reply::json(200, chat_completion(&[], Some("just text"))));
+    let response = client
+        .post(&url)
+        .body(b"{not json".to_vec())
+        .send()
+        .await
+        .expect("the gateway answers");
+    assert_eq!(response.status(), 200, "an answer without calls passes");
 }

@@ -37,25 +37,46 @@ pub fn read_answer(hint: WireFormat, body: &[u8]) -> Result<ToolResponse, ParseE
             None => Ok(reassembled.response),
         };
     }
-    read_json_answer(body).or_else(|error| close_on_doubt(error, body))
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(ToolResponse::default());
+    }
+    read_json_answer(body)
 }
 
-/// A strict reading's failure, judged: refused when it is ambiguous or a client could read a
-/// call from the body anyway; otherwise the body carries no call (`Ok` with none).
-pub fn close_on_doubt(error: ParseError, body: &[u8]) -> Result<ToolResponse, ParseError> {
-    if error.is_ambiguous() {
-        return Err(error);
-    }
-    if lenient::may_carry_calls(body) {
-        return Err(ParseError::unreadable(format!(
-            "a client could read a tool call from it, but toolgate cannot: {error}"
-        )));
-    }
-    Ok(ToolResponse::default())
-}
-
+/// A JSON answer: refused when a call-bearing field it has cannot be read strictly, or when it
+/// is not JSON but holds a call's fields; read as carrying no call otherwise.
 fn read_json_answer(body: &[u8]) -> Result<ToolResponse, ParseError> {
-    let fields: CallFields = read_json(body)?;
+    let starts_an_object = body.iter().find(|byte| !byte.is_ascii_whitespace()) == Some(&b'{');
+    if !starts_an_object {
+        // serde would read a struct from an array too. JSON that is not an object is no
+        // format's answer; text that is not JSON carries no call unless a repairing parser
+        // could find one in it.
+        return match lenient::may_carry_calls(body) {
+            false => Ok(ToolResponse::default()),
+            true => Err(ParseError::unreadable(
+                "not a JSON answer, yet it holds a tool call's fields",
+            )),
+        };
+    }
+    let fields: CallFields = match read_json(body) {
+        Ok(fields) => fields,
+        Err(error) => {
+            let error = ParseError::from(error);
+            return match error.kind() {
+                ParseErrorKind::Shape if !lenient::may_carry_calls(body) => {
+                    Ok(ToolResponse::default())
+                }
+                ParseErrorKind::Ambiguous => Err(error),
+                ParseErrorKind::Shape => Err(ParseError::unreadable(format!(
+                    "a client could read a tool call from it, but toolgate cannot: {error}"
+                ))),
+                _ if !lenient::may_carry_calls(body) => Ok(ToolResponse::default()),
+                _ => Err(ParseError::unreadable(format!(
+                    "not JSON, yet it holds a tool call's fields: {error}"
+                ))),
+            };
+        }
+    };
     let mut response = ToolResponse::default();
     let formats = [
         (fields.choices.is_some(), WireFormat::ChatCompletions),
@@ -66,7 +87,12 @@ fn read_json_answer(body: &[u8]) -> Result<ToolResponse, ParseError> {
         if !present {
             continue;
         }
-        let read = format.parse_response(body)?;
+        let read = format
+            .parse_response(body)
+            .map_err(|error| match error.kind() {
+                ParseErrorKind::Ambiguous => error,
+                _ => ParseError::unreadable(format!("a {} answer: {error}", format.name())),
+            })?;
         response.calls.extend(read.calls);
         if response.reasoning.is_none() {
             response.reasoning = read.reasoning;
@@ -128,8 +154,11 @@ mod tests {
         for body in [
             &br#"{"object":"list","data":[{"embedding":[0.1]}]}"#[..],
             br#"{"input_tokens":12}"#,
-            b"plain text",
             b"",
+            b"  \n",
+            b"[1, 2]",
+            b"plain text",
+            b"{\"choices\": [",
         ] {
             let read = read_answer(WireFormat::ChatCompletions, body).expect("passes");
             assert!(read.calls.is_empty());
@@ -138,12 +167,13 @@ mod tests {
 
     #[test]
     fn doubtful_answers_that_could_carry_calls_are_refused() {
-        let cases: [&[u8]; 5] = [
+        let cases: [&[u8]; 6] = [
             br#"{"choices":[{"index":"0","message":{"tool_calls":[{"id":"a","type":"function","function":{"name":"g"}}]}}]}"#,
             br#"{"choices":[],"choices":[{"message":{"function_call":{"name":"g"}}}]}"#,
             br#"{"content":[{"type":"tool_use","name":"g","input":{}}]}"#,
             b"{\"choices\":[{\"message\":{\"tool_calls\":[{\"id\":\"a\",\"type\":\"function\",\"function\":{\"name\":\"g\xFF\"}}]}}]}",
             br#"{"choices":[{"message":{"tool_calls":[{"id":"a","#,
+            br#"{"choices": 12}"#,
         ];
         for body in cases {
             let error = read_answer(WireFormat::ChatCompletions, body)

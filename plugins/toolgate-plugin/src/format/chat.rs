@@ -46,6 +46,7 @@ pub(super) fn parse_request(body: Bytes) -> Result<ToolRequest, ParseError> {
         format: WireFormat::ChatCompletions,
         declared_tools,
         stream: wire.stream.unwrap_or(false),
+        background: false,
         model: wire.model,
         directives: wire.toolgate.map(RawValue::to_owned),
         body,

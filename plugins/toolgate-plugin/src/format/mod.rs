@@ -239,6 +239,9 @@ pub(crate) struct RequestHead<'a> {
     pub model: Option<String>,
     #[serde(borrow, default)]
     pub toolgate: Option<&'a RawValue>,
+    /// Responses: run in the background, the answer fetched later by id.
+    #[serde(default)]
+    pub background: Option<bool>,
 }
 
 impl RequestHead<'_> {
@@ -257,6 +260,9 @@ pub struct ToolRequest {
     pub declared_tools: Vec<DeclaredTool>,
     /// The client asked for a streamed answer.
     pub stream: bool,
+    /// The client asked for a background response (Responses `background: true`), whose answer
+    /// it fetches later by id rather than in this exchange.
+    pub background: bool,
     pub model: Option<String>,
     /// The top-level `toolgate` object, verbatim: the client's group, state and agent. Read
     /// with [`ToolRequest::directives`]; the gateway removes it before forwarding.
@@ -274,6 +280,7 @@ impl ToolRequest {
             format: WireFormat::Mcp,
             declared_tools,
             stream: false,
+            background: false,
             model: None,
             directives: None,
             body: Bytes::new(),

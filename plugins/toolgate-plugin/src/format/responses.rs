@@ -50,6 +50,7 @@ pub(super) fn parse_request(body: Bytes) -> Result<ToolRequest, ParseError> {
         format: WireFormat::Responses,
         declared_tools,
         stream: wire.stream.unwrap_or(false),
+        background: wire.background.unwrap_or(false),
         model: wire.model,
         directives: wire.toolgate.map(RawValue::to_owned),
         body,

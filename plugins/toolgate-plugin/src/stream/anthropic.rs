@@ -339,6 +339,10 @@ impl StreamAssembler for AnthropicStreamAssembler {
         }
     }
 
+    fn ended(&self) -> bool {
+        self.done
+    }
+
     fn calls_ready(&self) -> bool {
         let mut pending = self.pending();
         let Some(first) = pending.next() else {

@@ -309,6 +309,10 @@ impl StreamAssembler for ChatStreamAssembler {
         }
     }
 
+    fn ended(&self) -> bool {
+        self.done
+    }
+
     fn calls_ready(&self) -> bool {
         !self.calls.is_empty()
             && (self.done

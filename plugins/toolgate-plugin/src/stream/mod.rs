@@ -71,6 +71,10 @@ pub trait StreamAssembler: Send {
 
     /// The reasoning summary streamed so far, if any.
     fn reasoning(&self) -> Option<&str>;
+
+    /// Whether the stream's terminal event was seen (`[DONE]`, `message_stop`, the response's
+    /// end or an error event). A stream that stops before it was cut, not finished.
+    fn ended(&self) -> bool;
 }
 
 /// A whole recorded stream, reassembled the way the stream guard reads it: the calls it carries

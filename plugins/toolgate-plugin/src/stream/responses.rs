@@ -356,6 +356,10 @@ impl StreamAssembler for ResponsesStreamAssembler {
         step
     }
 
+    fn ended(&self) -> bool {
+        self.ended
+    }
+
     fn calls_ready(&self) -> bool {
         let mut pending = self.items.values().filter(|item| item.pending).peekable();
         let done = |item: &CallItem| item.complete.iter().any(Option::is_some);
