@@ -93,18 +93,18 @@ impl Exchange {
     /// Reads a complete 2xx answer for `pre_response`: by its own shape and closed on doubt,
     /// or, on a route that opted out, in the exchange's format with what cannot be read left to
     /// the plugins. `Err` is the block the client gets instead.
-    pub fn read_answer(&self, body: &[u8]) -> Result<Parsed<ToolResponse>, Rejection> {
+    pub fn read_answer(&self, body: &[u8]) -> Result<Parsed<ToolResponse>, Box<Rejection>> {
         if !self.closes_on_doubt() {
             return match self.format.parse_response(body) {
                 Ok(parsed) => Ok(Parsed::Parsed(parsed)),
                 Err(error) if error.is_ambiguous() => {
-                    Err(GatewayError::unreadable_response(&error))
+                    Err(Box::new(GatewayError::unreadable_response(&error)))
                 }
                 Err(error) => Ok(Parsed::Unparsable(error)),
             };
         }
         let response = toolgate_plugin::answer::read_answer(self.format, body)
-            .map_err(|error| GatewayError::unreadable_response(&error))?;
+            .map_err(|error| Box::new(GatewayError::unreadable_response(&error)))?;
         self.verifiable(&response)?;
         Ok(Parsed::Parsed(response))
     }
@@ -121,7 +121,7 @@ impl Exchange {
     /// Calls answering a request toolgate could not read (a stored response fetched by id, a
     /// compressed body) cannot be held against what the client declared: on a route that
     /// closes on doubt they are refused, not waved through as "nothing was declared".
-    pub fn verifiable(&self, response: &ToolResponse) -> Result<(), Rejection> {
+    pub fn verifiable(&self, response: &ToolResponse) -> Result<(), Box<Rejection>> {
         if !self.closes_on_doubt()
             || !response.has_calls()
             || matches!(self.request, Parsed::Parsed(_))
@@ -134,11 +134,11 @@ impl Exchange {
             ),
             _ => "the answer carries tool calls, but its request declared no tools toolgate could read (a stored answer fetched by id is not checked against the request that made it)".to_owned(),
         };
-        Err(Rejection::forbidden(vec![Violation::new(
+        Err(Box::new(Rejection::forbidden(vec![Violation::new(
             Check::Parse,
             "unverifiable_calls",
             message,
-        )]))
+        )])))
     }
 
     /// Records a block the gateway made itself (a stage's blocks come with `absorb`).

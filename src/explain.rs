@@ -106,7 +106,7 @@ pub async fn explain(route: &Arc<Route>, path: &str, request: Bytes, response: &
         Err(rejection) => {
             text.push_str("response: refused by the guard's reader\n");
             let outcome = StageOutcome {
-                blocked: Some(rejection),
+                blocked: Some(*rejection),
                 blocked_by: vec!["toolgate".to_owned()],
                 ..StageOutcome::default()
             };

@@ -279,7 +279,7 @@ impl Relay {
         let response = ToolResponse { calls, reasoning };
         if let Err(rejection) = self.exchange.verifiable(&response) {
             self.exchange.record_block(&rejection);
-            return self.block(rejection).await;
+            return self.block(*rejection).await;
         }
         self.exchange
             .checked_calls
