@@ -2,8 +2,8 @@
 //! Membership, schema, arguments, every choice and the legacy fields, strict, observe mode,
 //! per-route overrides, and allowed bodies forwarded byte for byte.
 
-use crate::common::upstream::chat_completion;
-use crate::common::{Reply, ScriptedUpstream, TestGateway, guarded_chat};
+use crate::common::upstream::{chat_completion, chat_stream};
+use crate::common::{Reply, ScriptedUpstream, TestGateway, fixture, fixture_json, guarded_chat};
 use async_openai::error::OpenAIError;
 use async_openai::types::chat::CreateChatCompletionRequest;
 use serde_json::{Value, json};
@@ -254,6 +254,125 @@ async fn custom_tools_are_declared_by_name_only() {
     upstream.push(Reply::json(200, custom("shell")));
     let body = blocked_body(gateway.post("/v1/chat/completions", &request).await).await;
     assert_eq!(body["error"]["violations"][0]["tool"], "shell");
+}
+
+/// A request declaring the custom tool `sql` and the function `get_weather`, so each name is
+/// declared under one kind only.
+fn request_with_both_kinds(stream: bool) -> Value {
+    json!({
+        "model": "gpt-5",
+        "stream": stream,
+        "messages": [{"role": "user", "content": "count users, then the weather in Oslo"}],
+        "tools": [
+            // `format` is optional in the API, but async-openai's type requires it.
+            {"type": "custom", "custom": {"name": "sql", "description": "read-only SQL",
+                                          "format": {"type": "text"}}},
+            {"type": "function", "function": {"name": "get_weather",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+        ]
+    })
+}
+
+#[tokio::test]
+async fn a_function_call_to_a_custom_tool_is_blocked_as_undeclared_in_the_sdk() {
+    let (upstream, gateway) = guarded("").await;
+    upstream.push(Reply::json(
+        200,
+        chat_completion(
+            &[("call_1", "sql", r#"{"query":"drop table users"}"#)],
+            None,
+        ),
+    ));
+    let error = gateway
+        .openai()
+        .chat()
+        .create(sdk_request(request_with_both_kinds(false)))
+        .await
+        .expect_err("the name matches, the kind does not");
+    let OpenAIError::ApiError(api) = error else {
+        panic!("expected an API error, got {error:?}");
+    };
+    assert_eq!(api.status_code.as_u16(), 403);
+    assert_eq!(api.api_error.code.as_deref(), Some("undeclared_tool"));
+    assert!(
+        api.api_error
+            .message
+            .contains("'sql' is declared as a custom tool, not a function"),
+        "{}",
+        api.api_error.message
+    );
+}
+
+#[tokio::test]
+async fn a_custom_call_to_a_function_tool_is_blocked_as_undeclared() {
+    let (upstream, gateway) = guarded("").await;
+    let custom = |name: &str| {
+        json!({"id": "chatcmpl-3", "object": "chat.completion", "created": 1, "model": "gpt-5",
+               "choices": [{"index": 0, "finish_reason": "tool_calls",
+                            "message": {"role": "assistant", "content": null, "tool_calls": [
+                                {"id": "call_c", "type": "custom", "custom": {"name": name, "input": "Oslo"}}]}}]})
+    };
+    let request = request_with_both_kinds(false);
+    // The same call shape passes when its name is a custom tool: the kind is what blocks.
+    upstream.push(Reply::json(200, custom("sql")));
+    let allowed = gateway.post("/v1/chat/completions", &request).await;
+    assert_eq!(allowed.status(), 200);
+    upstream.push(Reply::json(200, custom("get_weather")));
+    let body = blocked_body(gateway.post("/v1/chat/completions", &request).await).await;
+    assert_eq!(body["error"]["code"], "undeclared_tool");
+    let violation = &body["error"]["violations"][0];
+    assert_eq!(violation["check"], "membership");
+    assert_eq!(violation["tool"], "get_weather");
+    assert_eq!(
+        violation["message"],
+        "'get_weather' is declared as a function, not a custom tool"
+    );
+}
+
+#[tokio::test]
+async fn a_streamed_function_call_to_a_custom_tool_is_blocked() {
+    let (upstream, gateway) = guarded("").await;
+    let stream = chat_stream(&[("call_1", "sql", r#"{"query":"select 1"}"#)], None);
+    upstream.push(Reply::sse_chunked(&stream, 13));
+    let response = gateway
+        .post("/v1/chat/completions", &request_with_both_kinds(true))
+        .await;
+    let body = blocked_body(response).await;
+    assert_eq!(body["error"]["code"], "undeclared_tool");
+    assert_eq!(body["error"]["violations"][0]["tool_call_id"], "call_1");
+    assert_eq!(body["error"]["violations"][0]["tool"], "sql");
+}
+
+#[tokio::test]
+async fn an_anthropic_tool_use_of_a_server_tool_is_blocked_with_an_anthropic_error() {
+    let upstream = ScriptedUpstream::start().await;
+    let config = "[[routes]]\npath = \"/v1/messages\"\nupstream = \"llm\"\n\
+                  [[routes.plugins]]\nname = \"tool_selection\"\n";
+    let gateway = TestGateway::start(&upstream, config).await;
+    // web_search is declared only as Anthropic's server tool (web_search_20250305).
+    let request = fixture_json("anthropic/server_web_search.request.json");
+    let served = fixture("anthropic/server_web_search.response.json");
+    upstream.push(Reply::raw(200, "application/json", served.clone()));
+    assert_eq!(gateway.post("/v1/messages", &request).await.status(), 200);
+
+    // The same block as a client `tool_use`: the client has no web_search handler.
+    let client_call = served.replace("\"server_tool_use\"", "\"tool_use\"");
+    assert_ne!(
+        client_call, served,
+        "the fixture has a server_tool_use block"
+    );
+    upstream.push(Reply::raw(200, "application/json", client_call));
+    let body = blocked_body(gateway.post("/v1/messages", &request).await).await;
+    assert_eq!(body["type"], "error");
+    assert_eq!(body["error"]["type"], "permission_error");
+    assert_eq!(body["error"]["code"], "undeclared_tool");
+    let violation = &body["error"]["violations"][0];
+    assert_eq!(violation["check"], "membership");
+    assert_eq!(violation["tool"], "web_search");
+    assert_eq!(
+        violation["message"],
+        "'web_search' is declared as a built-in (server) tool, not a function"
+    );
 }
 
 #[tokio::test]

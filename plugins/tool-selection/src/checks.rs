@@ -4,7 +4,7 @@
 
 use jsonschema::ValidationError;
 use jsonschema::error::ValidationErrorKind;
-use toolgate_plugin::{Check, DeclaredTool, ToolCall, ToolRequest, Violation};
+use toolgate_plugin::{Check, DeclaredTool, ToolCall, ToolKind, ToolRequest, Violation};
 
 use crate::schema::SchemaCache;
 
@@ -21,17 +21,42 @@ pub fn check_calls(
 ) -> Vec<Violation> {
     let mut violations = Vec::new();
     for call in calls {
-        match request.declared_tool(&call.name) {
+        match request.declared_tool_for(call) {
+            Some(tool) => check_arguments(tool, call, schemas, &mut violations),
             None => violations.push(Violation::on_call(
                 Check::Membership,
                 "undeclared_tool",
                 call,
-                format!("'{}' is not a declared tool", call.name),
+                undeclared_message(request, call),
             )),
-            Some(tool) => check_arguments(tool, call, schemas, &mut violations),
         }
     }
     violations
+}
+
+/// Why no declared tool answers `call`: its name is unknown, or it is declared under another
+/// kind (say a custom tool called as a function), which a reader of a 403 could not otherwise
+/// tell from a typo.
+fn undeclared_message(request: &ToolRequest, call: &ToolCall) -> String {
+    match request.declared_tool(&call.name) {
+        Some(other) => format!(
+            "'{}' is declared as {}, not {}",
+            call.name,
+            kind_noun(other.kind),
+            kind_noun(call.kind)
+        ),
+        None => format!("'{}' is not a declared tool", call.name),
+    }
+}
+
+/// A kind as the documentation of each API names it, with its article.
+fn kind_noun(kind: ToolKind) -> &'static str {
+    match kind {
+        ToolKind::Function => "a function",
+        ToolKind::Custom => "a custom tool",
+        ToolKind::LegacyFunction => "a legacy function",
+        ToolKind::Builtin => "a built-in (server) tool",
+    }
 }
 
 /// Under `strict`, a request that declared nothing (or could not be read) allows no call.
@@ -54,9 +79,9 @@ pub fn no_tools_declared(calls: &[ToolCall]) -> Vec<Violation> {
 
 /// Checks a call's arguments against the declared tool's schema, if it has one.
 ///
-/// The call's kind is not consulted: a call that presents itself as a custom (free-text) tool
-/// while naming a function tool with a schema must still satisfy that schema, or the kind
-/// field would be a way around the check.
+/// The call's kind is not consulted here: membership has already paired the call with a tool
+/// it dispatches to (a custom call never reaches a function's schema, it is undeclared), and a
+/// tool's schema binds every call that reaches it, whatever the call says it is.
 fn check_arguments(
     tool: &DeclaredTool,
     call: &ToolCall,
@@ -232,6 +257,8 @@ mod tests {
     use prometheus_client::registry::Registry;
     use serde_json::json;
 
+    use toolgate_plugin::WireFormat;
+
     use super::*;
     use crate::metrics::Metrics;
     use crate::testing::{parse_request, parse_response};
@@ -376,19 +403,140 @@ mod tests {
             {"type": "function", "function": {"name": "ping"}},
             {"type": "custom", "custom": {"name": "shell"}}
         ]));
-        let response =
-            crate::testing::response_with_calls(&[("ping", "not json"), ("shell", "ls")]);
+        let response = json!({"choices": [{"index": 0, "message": {"role": "assistant",
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "ping", "arguments": "not json"}},
+                {"id": "c2", "type": "custom", "custom": {"name": "shell", "input": "ls"}}]}}]});
         assert_eq!(check(request, response), vec![]);
     }
 
+    /// A chat response with one call of `kind` ("function" or "custom") to `name`.
+    fn call_of_kind(kind: &str, name: &str, text: &str) -> serde_json::Value {
+        let payload = match kind {
+            "custom" => json!({"name": name, "input": text}),
+            _ => json!({"name": name, "arguments": text}),
+        };
+        json!({"choices": [{"index": 0, "message": {"role": "assistant",
+            "tool_calls": [{"id": "c1", "type": kind, kind: payload}]}}]})
+    }
+
+    fn assert_undeclared(violations: &[Violation], message: &str) {
+        assert_eq!(violations.len(), 1, "{violations:?}");
+        assert_eq!(
+            (violations[0].check, violations[0].code.as_str()),
+            (Check::Membership, "undeclared_tool")
+        );
+        assert_eq!(violations[0].message, message);
+    }
+
     #[test]
-    fn a_custom_call_cannot_dodge_a_function_tools_schema() {
-        let response = json!({"choices": [{"index": 0, "message": {"role": "assistant",
-            "tool_calls": [{"id": "c1", "type": "custom",
-                            "custom": {"name": "send_email", "input": "rm -rf /"}}]}}]});
-        let violations = check(email_request(), response);
-        assert_eq!(violations.len(), 1);
-        assert_eq!(violations[0].code, "invalid_arguments");
+    fn a_custom_call_to_a_function_tool_is_undeclared_not_a_way_around_its_schema() {
+        let violations = check(
+            email_request(),
+            call_of_kind("custom", "send_email", "rm -rf /"),
+        );
+        assert_undeclared(
+            &violations,
+            "'send_email' is declared as a function, not a custom tool",
+        );
+    }
+
+    #[test]
+    fn a_function_call_to_a_custom_tool_is_undeclared() {
+        let request = crate::testing::request_with_tools(json!([
+            {"type": "custom", "custom": {"name": "shell"}}
+        ]));
+        let violations = check(request.clone(), call_of_kind("function", "shell", "{}"));
+        assert_undeclared(
+            &violations,
+            "'shell' is declared as a custom tool, not a function",
+        );
+        assert_eq!(
+            check(request, call_of_kind("custom", "shell", "ls")),
+            vec![]
+        );
+    }
+
+    #[test]
+    fn a_name_declared_under_two_kinds_is_found_under_the_calls_kind() {
+        let request = crate::testing::request_with_tools(json!([
+            {"type": "custom", "custom": {"name": "sql"}},
+            {"type": "function", "function": {"name": "sql", "parameters": {"required": ["q"]}}}
+        ]));
+        // The custom tool takes free text; the function's schema binds only function calls.
+        let custom = check(request.clone(), call_of_kind("custom", "sql", "select 1"));
+        assert_eq!(custom, vec![]);
+        let function = check(request, call_of_kind("function", "sql", "{}"));
+        assert_eq!(function.len(), 1, "{function:?}");
+        assert_eq!(function[0].keyword.as_deref(), Some("required"));
+    }
+
+    #[test]
+    fn legacy_functions_and_function_tools_answer_each_others_calls() {
+        let legacy_call = json!({"choices": [{"index": 0, "message": {"role": "assistant",
+            "function_call": {"name": "send_email", "arguments": "{}"}}}]});
+        // Reached, so the tool's schema applies: `to` is missing.
+        let violations = check(email_request(), legacy_call);
+        assert_eq!(violations.len(), 1, "{violations:?}");
+        assert_eq!(violations[0].keyword.as_deref(), Some("required"));
+
+        let legacy_request = json!({"model": "m",
+            "messages": [{"role": "user", "content": "hi"}],
+            "functions": [{"name": "ping"}]});
+        let function_call = call_of_kind("function", "ping", "{}");
+        assert_eq!(check(legacy_request.clone(), function_call), vec![]);
+        let custom_call = call_of_kind("custom", "ping", "x");
+        assert_undeclared(
+            &check(legacy_request, custom_call),
+            "'ping' is declared as a legacy function, not a custom tool",
+        );
+    }
+
+    /// Checks a response against a request, both read in `format`.
+    fn check_in(format: WireFormat, request: &str, response: &str) -> Vec<Violation> {
+        let schemas = SchemaCache::new(Metrics::register(&mut Registry::default()));
+        let request = format
+            .parse_request(bytes::Bytes::copy_from_slice(request.as_bytes()))
+            .expect("the request parses");
+        let response = format
+            .parse_response(response.as_bytes())
+            .expect("the response parses");
+        check_calls(&request, &response.calls, &schemas)
+    }
+
+    #[test]
+    fn an_anthropic_tool_use_cannot_call_a_server_tool() {
+        let request = r#"{"model": "claude", "max_tokens": 100, "messages": [],
+            "tools": [{"type": "web_search_20250305", "name": "web_search", "max_uses": 3}]}"#;
+        let block = |kind: &str| {
+            format!(
+                r#"{{"type": "message", "role": "assistant", "content": [
+                {{"type": "{kind}", "id": "toolu_1", "name": "web_search", "input": {{"query": "rust"}}}}]}}"#
+            )
+        };
+        let format = WireFormat::AnthropicMessages;
+        assert_undeclared(
+            &check_in(format, request, &block("tool_use")),
+            "'web_search' is declared as a built-in (server) tool, not a function",
+        );
+        assert_eq!(check_in(format, request, &block("server_tool_use")), vec![]);
+    }
+
+    #[test]
+    fn a_responses_function_call_cannot_call_a_built_in() {
+        let request = r#"{"model": "gpt-5", "input": "news?", "tools": [{"type": "web_search"}]}"#;
+        let function_call = r#"{"object": "response", "output": [{"type": "function_call",
+            "call_id": "call_1", "name": "web_search", "arguments": "{}"}]}"#;
+        assert_undeclared(
+            &check_in(WireFormat::Responses, request, function_call),
+            "'web_search' is declared as a built-in (server) tool, not a function",
+        );
+        let builtin_call = r#"{"object": "response", "output": [{"type": "web_search_call",
+            "id": "ws_1", "status": "completed", "action": {"type": "search", "query": "news"}}]}"#;
+        assert_eq!(
+            check_in(WireFormat::Responses, request, builtin_call),
+            vec![]
+        );
     }
 
     #[test]

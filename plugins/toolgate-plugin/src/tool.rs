@@ -19,6 +19,26 @@ pub enum ToolKind {
     Builtin,
 }
 
+impl ToolKind {
+    /// Whether a call of this kind reaches a tool declared as `declared`, the way the client's
+    /// SDK (or the provider, for its own tools) dispatches it. A name alone is not enough: an
+    /// SDK routes a `function` call to its function handlers and a `custom` call to its
+    /// free-text ones, and a provider runs only the built-ins it was given, so a call whose kind
+    /// does not match the declaration was never offered to the model and is undeclared.
+    /// The legacy `functions[]` / `function_call` pair is the same family as function tools:
+    /// SDKs hand both the same JSON arguments and the same handlers.
+    pub fn dispatches_to(self, declared: ToolKind) -> bool {
+        // One arm per call kind, so a new kind has to decide its family here.
+        match self {
+            ToolKind::Function | ToolKind::LegacyFunction => {
+                matches!(declared, ToolKind::Function | ToolKind::LegacyFunction)
+            }
+            ToolKind::Custom => declared == ToolKind::Custom,
+            ToolKind::Builtin => declared == ToolKind::Builtin,
+        }
+    }
+}
+
 /// A tool the client declared in its request.
 #[derive(Debug, Clone)]
 pub struct DeclaredTool {
@@ -97,4 +117,39 @@ pub enum CallOutcome {
     Completed,
     /// A result came back flagged as an error (Anthropic `is_error`, Responses `status: failed`).
     Failed,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ToolKind::{self, Builtin, Custom, Function, LegacyFunction};
+
+    #[test]
+    fn a_call_reaches_only_declarations_of_its_dispatch_family() {
+        // (call kind, declared kind, dispatched): every pair, so a change to any is seen.
+        let table: [(ToolKind, ToolKind, bool); 16] = [
+            (Function, Function, true),
+            (Function, LegacyFunction, true),
+            (Function, Custom, false),
+            (Function, Builtin, false),
+            (LegacyFunction, Function, true),
+            (LegacyFunction, LegacyFunction, true),
+            (LegacyFunction, Custom, false),
+            (LegacyFunction, Builtin, false),
+            (Custom, Function, false),
+            (Custom, LegacyFunction, false),
+            (Custom, Custom, true),
+            (Custom, Builtin, false),
+            (Builtin, Function, false),
+            (Builtin, LegacyFunction, false),
+            (Builtin, Custom, false),
+            (Builtin, Builtin, true),
+        ];
+        for (call, declared, expected) in table {
+            assert_eq!(
+                call.dispatches_to(declared),
+                expected,
+                "{call:?} call to a {declared:?} declaration"
+            );
+        }
+    }
 }

@@ -305,6 +305,15 @@ impl ToolRequest {
         self.declared_tools.iter().find(|tool| tool.name == name)
     }
 
+    /// The declared tool `call` would reach: its name, and a kind the call dispatches to
+    /// ([`ToolKind::dispatches_to`](crate::ToolKind::dispatches_to)). A name declared twice with
+    /// different kinds is found under the kind the call has.
+    pub fn declared_tool_for(&self, call: &ToolCall) -> Option<&DeclaredTool> {
+        self.declared_tools
+            .iter()
+            .find(|tool| tool.name == call.name && call.kind.dispatches_to(tool.kind))
+    }
+
     /// The text of the latest user turn, for the judge. Parsed only when asked.
     pub fn user_request(&self) -> Option<String> {
         match self.format {
