@@ -119,6 +119,7 @@ async fn serve(path: PathBuf) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    crate::route_table::log(&gateway.state().config.load());
     if let Some(admin) = gateway.admin_addr() {
         tracing::info!(%admin, "admin endpoint: /health /ready /metrics");
     }

@@ -15,6 +15,8 @@
 //! - [`streaming`]: the stream guard that holds tool calls back until they are checked.
 //! - [`pipeline`]: a route's plugin chain and how its verdicts are enforced.
 //! - [`router`]: longest-prefix routes.
+//! - [`route_table`]: the route table `serve` logs, and the generation endpoints it leaves
+//!   unguarded.
 //! - [`upstream`]: pooled HTTP/TLS clients per upstream, and header hygiene.
 //! - [`exchange`]: one exchange's record and how it is closed (audit, metrics, `post_response`).
 //! - [`error`]: who is to blame, the status, and the OpenAI error envelope.
@@ -37,6 +39,7 @@ pub mod mcp;
 pub mod pipeline;
 pub mod proxy;
 pub mod reload;
+pub mod route_table;
 pub mod router;
 pub mod server;
 pub mod streaming;

@@ -122,6 +122,11 @@ impl Chain {
         self.entries.iter().map(|entry| entry.name.as_str())
     }
 
+    /// The entries in the order they run, for the start-up route table.
+    pub fn entries(&self) -> &[ChainEntry] {
+        &self.entries
+    }
+
     /// Runs `pre_request` in order. Each plugin sees the edits of those before it: a body edit
     /// rewrites `body` in the request's format and `request` is read again from it.
     pub async fn pre_request(

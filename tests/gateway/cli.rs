@@ -145,7 +145,7 @@ fn explain_prints_the_verdict_of_a_recorded_exchange() {
     ]);
     assert!(
         unguarded.status.success(),
-        "tool_selection is switched off on /v1 in gateway.toml"
+        "tool_selection is switched off on /v1/models in gateway.toml"
     );
 }
 

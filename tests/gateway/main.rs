@@ -19,6 +19,7 @@ mod proxy;
 mod reliability;
 mod service_failures;
 mod services;
+mod shipped_routes;
 mod streaming;
 mod tenants;
 mod tool_selection;

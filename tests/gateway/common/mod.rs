@@ -96,7 +96,13 @@ impl TestGateway {
     ) -> TestGateway {
         let audit_path = temp_audit_path();
         let text = config_text_with(&upstream.url(), &audit_path, server, body);
-        let config = match Config::from_toml(&text, "test.toml", &runtime.plugins) {
+        TestGateway::start_text(&text, audit_path, runtime).await
+    }
+
+    /// A gateway from a whole configuration text (a shipped file with its addresses, audit
+    /// output and upstream URL replaced); `audit_path` is where that text sends audit lines.
+    pub async fn start_text(text: &str, audit_path: PathBuf, runtime: Runtime) -> TestGateway {
+        let config = match Config::from_toml(text, "test.toml", &runtime.plugins) {
             Ok(config) => config,
             Err(errors) => panic!("test config does not load:\n{errors}\n---\n{text}"),
         };
