@@ -128,17 +128,21 @@ impl Exchange {
         {
             return Ok(());
         }
-        let message = match &self.request {
-            Parsed::Unparsable(error) => format!(
-                "the answer carries tool calls, but the request's declared tools could not be read: {error}"
-            ),
-            _ => "the answer carries tool calls, but its request declared no tools toolgate could read (a stored answer fetched by id is not checked against the request that made it)".to_owned(),
+        let why = match &self.request {
+            Parsed::Unparsable(error) => {
+                format!("the request's declared tools could not be read ({error})")
+            }
+            _ => "its request declared no tools toolgate could read (a stored answer fetched by id is not checked against the request that made it)".to_owned(),
         };
-        Err(Box::new(Rejection::forbidden(vec![Violation::new(
-            Check::Parse,
-            "unverifiable_calls",
-            message,
-        )])))
+        let violations = response
+            .calls
+            .iter()
+            .map(|call| {
+                let message = format!("'{}' cannot be checked: {why}", call.name);
+                Violation::on_call(Check::Parse, "unverifiable_calls", call, message)
+            })
+            .collect();
+        Err(Box::new(Rejection::forbidden(violations)))
     }
 
     /// Records a block the gateway made itself (a stage's blocks come with `absorb`).

@@ -137,29 +137,33 @@ async fn a_chat_completion_calling_an_undeclared_tool_is_403_strict_or_not() {
 }
 
 #[tokio::test]
-async fn a_retrieved_response_is_read_as_a_response_and_strict_blocks_its_calls() {
-    let (upstream, gateway) = start(true).await;
-    upstream.push(Reply::json(
-        200,
-        fixture("responses/undeclared_tool.response.json"),
-    ));
-    let (status, body) = send(
-        &gateway,
-        reqwest::Method::GET,
-        "/v1/responses/resp_68af0c7f",
-        None,
-    )
-    .await;
-    assert_eq!(status, 403, "{body:?}");
-    let error: Value = serde_json::from_slice(&body).expect("a JSON error");
-    let tools: Vec<&Value> = error["error"]["violations"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|violation| &violation["tool"])
-        .collect();
-    assert!(
-        tools.contains(&&json!("delete_user")),
-        "the call was read from the Responses body: {error}"
-    );
+async fn a_retrieved_response_is_read_as_a_response_and_its_calls_are_refused_strict_or_not() {
+    for strict in [true, false] {
+        let (upstream, gateway) = start(strict).await;
+        upstream.push(Reply::json(
+            200,
+            fixture("responses/undeclared_tool.response.json"),
+        ));
+        let (status, body) = send(
+            &gateway,
+            reqwest::Method::GET,
+            "/v1/responses/resp_68af0c7f",
+            None,
+        )
+        .await;
+        assert_eq!(status, 403, "{body:?}");
+        let error: Value = serde_json::from_slice(&body).expect("a JSON error");
+        // Nothing was declared in a GET: the calls of a stored answer cannot be checked.
+        assert_eq!(error["error"]["code"], "unverifiable_calls", "{error}");
+        let tools: Vec<&Value> = error["error"]["violations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|violation| &violation["tool"])
+            .collect();
+        assert!(
+            tools.contains(&&json!("delete_user")),
+            "the call was read from the Responses body: {error}"
+        );
+    }
 }
