@@ -4,6 +4,8 @@
 use bytestring::ByteString;
 use serde::Serialize;
 
+use crate::identity::ToolKey;
+
 /// How a tool was declared, or how a call names its tool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -45,6 +47,11 @@ impl DeclaredTool {
     pub fn schema_text(&self) -> Option<&str> {
         self.parameters.as_deref()
     }
+
+    /// The tool's identity for policy (never for membership: see [`ToolKey`]).
+    pub fn key(&self) -> ToolKey {
+        ToolKey::new(&self.name)
+    }
 }
 
 impl ToolCall {
@@ -58,6 +65,11 @@ impl ToolCall {
             kind: ToolKind::Function,
             arguments,
         }
+    }
+
+    /// The called tool's identity for policy (never for membership: see [`ToolKey`]).
+    pub fn key(&self) -> ToolKey {
+        ToolKey::new(&self.name)
     }
 }
 
@@ -85,6 +97,13 @@ pub struct HistoryCall {
     pub name: String,
     pub arguments: String,
     pub outcome: CallOutcome,
+}
+
+impl HistoryCall {
+    /// The called tool's identity for policy.
+    pub fn key(&self) -> ToolKey {
+        ToolKey::new(&self.name)
+    }
 }
 
 /// Whether the client sent a call's result back, and whether it reported a failure.
