@@ -912,3 +912,80 @@ async fn a_streamed_call_to_a_tool_outside_the_groups_is_blocked_too() {
     let envelope: Value = response.json().await.expect("json");
     assert_eq!(envelope["error"]["violations"][0]["check"], "group");
 }
+
+/// Issue 21 point 8: a tool is one tool however a model or client cases or pads its name, so
+/// `Graph-Update` cannot dodge the groups and states of `[tools.graph-update]` by falling back to
+/// the defaults of a tool the catalog does not describe (group `default`, every state).
+#[tokio::test]
+async fn a_case_or_space_variant_of_a_catalog_tool_keeps_its_groups_and_states() {
+    let upstream = ScriptedUpstream::start().await;
+    let gateway = TestGateway::start(&upstream, &groups_route("")).await;
+
+    // No group named: `default`, which graph-update is not in, whatever the client calls it.
+    let seen = offered(
+        &upstream,
+        &gateway,
+        &[],
+        request(&["Graph-Update", "weather"], vec![]),
+    )
+    .await;
+    assert_eq!(seen, Some(vec!["weather".into()]));
+
+    upstream.push(Reply::json(
+        200,
+        chat_completion(&[("c1", " GRAPH-UPDATE", "{}")], None),
+    ));
+    let error = client(&gateway, "sk", &[])
+        .chat()
+        .create(sdk(request(&["weather"], vec![])))
+        .await
+        .expect_err("graph-update is not in the default group");
+    let (status, body) = api_error(error);
+    assert_eq!(status, 403);
+    assert_eq!(body["code"], "tool_not_in_requested_groups");
+
+    // Every group, state `undefined`: complex-analysis is available only in `analysis`.
+    upstream.push(Reply::json(
+        200,
+        chat_completion(&[("c2", "Complex-Analysis", "{}")], None),
+    ));
+    let error = client(&gateway, "sk", &[("x-toolgate-group", "*")])
+        .chat()
+        .create(sdk(request(&["weather"], vec![])))
+        .await
+        .expect_err("complex-analysis needs the analysis state");
+    assert_eq!(api_error(error).1["code"], "tool_not_available_in_state");
+
+    // A completed call in the history moves the state by its catalog entry too.
+    upstream.push(Reply::json(200, chat_completion(&[], Some("ok"))));
+    let response = reqwest::Client::new()
+        .post(format!("{}/v1/chat/completions", gateway.url()))
+        .header("x-toolgate-group", "*")
+        .json(&request(&["weather"], executed("c3", "Knowledge-QUERY ")))
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["x-toolgate-state"], "analysis");
+}
+
+#[test]
+fn two_catalog_entries_that_are_one_tool_are_a_load_error() {
+    let plugins = toolgate::PluginRegistry::builtin(&mut Default::default());
+    let text = "[upstreams.llm]\nurl = \"http://127.0.0.1:1\"\n\n\
+                [tools.\"Graph-Update\"]\ngroups = [\"admin\"]\n\n\
+                [tools.\"graph-update \"]\ngroups = [\"basic\"]\n\n\
+                [[routes]]\npath = \"/v1\"\nupstream = \"llm\"\n\
+                [[routes.plugins]]\nname = \"tool_groups\"\n";
+    let errors = match toolgate::Config::from_toml(text, "g.toml", &plugins) {
+        Ok(_) => panic!("two entries describe one tool"),
+        Err(errors) => errors.to_string(),
+    };
+    assert!(
+        errors.contains(r#"[tools."Graph-Update"] and [tools."graph-update "] are the same tool"#),
+        "{errors}"
+    );
+    // One entry per tool loads.
+    let single = text.replace("[tools.\"graph-update \"]\ngroups = [\"basic\"]\n\n", "");
+    assert!(toolgate::Config::from_toml(&single, "g.toml", &plugins).is_ok());
+}

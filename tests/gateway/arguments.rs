@@ -319,6 +319,45 @@ async fn anthropic_tool_use_input_is_redacted_as_an_object_complete_and_streamed
     }
 }
 
+/// Issue 21 point 8: a rule selects a tool, not a spelling. Rules written `Send_Email ` and
+/// `LOGIN` govern calls the model cased and padded otherwise, refusing and redacting alike.
+#[tokio::test]
+async fn a_rule_covers_case_and_space_variants_of_its_tool() {
+    let upstream = ScriptedUpstream::start().await;
+    let rules = CHAT_RULES
+        .replace("tools = \"send_email\"", "tools = \"Send_Email \"")
+        .replace("tools = \"login\"", "tools = \"LOGIN\"");
+    let gateway = TestGateway::start(&upstream, &rules_config(&rules)).await;
+    upstream.push(Reply::json(
+        200,
+        chat_completion(
+            &[("call_1", " SEND_email", r#"{"to":"boss@evil.test"}"#)],
+            None,
+        ),
+    ));
+    let refused = gateway
+        .post("/v1/chat/completions", &chat_request(false))
+        .await;
+    assert_eq!(refused.status(), 403);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["violations"][0]["check"], "rule");
+    assert_eq!(body["error"]["violations"][0]["tool"], " SEND_email");
+
+    upstream.push(Reply::json(
+        200,
+        chat_completion(&[("call_2", "Login", LOGIN_ARGUMENTS)], None),
+    ));
+    let redacted = gateway
+        .post("/v1/chat/completions", &chat_request(false))
+        .await;
+    assert_eq!(redacted.status(), 200);
+    let body: Value = redacted.json().await.unwrap();
+    assert_eq!(
+        body["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"],
+        REDACTED_LOGIN
+    );
+}
+
 #[test]
 fn bad_rules_are_located_errors() {
     let runtime = Runtime::new();
@@ -341,6 +380,13 @@ fn bad_rules_are_located_errors() {
         (
             "[[routes.plugins.settings.rules]]\ntools = \"sql\"\npointer = \"/query\"\nmatches = \"select .*\"\n\
              [[routes.plugins.settings.rules]]\ntools = \"sql\"\npointer = \"/query/text\"\ndeny = [\"drop\"]\n",
+            "/query/text",
+            "routes[0].plugins[0].settings.rules[1].pointer: '/query/text' points inside '/query'",
+        ),
+        (
+            // `SQL` and `sql` select the same calls, so the rules conflict all the same.
+            "[[routes.plugins.settings.rules]]\ntools = \"sql\"\npointer = \"/query\"\nmatches = \"select .*\"\n\
+             [[routes.plugins.settings.rules]]\ntools = \" SQL\"\npointer = \"/query/text\"\ndeny = [\"drop\"]\n",
             "/query/text",
             "routes[0].plugins[0].settings.rules[1].pointer: '/query/text' points inside '/query'",
         ),

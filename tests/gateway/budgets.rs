@@ -371,3 +371,50 @@ fn bad_limits_and_store_settings_are_located_errors() {
         "{errors}"
     );
 }
+
+/// Issue 21 point 8: a budget counts a tool, not a spelling. Two routes budget graph-update,
+/// written `Graph-Update` on one and ` graph-update` on the other; calls cased and padded three
+/// ways all spend the one counter, so changing the case or the route buys no extra calls.
+#[tokio::test]
+async fn case_and_space_variants_of_a_tool_spend_one_budget() {
+    let upstream = ScriptedUpstream::start().await;
+    let route = |path: &str, tools: &str| {
+        format!(
+            "[[routes]]\npath = \"{path}\"\nupstream = \"llm\"\n\
+             [[routes.plugins]]\nname = \"tool_budget\"\n[routes.plugins.settings]\n\
+             count = \"proposed\"\n[[routes.plugins.settings.budgets]]\ntools = \"{tools}\"\n\
+             limits = [\"2/30d\"]\n"
+        )
+    };
+    let config = route("/v1/chat/completions", "Graph-Update")
+        + &route("/agents/v1/chat/completions", " graph-update");
+    let gateway = TestGateway::start(&upstream, &config).await;
+    let request = json!({
+        "model": "gpt-test",
+        "messages": [{"role": "user", "content": "update the graph"}],
+        "tools": [{"type": "function", "function": {"name": "graph-update",
+            "parameters": {"type": "object"}}}],
+    });
+    let proposes =
+        |id: &str, name: &str| Reply::json(200, chat_completion(&[(id, name, "{}")], None));
+
+    upstream.push(proposes("call_1", "graph-update"));
+    let first = gateway.post("/v1/chat/completions", &request).await;
+    assert_eq!(first.status(), 200);
+    upstream.push(proposes("call_2", "GRAPH-UPDATE "));
+    let second = gateway.post("/agents/v1/chat/completions", &request).await;
+    assert_eq!(second.status(), 200, "the second of two calls");
+
+    upstream.push(proposes("call_3", "Graph-Update"));
+    let third = gateway.post("/v1/chat/completions", &request).await;
+    assert_eq!(
+        third.status(),
+        429,
+        "two calls were spent, under any spelling"
+    );
+    assert_eq!(third.headers()["x-ratelimit-remaining"], "0");
+    let body: Value = third.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "tool_budget_exceeded");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("budget 'graph-update'"), "{message}");
+}

@@ -404,6 +404,71 @@ async fn one_service_backs_many_instances_each_with_its_own_config_and_tools() {
 }
 
 /// Loads `body` after the usual head; the errors as text.
+/// Issue 21 point 8: a service's scope and its answers name tools, not spellings. An instance
+/// scoped to ` RUN_SQL` checks a call to `Run_Sql`; a service that answers "remove `drop_db`"
+/// removes the client's `Drop_DB `.
+#[tokio::test]
+async fn a_service_sees_case_and_space_variants_of_its_tools_as_the_same_tools() {
+    let upstream = ScriptedUpstream::start().await;
+    let validator = Validator::start().await;
+    let pruner = ScriptedUpstream::start().await;
+    pruner.set_default(Reply::json(
+        200,
+        json!({"error": null, "decision": "modify", "violations": [],
+               "patch": {"remove_tools": ["drop_db"]}}),
+    ));
+    let config = format!(
+        "{}{}{}",
+        service("argcheck", &validator.url, ARGCHECK_PARAMS),
+        service("pruner", &format!("{}/prune", pruner.url()), ""),
+        route(
+            "/v1",
+            &format!(
+                "{}{}",
+                instance(
+                    "id = \"sql_guard\"",
+                    "service = \"argcheck\"\ntools = [\" RUN_SQL\"]\nconfig = { deny_substrings = [\"drop table\"] }"
+                ),
+                instance(
+                    "id = \"prune\"",
+                    "service = \"pruner\"\nstages = [\"pre_request\"]"
+                ),
+            ),
+        ),
+    );
+    let gateway = TestGateway::start(&upstream, &config).await;
+    let mut body = request();
+    body["tools"][2]["function"]["name"] = json!("Drop_DB ");
+
+    upstream.push(calling(&[(
+        "call_1",
+        "Run_Sql",
+        r#"{"q":"drop table users"}"#,
+    )]));
+    let (status, answer) = answer_of(gateway.post("/v1/chat/completions", &body).await).await;
+    assert_eq!(status, 403, "{answer}");
+    assert_eq!(answer["error"]["code"], "denied_substring");
+    assert_eq!(answer["error"]["violations"][0]["tool"], "Run_Sql");
+
+    let forwarded = upstream.last_request().expect("forwarded").json();
+    let names: Vec<&str> = forwarded["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|tool| tool["function"]["name"].as_str())
+        .collect();
+    assert_eq!(names, ["run_sql", "run_shell"], "`Drop_DB ` is drop_db");
+
+    // Out of scope stays out of scope: the same words in another tool's call pass.
+    upstream.push(calling(&[(
+        "call_2",
+        "run_shell",
+        r#"{"q":"drop table users"}"#,
+    )]));
+    let (status, answer) = answer_of(gateway.post("/v1/chat/completions", &body).await).await;
+    assert_eq!(status, 200, "{answer}");
+}
+
 fn load_errors(body: &str) -> String {
     let text = common::config_text("http://127.0.0.1:1", &common::temp_audit_path(), body);
     match Config::from_toml(&text, "s.toml", &Runtime::new().plugins) {

@@ -20,7 +20,7 @@ mod selection;
 use std::sync::Arc;
 
 use prometheus_client::registry::Registry;
-use toolgate_plugin::{BuildContext, Plugin, PluginFactory, SettingsError};
+use toolgate_plugin::{BuildContext, Plugin, PluginFactory, SettingsError, ToolCatalog};
 
 pub use filtering::OnEmpty;
 pub use selection::{Selection, Transition};
@@ -64,6 +64,7 @@ impl PluginFactory for ToolGroupsFactory {
         context: &BuildContext,
     ) -> Result<Arc<dyn Plugin>, SettingsError> {
         let settings: groups::GroupsSettings = toolgate_plugin::parse_settings(settings)?;
+        sound(&context.catalog)?;
         self.metrics.describe_catalog(&context.catalog);
         Ok(Arc::new(groups::ToolGroups {
             settings,
@@ -87,10 +88,28 @@ impl PluginFactory for ToolPermissionFactory {
         settings: &serde_json::Value,
         context: &BuildContext,
     ) -> Result<Arc<dyn Plugin>, SettingsError> {
+        sound(&context.catalog)?;
         Ok(Arc::new(permission::ToolPermission {
             settings: permission::PermissionSettings::parse(settings, context)?,
             catalog: context.catalog.clone(),
             metrics: self.metrics.clone(),
         }))
+    }
+}
+
+/// Refuses a catalog in which two entries are one tool: which entry's groups, states or
+/// category apply would depend on how the model spelled the call. The gateway's loader does not
+/// check this itself yet, so both plugins that read the catalog do, and the config fails to load.
+fn sound(catalog: &ToolCatalog) -> Result<(), SettingsError> {
+    match catalog.collisions() {
+        [] => Ok(()),
+        collisions => Err(SettingsError::new(
+            "",
+            collisions
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; "),
+        )),
     }
 }

@@ -1,7 +1,7 @@
 //! The tool_permission plugin (seed 003): a tool may be used when no deny rule names it and an
 //! allow rule does, or, failing both, when its category is open to the access level. Denied
-//! beats allowed beats access level beats the default, deny. Names are matched trimmed and
-//! case-folded. Before the request the model is shown only permitted tools; before the
+//! beats allowed beats access level beats the default, deny. A tool is decided by its
+//! [`ToolKey`] (trimmed, case-folded): its catalog entry and every list see one identity. Before the request the model is shown only permitted tools; before the
 //! response a call to any other tool is blocked with the reason in words.
 
 use std::collections::BTreeMap;
@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::json;
 use toolgate_plugin::{
     AvailabilityQuery, BodyNeeds, BuildContext, Check, Edit, Plugin, Rejection, RequestExchange,
-    ResponseExchange, SettingsError, Tenant, ToolCatalog, ToolPattern, Verdict, Violation,
+    ResponseExchange, SettingsError, Tenant, ToolCatalog, ToolKey, ToolPattern, Verdict, Violation,
     taxonomy,
 };
 
@@ -139,7 +139,8 @@ pub(crate) struct ToolPermission {
 impl ToolPermission {
     /// Resolves one tool for a tenant: denied > allowed > access-level categories > deny.
     pub(crate) fn decide(&self, tool: &str, tenant: Option<&Tenant>) -> Decision {
-        let entry = self.catalog.get_folded(tool);
+        let key = ToolKey::new(tool);
+        let entry = self.catalog.get(&key);
         let action = entry.and_then(|entry| entry.action.as_deref());
         let no_rules = TenantRules::default();
         let tenant_rules = tenant
@@ -151,7 +152,7 @@ impl ToolPermission {
             .deny
             .iter()
             .chain(&tenant_rules.deny)
-            .find(|p| p.matches(tool))
+            .find(|p| p.matches_key(&key))
         {
             return Decision::Denied(format!(
                 "'{tool}' is on the deny list ('{}')",
@@ -172,7 +173,7 @@ impl ToolPermission {
             .allow
             .iter()
             .chain(&tenant_rules.allow)
-            .find(|p| p.matches(tool))
+            .find(|p| p.matches_key(&key))
         {
             return Decision::Permitted(format!("allowed by '{}'", pattern.as_str()));
         }
@@ -379,6 +380,10 @@ mod tests {
         let plugin = plugin(json!({"deny": [" Read_File "]}));
         assert!(!permitted(&plugin, "read_file", None));
         assert!(!permitted(&plugin, " READ_FILE", None));
+        // The catalog entry is found by key too: a variant spelling keeps the action type.
+        let plugin = plugin_with_shortcut();
+        assert!(permitted(&plugin, " Run_Query ", None));
+        assert!(!permitted(&plugin, "READ_FILE", None));
     }
 
     #[test]

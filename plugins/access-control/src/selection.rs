@@ -53,13 +53,14 @@ impl Selection {
     }
 }
 
-/// The catalog entry of a tool, or the defaults of a tool the catalog does not describe.
+/// The catalog entry a tool name resolves to (by its key, so `Graph-Update` cannot dodge the
+/// groups and states of `graph-update`), or the defaults of a tool the catalog does not describe.
 pub(crate) fn entry_of<'a>(
     catalog: &'a ToolCatalog,
     name: &str,
     fallback: &'a mut Option<CatalogTool>,
 ) -> &'a CatalogTool {
-    match catalog.get(name) {
+    match catalog.resolve(name) {
         Some(tool) => tool,
         None => fallback.insert(CatalogTool::new(name)),
     }
@@ -165,7 +166,9 @@ pub(crate) fn read(
             }
             if let Some(next) = &tool.transition {
                 selection.transitions.push(Transition {
-                    tool: call.name.clone(),
+                    // The catalog's spelling: one tool is one metric label, however a client
+                    // cased the call.
+                    tool: tool.name.clone(),
                     from: selection.state.clone(),
                     to: next.clone(),
                 });
@@ -405,5 +408,18 @@ mod tests {
             }]
         );
         assert_eq!(selection.invalid_transitions, 0);
+    }
+
+    #[test]
+    fn a_history_call_is_resolved_to_its_catalog_entry_by_key() {
+        let conversation = r#"{"messages":[
+            {"role":"user","content":"go"},
+            {"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":" Knowledge-QUERY","arguments":"{}"}}]},
+            {"role":"tool","tool_call_id":"c1","content":"found"}
+        ]}"#;
+        let selection =
+            read(&HeaderMap::new(), &request(conversation), None, &catalog()).expect("ok");
+        assert_eq!(selection.state, "analysis");
+        assert_eq!(selection.transitions[0].tool, "knowledge-query");
     }
 }

@@ -11,7 +11,9 @@ use http::{HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
-use toolgate_plugin::{Check, DeclaredTool, Edit, ToolCall, ToolKind, Violation, WireFormat};
+use toolgate_plugin::{
+    Check, DeclaredTool, Edit, ToolCall, ToolKey, ToolKind, Violation, WireFormat,
+};
 
 use crate::client::{Failure, FailureKind};
 use crate::settings::Stage;
@@ -215,9 +217,14 @@ impl Answer {
         violations
     }
 
-    /// The edits of a `modify` answer, for `stage`. A patch that is empty, malformed, or asks
-    /// for a change the stage cannot make is an invalid answer.
-    pub fn edits(&self, stage: Stage) -> Result<Vec<Edit>, Failure> {
+    /// The edits of a `modify` answer, for `stage`, on a request that declared `declared`. A
+    /// patch that is empty, malformed, or asks for a change the stage cannot make is an invalid
+    /// answer.
+    pub fn edits(
+        &self,
+        stage: Stage,
+        declared: &[DeclaredToolView<'_>],
+    ) -> Result<Vec<Edit>, Failure> {
         let invalid = |detail: String| Failure::new(FailureKind::InvalidAnswer, detail);
         let patch = self
             .patch
@@ -230,7 +237,10 @@ impl Answer {
                     "patch.remove_tools applies only in pre_request".to_owned(),
                 ));
             }
-            edits.push(Edit::RemoveDeclaredTools(patch.remove_tools.clone()));
+            edits.push(Edit::RemoveDeclaredTools(declared_spellings(
+                &patch.remove_tools,
+                declared,
+            )));
         }
         if !patch.request_headers.is_empty() && stage != Stage::PreRequest {
             return Err(invalid(
@@ -268,6 +278,27 @@ pub fn truncate(text: &str, limit: usize) -> String {
         Some((cut, _)) => format!("{}…", &text[..cut]),
         None => text.to_owned(),
     }
+}
+
+/// The declared tools a service's `remove_tools` names, as the request spells them. A service
+/// names a tool by its identity (`delete_user` also means a declared `Delete_User `), but the
+/// edit removes declared tools by their exact name, so each name is resolved to every declared
+/// spelling with its key. A name no declared tool has is kept as given: removing it is a no-op.
+fn declared_spellings(named: &[String], declared: &[DeclaredToolView<'_>]) -> Vec<String> {
+    let keys: Vec<ToolKey> = named.iter().map(|name| ToolKey::new(name)).collect();
+    let mut spellings: Vec<String> = declared
+        .iter()
+        .filter(|tool| keys.contains(&ToolKey::new(tool.name)))
+        .map(|tool| tool.name.to_owned())
+        .collect();
+    spellings.extend(
+        named
+            .iter()
+            .zip(&keys)
+            .filter(|(_, key)| !declared.iter().any(|tool| ToolKey::new(tool.name) == **key))
+            .map(|(name, _)| name.clone()),
+    );
+    spellings
 }
 
 #[cfg(test)]
@@ -345,7 +376,7 @@ mod tests {
             "remove_tools": ["delete_user"], "request_headers": {"x-risk": "high"}}}))
         .expect("an answer");
         let edits = answer
-            .edits(Stage::PreRequest)
+            .edits(Stage::PreRequest, &[])
             .expect("valid in pre_request");
         assert_eq!(
             edits[0],
@@ -353,7 +384,7 @@ mod tests {
         );
         assert!(matches!(&edits[1], Edit::SetRequestHeader(name, _) if name == "x-risk"));
         assert_eq!(
-            answer.edits(Stage::PreResponse).err().map(|f| f.kind),
+            answer.edits(Stage::PreResponse, &[]).err().map(|f| f.kind),
             Some(FailureKind::InvalidAnswer)
         );
 
@@ -361,7 +392,7 @@ mod tests {
             "patch": {"response_headers": {"x-reviewed": "yes"}}}))
         .expect("an answer");
         assert_eq!(
-            headers.edits(Stage::PreResponse).map(|e| e.len()).ok(),
+            headers.edits(Stage::PreResponse, &[]).map(|e| e.len()).ok(),
             Some(1)
         );
         for patch in [
@@ -371,13 +402,35 @@ mod tests {
             json!({"response_headers": {"bad header": "x"}}),
         ] {
             let answer = read(json!({"decision": "modify", "patch": patch}));
-            let outcome = answer.and_then(|answer| answer.edits(Stage::PreResponse));
+            let outcome = answer.and_then(|answer| answer.edits(Stage::PreResponse, &[]));
             assert_eq!(
                 outcome.err().map(|f| f.kind),
                 Some(FailureKind::InvalidAnswer),
                 "{patch}"
             );
         }
+    }
+
+    #[test]
+    fn a_tool_to_remove_is_resolved_to_its_declared_spelling() {
+        let answer = read(json!({"decision": "modify", "patch": {
+            "remove_tools": ["delete_user", "not_declared"]}}))
+        .expect("an answer");
+        let tools = [
+            DeclaredTool::function(" Delete_User", None),
+            DeclaredTool::function("search", None),
+        ];
+        let declared: Vec<DeclaredToolView<'_>> = tools.iter().map(Into::into).collect();
+        let edits = answer
+            .edits(Stage::PreRequest, &declared)
+            .expect("valid in pre_request");
+        assert_eq!(
+            edits,
+            [Edit::RemoveDeclaredTools(vec![
+                " Delete_User".into(),
+                "not_declared".into()
+            ])]
+        );
     }
 
     #[test]

@@ -73,6 +73,7 @@ impl ServicePlugin {
     async fn consult(&self, stage: Stage, envelope: Envelope<'_>) -> Verdict {
         let request_id = envelope.context.request_id;
         let calls = envelope.tool_calls.clone();
+        let declared = &envelope.declared_tools;
         let answered = match serde_json::to_vec(&envelope) {
             Ok(body) => self.client.call(body).await,
             Err(error) => Err(Failure::new(
@@ -88,7 +89,7 @@ impl ServicePlugin {
                 )),
                 CallOutcome::Deny,
             )),
-            Decision::Modify => match answer.edits(stage) {
+            Decision::Modify => match answer.edits(stage, declared) {
                 Ok(edits) => Ok((Verdict::Modify(edits), CallOutcome::Modify)),
                 Err(failure) => {
                     // The call itself succeeded (the breaker counted it so); the answer's
@@ -154,7 +155,7 @@ impl Plugin for ServicePlugin {
         if !request
             .declared_tools
             .iter()
-            .any(|tool| self.settings.tools.matches(&tool.name))
+            .any(|tool| self.settings.tools.matches(&tool.key()))
         {
             return Verdict::Continue;
         }
@@ -179,7 +180,7 @@ impl Plugin for ServicePlugin {
         let calls: Vec<&ToolCall> = response
             .calls
             .iter()
-            .filter(|call| self.settings.tools.matches(&call.name))
+            .filter(|call| self.settings.tools.matches(&call.key()))
             .collect();
         if calls.is_empty() {
             return Verdict::Continue;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use toolgate_plugin::{
-    BuildContext, ServiceDescriptor, SettingsError, ToolPattern, parse_settings,
+    BuildContext, ServiceDescriptor, SettingsError, ToolKey, ToolPattern, parse_settings,
 };
 
 /// The stages an instance may run in.
@@ -151,8 +151,10 @@ impl Settings {
 pub struct ToolPatterns(Vec<ToolPattern>);
 
 impl ToolPatterns {
-    pub fn matches(&self, tool: &str) -> bool {
-        self.0.iter().any(|pattern| pattern.matches(tool))
+    /// Whether a tool with this key is in scope (the key is built once per tool, not per
+    /// pattern).
+    pub fn matches(&self, tool: &ToolKey) -> bool {
+        self.0.iter().any(|pattern| pattern.matches_key(tool))
     }
 }
 
@@ -204,7 +206,7 @@ mod tests {
         )
         .expect("valid");
         assert!(settings.pre_response && !settings.pre_request);
-        assert!(settings.tools.matches("anything"));
+        assert!(settings.tools.matches(&ToolKey::new("anything")));
         assert_eq!(settings.fail_mode, FailMode::Block);
         assert_eq!(settings.config["deny_substrings"], json!(["x"]));
     }
@@ -260,13 +262,13 @@ mod tests {
             &context(),
         )
         .expect("valid");
-        assert!(settings.tools.matches("run_sql"));
+        assert!(settings.tools.matches(&ToolKey::new("run_sql")));
         assert!(
-            settings.tools.matches("Run_SQL "),
+            settings.tools.matches(&ToolKey::new("Run_SQL ")),
             "trimmed and case-folded"
         );
-        assert!(!settings.tools.matches("run_sql2"));
-        assert!(settings.tools.matches("fs_write"));
+        assert!(!settings.tools.matches(&ToolKey::new("run_sql2")));
+        assert!(settings.tools.matches(&ToolKey::new("fs_write")));
         let empty = error(
             json!({"service": "argcheck", "config": {"deny_substrings": []},
             "tools": ["ok", " "]}),

@@ -150,9 +150,10 @@ pub struct CallFindings {
 /// Runs every rule that covers the call's tool.
 pub fn apply_rules(rules: &[Rule], call: &ToolCall, metrics: Option<&Metrics>) -> CallFindings {
     let mut findings = CallFindings::default();
+    let key = call.key();
     let covering: Vec<&Rule> = rules
         .iter()
-        .filter(|rule| rule.tools.matches(&call.name))
+        .filter(|rule| rule.tools.matches_key(&key))
         .collect();
     if covering.is_empty() {
         return findings;
@@ -297,6 +298,12 @@ mod tests {
         assert_eq!(text.violations[0].keyword.as_deref(), Some("wrong_type"));
         let fine = apply_rules(&rules, &call("deploy", r#"{"region":"eu"}"#), None);
         assert!(fine.violations.is_empty() && fine.redacted.is_none());
+        let variant = apply_rules(&rules, &call(" PAY", r#"{"amount":1000}"#), None);
+        assert_eq!(
+            variant.violations[0].keyword.as_deref(),
+            Some("above_maximum"),
+            "a case or space variant is the same tool"
+        );
         let absent = apply_rules(&rules, &call("deploy", r#"{}"#), None);
         assert!(
             absent.violations.is_empty(),

@@ -103,7 +103,6 @@ impl Rule {
 pub fn parse(settings: &Value) -> Result<Vec<Rule>, SettingsError> {
     let raw: RawSettings = toolgate_plugin::parse_settings(settings)?;
     let mut rules: Vec<Rule> = Vec::with_capacity(raw.rules.len());
-    let mut tool_texts = Vec::with_capacity(raw.rules.len());
     for (index, rule) in raw.rules.into_iter().enumerate() {
         let at = |key: &str| format!("rules[{index}].{key}");
         let tools = ToolPattern::new(&rule.tools)
@@ -177,10 +176,14 @@ pub fn parse(settings: &Value) -> Result<Vec<Rule>, SettingsError> {
                 .replacement
                 .unwrap_or_else(|| Value::String("[REDACTED]".into())),
         };
-        // A pointer into a value that another rule of the same tools types as a scalar.
-        for (other, other_tools) in rules.iter().zip(&tool_texts) {
+        // A pointer into a value that another rule of the same tools types as a scalar. The
+        // same tools: the same pattern once folded, as `SQL` and `sql` select the same calls.
+        for other in &rules {
+            if other.tools.folded() != built.tools.folded() {
+                continue;
+            }
             for (outer, inner) in [(other, &built), (&built, other)] {
-                if *other_tools != rule.tools || !inner.pointer.is_inside(&outer.pointer) {
+                if !inner.pointer.is_inside(&outer.pointer) {
                     continue;
                 }
                 if let Some(kind) = outer.typed_as() {
@@ -194,7 +197,6 @@ pub fn parse(settings: &Value) -> Result<Vec<Rule>, SettingsError> {
                 }
             }
         }
-        tool_texts.push(rule.tools.clone());
         rules.push(built);
     }
     Ok(rules)
@@ -252,5 +254,13 @@ mod tests {
             {"tools": "pay", "pointer": "/amount", "maximum": 5},
         ]));
         assert_eq!(outer_later.path, "rules[1].pointer");
+        let other_spelling = error(json!([
+            {"tools": "sql", "pointer": "/query", "matches": "select .*"},
+            {"tools": " SQL", "pointer": "/query/text", "deny": ["drop"]},
+        ]));
+        assert_eq!(
+            other_spelling.path, "rules[1].pointer",
+            "`SQL` and `sql` are the same tools"
+        );
     }
 }

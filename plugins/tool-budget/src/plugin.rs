@@ -10,7 +10,8 @@ use http::{HeaderName, HeaderValue, StatusCode};
 use toolgate_plugin::store::{CountOutcome, CountPolicy, StateStore, WindowUsage};
 use toolgate_plugin::{
     BodyNeeds, CallOutcome, Check, Edit, ExchangeMeta, Plugin, Rejection, RequestExchange,
-    ResponseExchange, StoreError, StoreFailMode, ToolCall, Verdict, Violation, async_trait,
+    ResponseExchange, StoreError, StoreFailMode, ToolCall, ToolKey, Verdict, Violation,
+    async_trait,
 };
 
 use crate::Metrics;
@@ -77,7 +78,7 @@ impl ToolBudget {
         &self,
         budget: &Budget,
         tenant: Option<&str>,
-        history: &[toolgate_plugin::HistoryCall],
+        history: &[(toolgate_plugin::HistoryCall, ToolKey)],
     ) -> Result<CountOutcome, StoreError> {
         let key = counter_key(budget, tenant);
         match self.settings.counting {
@@ -89,10 +90,10 @@ impl ToolBudget {
             Counting::Executed => {
                 let markers: Vec<String> = history
                     .iter()
-                    .filter(|call| {
-                        call.outcome != CallOutcome::Pending && budget.covers(&call.name)
+                    .filter(|(call, key)| {
+                        call.outcome != CallOutcome::Pending && budget.covers(key)
                     })
-                    .filter_map(|call| call.id.as_deref())
+                    .filter_map(|(call, _)| call.id.as_deref())
                     .map(|id| format!("{key}:call:{}", escape(id)))
                     .collect();
                 self.store
@@ -127,20 +128,33 @@ impl Plugin for ToolBudget {
         };
         let tenant = tenant_of(exchange.meta);
         let needs_history = self.settings.counting == Counting::Executed;
-        let history = if needs_history {
-            request.history()
+        // Every name is resolved to its key once, then matched against each budget.
+        let history: Vec<_> = if needs_history {
+            request
+                .history()
+                .into_iter()
+                .map(|call| {
+                    let key = call.key();
+                    (call, key)
+                })
+                .collect()
         } else {
             Vec::new()
         };
+        let declared_keys: Vec<(&str, ToolKey)> = request
+            .declared_tools
+            .iter()
+            .map(|tool| (tool.name.as_str(), tool.key()))
+            .collect();
         let mut stripped = Vec::new();
         for budget in self.budgets_for(tenant) {
-            let declared: Vec<&str> = request
-                .declared_tools
+            // The exact declared names: a strip edit removes tools by the name the body holds.
+            let declared: Vec<&str> = declared_keys
                 .iter()
-                .map(|tool| tool.name.as_str())
-                .filter(|name| budget.covers(name))
+                .filter(|(_, key)| budget.covers(key))
+                .map(|(name, _)| *name)
                 .collect();
-            let touched = history.iter().any(|call| budget.covers(&call.name));
+            let touched = history.iter().any(|(_, key)| budget.covers(key));
             let reads_for_strip = budget.behaviour == Behaviour::Strip && !declared.is_empty();
             if !touched && !reads_for_strip {
                 continue;
@@ -183,11 +197,16 @@ impl Plugin for ToolBudget {
         let tenant = tenant_of(exchange.meta);
         let mut violations = Vec::new();
         let mut binding: Option<(WindowUsage, String)> = None;
+        let keyed: Vec<(&ToolCall, ToolKey)> = response
+            .calls
+            .iter()
+            .map(|call| (call, call.key()))
+            .collect();
         for budget in self.budgets_for(tenant) {
-            let calls: Vec<&ToolCall> = response
-                .calls
+            let calls: Vec<&ToolCall> = keyed
                 .iter()
-                .filter(|call| budget.covers(&call.name))
+                .filter(|(_, key)| budget.covers(key))
+                .map(|(call, _)| *call)
                 .collect();
             if calls.is_empty() {
                 continue;

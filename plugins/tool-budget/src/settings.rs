@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 use toolgate_plugin::store::Window;
-use toolgate_plugin::{SettingsError, ToolPattern};
+use toolgate_plugin::{SettingsError, ToolKey, ToolPattern};
 
 /// What happens when a budget is spent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -60,7 +60,9 @@ struct RawBudget {
 /// One budget: calls of tools matching `pattern`, per tenant, within every window.
 #[derive(Debug, Clone)]
 pub struct Budget {
-    /// Names the counter (default: the pattern), so renaming a limit keeps its count.
+    /// Names the counter, so renaming a limit keeps its count. The default is the pattern
+    /// folded like tool names, so `Graph-Update` on one route and `graph-update` on another
+    /// share one counter, as they are one tool.
     pub name: String,
     pub pattern: ToolPattern,
     pub windows: Vec<Window>,
@@ -78,8 +80,8 @@ impl Budget {
         }
     }
 
-    pub fn covers(&self, tool: &str) -> bool {
-        self.pattern.matches(tool)
+    pub fn covers(&self, tool: &ToolKey) -> bool {
+        self.pattern.matches_key(tool)
     }
 }
 
@@ -119,7 +121,7 @@ impl Settings {
                 }
                 windows.push(window);
             }
-            let name = budget.name.unwrap_or_else(|| budget.tools.clone());
+            let name = budget.name.unwrap_or_else(|| pattern.folded().to_owned());
             if name.trim().is_empty() {
                 return Err(SettingsError::new(
                     at("name"),
@@ -291,8 +293,8 @@ mod tests {
                 length: Duration::from_secs(3600)
             }
         );
-        assert!(settings.budgets[0].covers("pay_invoice"));
-        assert!(!settings.budgets[0].covers("search"));
+        assert!(settings.budgets[0].covers(&ToolKey::new("pay_invoice")));
+        assert!(!settings.budgets[0].covers(&ToolKey::new("search")));
         assert_eq!(settings.counting, Counting::Executed);
         assert_eq!(settings.remember_calls_for, DAY * 2);
     }
@@ -340,6 +342,20 @@ mod tests {
         let error = Settings::parse(&json!({"budgets": [], "count": "sometimes"}))
             .expect_err("bad counting");
         assert_eq!(error.path, "count");
+    }
+
+    #[test]
+    fn an_unnamed_budget_is_named_by_its_folded_pattern() {
+        let settings = Settings::parse(&json!({"budgets": [
+            {"tools": " Graph-Update ", "limits": ["1/s"]},
+            {"tools": "graph-update", "limits": ["1/s"]},
+            {"tools": "Graph-*", "name": "Graphs", "limits": ["1/s"]},
+        ]}))
+        .expect("valid");
+        assert_eq!(settings.budgets[0].name, "graph-update");
+        assert_eq!(settings.budgets[0].name, settings.budgets[1].name);
+        assert_eq!(settings.budgets[2].name, "Graphs", "a given name is kept");
+        assert!(settings.budgets[0].covers(&ToolKey::new("GRAPH-UPDATE ")));
     }
 
     #[test]

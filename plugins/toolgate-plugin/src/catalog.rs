@@ -1,8 +1,12 @@
 //! The tool catalog: what `gateway.toml` says about each tool beyond its schema (groups, the
 //! workflow states it is available in, the state it moves to, its category and action type).
-//! Plugins that decide access read it; the gateway builds it once per config load.
+//! Plugins that decide access read it; the gateway builds it once per config load. Entries are
+//! indexed by their [`ToolKey`], so a call is resolved to its entry however it is cased or padded.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use crate::identity::ToolKey;
 
 /// The group a tool belongs to when the catalog names none, and the group a request asks for
 /// when it names none (seed 000).
@@ -45,6 +49,11 @@ impl CatalogTool {
         }
     }
 
+    /// The entry's identity: what calls are resolved to it by.
+    pub fn key(&self) -> ToolKey {
+        ToolKey::new(&self.name)
+    }
+
     /// Whether the tool may be called in `state` (exact, case-sensitive; `*` matches any).
     pub fn available_in(&self, state: &str) -> bool {
         self.available_in_states
@@ -53,15 +62,39 @@ impl CatalogTool {
     }
 }
 
-/// Every tool the config describes, by exact name, and the access levels that open their
+/// Two `[tools.NAME]` entries whose names have one key: they would be one tool to every
+/// plugin, with two contradicting descriptions, so a config that holds them is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyCollision {
+    pub key: ToolKey,
+    /// The entry the catalog kept (the first given).
+    pub kept: String,
+    /// The entry it dropped.
+    pub dropped: String,
+}
+
+impl fmt::Display for KeyCollision {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            formatter,
+            "[tools.{:?}] and [tools.{:?}] are the same tool: tool names are matched trimmed \
+             and case-folded (both are '{}'); merge them into one entry",
+            self.kept, self.dropped, self.key
+        )
+    }
+}
+
+/// Every tool the config describes, by [`ToolKey`], and the access levels that open their
 /// categories (the built-in ones, as `[access_levels.NAME]` overrides or extends them).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolCatalog {
-    tools: BTreeMap<String, CatalogTool>,
+    tools: BTreeMap<ToolKey, CatalogTool>,
+    /// Entries dropped because an earlier one had their key; a loader refuses the config
+    /// when this is not empty.
+    collisions: Vec<KeyCollision>,
     access_levels: BTreeMap<String, Vec<String>>,
-    /// Indexes built once per load, so a request never scans the catalog: names trimmed and
-    /// case-folded to their exact form, and every group and state the catalog names.
-    folded_names: BTreeMap<String, String>,
+    /// Every group and state the catalog names, indexed once per load so a request never
+    /// scans the catalog.
     groups: BTreeSet<String>,
     states: BTreeSet<String>,
 }
@@ -73,16 +106,27 @@ impl Default for ToolCatalog {
 }
 
 impl ToolCatalog {
-    /// A catalog of `tools` with the built-in access levels.
+    /// A catalog of `tools` with the built-in access levels. When two entries have one key
+    /// the first is kept and the pair is recorded in [`ToolCatalog::collisions`]: a loader
+    /// must refuse such a config rather than guess which description was meant.
     pub fn new(tools: impl IntoIterator<Item = CatalogTool>) -> Self {
-        let tools: BTreeMap<String, CatalogTool> = tools
-            .into_iter()
-            .map(|tool| (tool.name.clone(), tool))
-            .collect();
-        let folded_names = tools
-            .keys()
-            .map(|name| (fold(name), name.clone()))
-            .collect();
+        let mut indexed: BTreeMap<ToolKey, CatalogTool> = BTreeMap::new();
+        let mut collisions = Vec::new();
+        for tool in tools {
+            match indexed.entry(tool.key()) {
+                std::collections::btree_map::Entry::Vacant(slot) => {
+                    slot.insert(tool);
+                }
+                std::collections::btree_map::Entry::Occupied(seen) => {
+                    collisions.push(KeyCollision {
+                        key: seen.key().clone(),
+                        kept: seen.get().name.clone(),
+                        dropped: tool.name,
+                    });
+                }
+            }
+        }
+        let tools = indexed;
         let groups = tools
             .values()
             .flat_map(|tool| tool.groups.iter().cloned())
@@ -101,7 +145,7 @@ impl ToolCatalog {
             .collect();
         ToolCatalog {
             tools,
-            folded_names,
+            collisions,
             groups,
             states,
             access_levels: crate::taxonomy::ACCESS_LEVELS
@@ -131,19 +175,19 @@ impl ToolCatalog {
         self.access_levels.keys().map(String::as_str)
     }
 
-    /// The tool's entry, if the config describes it.
-    pub fn get(&self, name: &str) -> Option<&CatalogTool> {
-        self.tools.get(name)
+    /// The entry of the tool with this key, if the config describes it.
+    pub fn get(&self, key: &ToolKey) -> Option<&CatalogTool> {
+        self.tools.get(key)
     }
 
-    /// The tool's entry by its exact name, else by its name trimmed and case-folded (how
-    /// permission lists match names).
-    pub fn get_folded(&self, name: &str) -> Option<&CatalogTool> {
-        self.get(name).or_else(|| {
-            self.folded_names
-                .get(&fold(name))
-                .and_then(|exact| self.tools.get(exact))
-        })
+    /// The entry `name` resolves to: the one whose key is `name`'s key.
+    pub fn resolve(&self, name: &str) -> Option<&CatalogTool> {
+        self.get(&ToolKey::new(name))
+    }
+
+    /// Pairs of entries that had one key (see [`ToolCatalog::new`]); empty for a sound catalog.
+    pub fn collisions(&self) -> &[KeyCollision] {
+        &self.collisions
     }
 
     /// Whether some tool is in `group` (or it is `default` or `*`).
@@ -160,13 +204,10 @@ impl ToolCatalog {
         self.tools.is_empty()
     }
 
+    /// The entries, in key order.
     pub fn tools(&self) -> impl Iterator<Item = &CatalogTool> {
         self.tools.values()
     }
-}
-
-fn fold(name: &str) -> String {
-    name.trim().to_lowercase()
 }
 
 #[cfg(test)]
@@ -187,14 +228,50 @@ mod tests {
         tool.groups = vec!["read".into()];
         tool.transition = Some("analysis".into());
         let catalog = ToolCatalog::new([tool]);
-        assert_eq!(
-            catalog.get_folded(" read_file ").map(|t| t.name.as_str()),
-            Some("Read_File")
-        );
+        for spelling in ["Read_File", " read_file ", "READ_FILE"] {
+            assert_eq!(
+                catalog.resolve(spelling).map(|t| t.name.as_str()),
+                Some("Read_File"),
+                "{spelling:?}"
+            );
+        }
+        assert!(catalog.resolve("read-file").is_none());
+        assert!(catalog.collisions().is_empty());
         assert!(catalog.knows_group("read") && catalog.knows_group("default"));
         assert!(!catalog.knows_group("admin"));
         assert!(catalog.knows_state("analysis") && catalog.knows_state("undefined"));
         assert!(!catalog.knows_state("*"));
+    }
+
+    #[test]
+    fn two_entries_with_one_key_are_a_recorded_collision() {
+        let mut admin = CatalogTool::new("Graph-Update");
+        admin.groups = vec!["admin".into()];
+        let catalog = ToolCatalog::new([
+            admin,
+            CatalogTool::new("graph-update "),
+            CatalogTool::new("search"),
+        ]);
+        assert_eq!(catalog.tools().count(), 2);
+        assert_eq!(
+            catalog.resolve("graph-update").map(|t| t.groups.as_slice()),
+            Some(&["admin".to_owned()][..]),
+            "the first entry is kept"
+        );
+        let [collision] = catalog.collisions() else {
+            panic!("one collision: {:?}", catalog.collisions());
+        };
+        assert_eq!(collision.key, ToolKey::new("GRAPH-UPDATE"));
+        assert_eq!(
+            (collision.kept.as_str(), collision.dropped.as_str()),
+            ("Graph-Update", "graph-update ")
+        );
+        let message = collision.to_string();
+        assert!(
+            message.contains(r#"[tools."Graph-Update"] and [tools."graph-update "]"#)
+                && message.contains("same tool"),
+            "{message}"
+        );
     }
 
     #[test]

@@ -15,12 +15,15 @@
 //!
 //! # Layout
 //! - [`tool`]: `DeclaredTool`, `ToolCall` and their kinds, the nouns of every check.
+//! - [`identity`]: `ToolKey`, a tool name trimmed and case-folded: the one identity every policy
+//!   plugin compares, counts and looks tools up by (membership alone stays exact).
 //! - [`exchange`]: what a plugin sees at each stage (`RequestExchange`, `ResponseExchange`, …).
 //! - [`verdict`]: `Verdict`, `Rejection`, `Violation`, `Check`, `Edit`.
 //! - [`plugin`]: the `Plugin` trait (one method per stage), `PluginFactory` and `BuildContext`.
-//! - [`catalog`]: the tool catalog (groups, workflow states, categories, action types).
+//! - [`catalog`]: the tool catalog (groups, workflow states, categories, action types), indexed
+//!   by `ToolKey`.
 //! - [`directives`]: the client's `toolgate` object and `x-toolgate-*` headers.
-//! - [`pattern`]: tool-name patterns (`search_*`), trimmed and case-folded.
+//! - [`pattern`]: tool-name patterns (`search_*`), matched against a name's `ToolKey`.
 //! - [`taxonomy`]: tool categories, action types and access levels (seed 003).
 //! - [`tenant`]: the tenant an exchange was authenticated as.
 //! - [`service`]: validator service descriptors (`[services.NAME]`) handed to plugin factories.
@@ -39,6 +42,7 @@ pub mod catalog;
 pub mod directives;
 pub mod exchange;
 pub mod format;
+pub mod identity;
 pub mod lenient;
 pub mod pattern;
 pub mod plugin;
@@ -53,10 +57,11 @@ pub mod verdict;
 
 /// The text type of a declared schema (`DeclaredTool::parameters`), for plugins that build one.
 pub use bytestring::ByteString;
-pub use catalog::{CatalogTool, ToolCatalog};
+pub use catalog::{CatalogTool, KeyCollision, ToolCatalog};
 pub use directives::Directives;
 pub use exchange::{CompletedExchange, ExchangeMeta, Parsed, RequestExchange, ResponseExchange};
 pub use format::{ErrorShape, ParseError, ParseErrorKind, ToolRequest, ToolResponse, WireFormat};
+pub use identity::ToolKey;
 pub use pattern::ToolPattern;
 pub use plugin::{
     AvailabilityQuery, BodyNeeds, BuildContext, Plugin, PluginFactory, SettingsError,

@@ -1,15 +1,19 @@
 //! Tool-name patterns, the one matcher every plugin uses for "the tools this applies to":
-//! `*` and `?` wildcards and `[…]` classes, matched against names trimmed and case-folded, so
-//! `Delete_*` in a config catches a model's `delete_user ` as seed 003 asks.
+//! `*` and `?` wildcards and `[…]` classes, matched against a name's [`ToolKey`] (trimmed and
+//! case-folded), so `Delete_*` in a config catches a model's `delete_user ` as seed 003 asks.
 
 use std::fmt;
 
 use glob::{MatchOptions, Pattern};
 
+use crate::identity::ToolKey;
+
 /// A compiled tool-name pattern.
 #[derive(Clone)]
 pub struct ToolPattern {
     text: String,
+    /// The text folded the way tool names are, so two spellings of one pattern compare equal.
+    folded: ToolKey,
     pattern: Pattern,
 }
 
@@ -26,10 +30,14 @@ impl ToolPattern {
         if trimmed.is_empty() {
             return Err("a tool pattern must not be empty".to_owned());
         }
-        let pattern = Pattern::new(&trimmed.to_lowercase())
+        // Folded with the tool names' own function, so a literal pattern matches exactly the
+        // names whose key it is.
+        let folded = ToolKey::new(trimmed);
+        let pattern = Pattern::new(folded.as_str())
             .map_err(|error| format!("'{trimmed}' is not a valid tool pattern: {error}"))?;
         Ok(ToolPattern {
             text: trimmed.to_owned(),
+            folded,
             pattern,
         })
     }
@@ -43,15 +51,26 @@ impl ToolPattern {
             .collect()
     }
 
-    /// Whether `name`, trimmed and case-folded, matches.
+    /// Whether `name`'s key matches. A plugin that matches one name against several patterns
+    /// builds the key once and calls [`ToolPattern::matches_key`].
     pub fn matches(&self, name: &str) -> bool {
-        self.pattern
-            .matches_with(&name.trim().to_lowercase(), OPTIONS)
+        self.matches_key(&ToolKey::new(name))
+    }
+
+    /// Whether a tool with this key matches.
+    pub fn matches_key(&self, key: &ToolKey) -> bool {
+        self.pattern.matches_with(key.as_str(), OPTIONS)
     }
 
     /// The pattern as written (trimmed), for messages.
     pub fn as_str(&self) -> &str {
         &self.text
+    }
+
+    /// The pattern trimmed and case-folded: two patterns with the same folded text cover the
+    /// same tools, whatever case they were written in.
+    pub fn folded(&self) -> &str {
+        self.folded.as_str()
     }
 }
 
@@ -72,6 +91,8 @@ mod tests {
         assert!(pattern.matches("  DELETE_USER "));
         assert!(!pattern.matches("undelete_user"));
         assert_eq!(pattern.as_str(), "Delete_*");
+        assert_eq!(pattern.folded(), "delete_*");
+        assert!(pattern.matches_key(&ToolKey::new("Delete_Account")));
     }
 
     #[test]

@@ -4,6 +4,8 @@
 use bytestring::ByteString;
 use serde::Serialize;
 
+use crate::identity::ToolKey;
+
 /// How a tool was declared, or how a call names its tool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -65,6 +67,11 @@ impl DeclaredTool {
     pub fn schema_text(&self) -> Option<&str> {
         self.parameters.as_deref()
     }
+
+    /// The tool's identity for policy (never for membership: see [`ToolKey`]).
+    pub fn key(&self) -> ToolKey {
+        ToolKey::new(&self.name)
+    }
 }
 
 impl ToolCall {
@@ -78,6 +85,11 @@ impl ToolCall {
             kind: ToolKind::Function,
             arguments,
         }
+    }
+
+    /// The called tool's identity for policy (never for membership: see [`ToolKey`]).
+    pub fn key(&self) -> ToolKey {
+        ToolKey::new(&self.name)
     }
 }
 
@@ -105,6 +117,13 @@ pub struct HistoryCall {
     pub name: String,
     pub arguments: String,
     pub outcome: CallOutcome,
+}
+
+impl HistoryCall {
+    /// The called tool's identity for policy.
+    pub fn key(&self) -> ToolKey {
+        ToolKey::new(&self.name)
+    }
 }
 
 /// Whether the client sent a call's result back, and whether it reported a failure.
