@@ -654,6 +654,12 @@ fn build_catalog(raw: &RawConfig, source: &Source, errors: &mut Vec<ConfigError>
         tools.push(tool);
     }
     let mut catalog = ToolCatalog::new(tools);
+    // Every plugin means a tool by its trimmed, case-folded key: two entries with one key would
+    // be one tool with two policies, whichever plugin runs.
+    for collision in catalog.collisions() {
+        let path = KeyPath::default().key("tools").key(&collision.dropped);
+        errors.push(source.error_at_key(&path, collision.to_string()));
+    }
     for (level, entry) in &raw.access_levels {
         for (index, category) in entry.categories.iter().enumerate() {
             if !taxonomy::is_category(category) {

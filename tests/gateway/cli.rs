@@ -278,3 +278,23 @@ async fn secrets_never_reach_the_logs_or_the_audit_lines_even_at_trace_level() {
         );
     }
 }
+
+#[test]
+fn check_refuses_two_catalog_entries_for_one_tool_and_an_unknown_unreadable_answers() {
+    let path = write_config(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[upstreams.llm]\nurl = \"http://127.0.0.1:1\"\n\n\
+         [tools.Graph-Update]\ndescription = \"one\"\n[tools.\"graph-update \"]\ndescription = \"two\"\n\n\
+         [[routes]]\npath = \"/v1\"\nupstream = \"llm\"\nunreadable_answers = \"maybe\"\n",
+    );
+    let output = toolgate(&["check", "--config", path.to_str().expect("utf-8 path")]);
+    assert_eq!(output.status.code(), Some(2));
+    let errors = stderr(&output);
+    assert!(
+        errors.contains("are the same tool") && errors.contains("graph-update"),
+        "no plugin runs, and the catalog still refuses a collision: {errors}"
+    );
+    assert!(
+        errors.contains("routes[0].unreadable_answers: unknown unreadable_answers 'maybe'"),
+        "{errors}"
+    );
+}
