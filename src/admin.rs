@@ -16,7 +16,7 @@ use tokio::net::TcpListener;
 use toolgate_plugin::prometheus_client::encoding::text::encode;
 
 use crate::body::{ProxyBody, full};
-use crate::server::GatewayState;
+use crate::state::GatewayState;
 
 pub async fn serve(listener: TcpListener, state: Arc<GatewayState>) {
     loop {

@@ -16,7 +16,7 @@ use crate::body::ProxyBody;
 use crate::error::{ErrorReport, GatewayError};
 use crate::pipeline::StageOutcome;
 use crate::router::{Route, UnreadableAnswers};
-use crate::server::GatewayState;
+use crate::state::GatewayState;
 use crate::telemetry::{AuditCall, AuditRecord, AuditVerdict, Timings, millis, now_rfc3339};
 
 pub struct Exchange {
@@ -257,4 +257,10 @@ impl Exchange {
             self.route.chain.post_response(&completed).await;
         });
     }
+}
+
+/// The path and query a request is forwarded and audited with (`/` when the URI has none).
+pub(crate) fn path_and_query(uri: &http::Uri) -> String {
+    uri.path_and_query()
+        .map_or_else(|| "/".to_owned(), |pq| pq.as_str().to_owned())
 }

@@ -14,7 +14,7 @@ use crate::error::ErrorReport;
 use crate::exchange::Exchange;
 use crate::pipeline::StageOutcome;
 use crate::router::Route;
-use crate::server::Runtime;
+use crate::state::Runtime;
 
 pub async fn run(config: &Path, route_path: &str, request: &Path, response: &Path) -> ExitCode {
     let runtime = Runtime::new();

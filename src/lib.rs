@@ -9,6 +9,7 @@
 //! # Layout
 //! - [`cli`]: the `toolgate` command (`serve`, `check`, `explain`, `demo`).
 //! - [`config`]: `gateway.toml` — format, `${VAR}` expansion, located errors, runtime `Config`.
+//! - [`state`]: what every exchange shares — `Runtime` and `GatewayState`.
 //! - [`server`]: listeners, connection tasks, graceful shutdown; `Gateway` and `Runtime`.
 //! - [`proxy`]: the request path: route, read, `pre_request`, forward, check, answer.
 //! - [`reload`]: hot reload on SIGHUP and on a change of the config file.
@@ -42,6 +43,7 @@ pub mod reload;
 pub mod route_table;
 pub mod router;
 pub mod server;
+pub mod state;
 pub mod streaming;
 pub mod telemetry;
 pub mod tenants;

@@ -9,16 +9,16 @@ use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{HeaderMap, Request, Response, Version};
 use hyper::body::Incoming;
-use toolgate_plugin::{ExchangeMeta, Parsed, ResponseExchange, Tenant, ToolRequest, WireFormat};
+use toolgate_plugin::{ExchangeMeta, Parsed, ResponseExchange, ToolRequest, WireFormat};
 
 use crate::body::{self, IdleTimeout, ProxyBody, collect_limited};
 use crate::config::{Config, ServerConfig};
 use crate::error::GatewayError;
-use crate::exchange::Exchange;
+use crate::exchange::{Exchange, path_and_query};
 use crate::router::{Route, RouteKind};
-use crate::server::GatewayState;
+use crate::state::GatewayState;
 use crate::streaming;
-use crate::tenants::{AuthFailure, RouteAuth, TenantDirectory, strip_client_credentials};
+use crate::tenants::{authenticate, strip_client_credentials};
 use crate::upstream::strip_hop_by_hop;
 
 pub const REQUEST_ID: &str = "x-request-id";
@@ -98,7 +98,7 @@ async fn serve_llm(
             let forwarding = Box::pin(forward(&mut exchange, request, &config.server));
             forwarding.await
         }
-        Err(error) => Err(error),
+        Err(failure) => Err(GatewayError::unauthenticated(failure)),
     };
     let plugin_headers = std::mem::take(&mut exchange.response_headers);
     let mut response = match result {
@@ -353,26 +353,6 @@ async fn forward(
     )))
 }
 
-/// The tenant the request's key belongs to. A route that requires a tenant refuses a missing
-/// or unknown key; elsewhere an unknown key is taken for the upstream's own and passed on.
-pub(crate) fn authenticate(
-    tenants: &TenantDirectory,
-    auth: RouteAuth,
-    headers: &HeaderMap,
-) -> Result<Option<Arc<Tenant>>, GatewayError> {
-    if tenants.is_empty() {
-        return Ok(None);
-    }
-    match (tenants.authenticate(headers), auth) {
-        (Ok(Some(tenant)), _) => Ok(Some(tenant)),
-        (Ok(None) | Err(_), RouteAuth::None) => Ok(None),
-        (Ok(None), RouteAuth::Tenant) => {
-            Err(GatewayError::unauthenticated(AuthFailure::MissingKey))
-        }
-        (Err(failure), RouteAuth::Tenant) => Err(GatewayError::unauthenticated(failure)),
-    }
-}
-
 fn parse_request(format: WireFormat, headers: &HeaderMap, bytes: &Bytes) -> Parsed<ToolRequest> {
     let encoded = headers
         .get(header::CONTENT_ENCODING)
@@ -398,12 +378,6 @@ fn is_event_stream(headers: &HeaderMap) -> bool {
                 .to_ascii_lowercase()
                 .starts_with("text/event-stream")
         })
-}
-
-/// The path and query a request is forwarded and audited with (`/` when the URI has none).
-pub(crate) fn path_and_query(uri: &http::Uri) -> String {
-    uri.path_and_query()
-        .map_or_else(|| "/".to_owned(), |pq| pq.as_str().to_owned())
 }
 
 /// The client's `x-request-id` when it is a sane token, else a new one.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::{Config, ConfigErrors};
-use crate::server::GatewayState;
+use crate::state::GatewayState;
 
 /// Loads `path` and, if it is valid, makes it the running configuration.
 pub fn reload(state: &GatewayState, path: &Path) -> Result<(), ConfigErrors> {

@@ -17,61 +17,14 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
-use toolgate_plugin::prometheus_client::registry::Registry;
 
 use crate::admin;
-use crate::config::{Config, PluginRegistry};
+use crate::config::Config;
 use crate::mcp::McpHub;
 use crate::mcp::endpoint::Endpoints;
 use crate::proxy;
-use crate::telemetry::{AuditLog, Metrics};
-
-/// What lives as long as the process: the plugin factories and the metrics they registered.
-pub struct Runtime {
-    pub plugins: PluginRegistry,
-    registry: Registry,
-    metrics: Metrics,
-}
-
-impl Runtime {
-    /// The built-in plugins.
-    pub fn new() -> Self {
-        Runtime::with_plugins(PluginRegistry::builtin)
-    }
-
-    /// A custom set of plugins (`PluginRegistry::builtin(registry).with(…)` adds your own).
-    pub fn with_plugins(plugins: impl FnOnce(&mut Registry) -> PluginRegistry) -> Self {
-        let mut registry = Registry::default();
-        let plugins = plugins(&mut registry);
-        let metrics = Metrics::new(&mut registry);
-        Runtime {
-            plugins,
-            registry,
-            metrics,
-        }
-    }
-}
-
-impl Default for Runtime {
-    fn default() -> Self {
-        Runtime::new()
-    }
-}
-
-/// Shared by every connection. The config sits behind an `ArcSwap`: an exchange loads it once
-/// and finishes on that version even if a new one is swapped in meanwhile.
-pub struct GatewayState {
-    pub config: ArcSwap<Config>,
-    pub metrics: Metrics,
-    pub audit: AuditLog,
-    pub registry: Registry,
-    pub plugins: PluginRegistry,
-    pub ready: AtomicBool,
-    /// The backend MCP servers, kept in step with the configuration.
-    pub mcp: Arc<McpHub>,
-    /// The MCP routes' Streamable HTTP services (and their sessions).
-    pub mcp_endpoints: Endpoints,
-}
+pub use crate::state::{GatewayState, Runtime};
+use crate::telemetry::AuditLog;
 
 /// Stops the MCP backends when the gateway's run ends, however it ends.
 struct StopBackends(Arc<McpHub>);

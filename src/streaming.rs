@@ -22,7 +22,7 @@ use toolgate_plugin::{Edit, ParseError, Parsed, Rejection, ResponseExchange, Too
 use crate::body::{BoxError, ChannelBody, Coalesce, ProxyBody};
 use crate::error::{ErrorReport, GatewayError};
 use crate::exchange::Exchange;
-use crate::server::GatewayState;
+use crate::state::GatewayState;
 
 /// What the client's response head will be.
 enum Head {

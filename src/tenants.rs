@@ -125,6 +125,24 @@ pub fn strip_client_credentials(headers: &mut HeaderMap) {
     }
 }
 
+/// The tenant the request's key belongs to. A route that requires a tenant refuses a missing
+/// or unknown key; elsewhere an unknown key is taken for the upstream's own and passed on.
+pub(crate) fn authenticate(
+    tenants: &TenantDirectory,
+    auth: RouteAuth,
+    headers: &HeaderMap,
+) -> Result<Option<Arc<Tenant>>, AuthFailure> {
+    if tenants.is_empty() {
+        return Ok(None);
+    }
+    match (tenants.authenticate(headers), auth) {
+        (Ok(Some(tenant)), _) => Ok(Some(tenant)),
+        (Ok(None) | Err(_), RouteAuth::None) => Ok(None),
+        (Ok(None), RouteAuth::Tenant) => Err(AuthFailure::MissingKey),
+        (Err(failure), RouteAuth::Tenant) => Err(failure),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -25,10 +25,11 @@ use super::{AGENT_HEADER, Caller};
 use crate::body::{IdleTimeout, ProxyBody, collect_limited, full};
 use crate::config::Config;
 use crate::error::GatewayError;
-use crate::proxy::{authenticate, path_and_query};
+use crate::exchange::path_and_query;
 use crate::router::Route;
-use crate::server::GatewayState;
+use crate::state::GatewayState;
 use crate::telemetry::{AuditRecord, AuditVerdict, Timings, now_rfc3339};
+use crate::tenants::authenticate;
 
 type Service = StreamableHttpService<McpEndpoint, LocalSessionManager>;
 
@@ -86,7 +87,8 @@ async fn answer(
 ) -> Response<ProxyBody> {
     let tenant = match authenticate(&config.tenants, route.auth, request.headers()) {
         Ok(tenant) => tenant,
-        Err(error) => {
+        Err(failure) => {
+            let error = crate::error::GatewayError::unauthenticated(failure);
             audit_refused(state, &route, &request, &request_id, None, 401, error.code).await;
             return refusal(
                 StatusCode::UNAUTHORIZED,

@@ -31,7 +31,7 @@ use crate::config::Config;
 use crate::error::ErrorReport;
 use crate::pipeline::StageOutcome;
 use crate::router::Route;
-use crate::server::GatewayState;
+use crate::state::GatewayState;
 use crate::telemetry::{
     AuditCall, AuditRecord, AuditVerdict, McpAudit, Timings, millis, now_rfc3339,
 };

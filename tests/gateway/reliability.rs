@@ -14,7 +14,7 @@ use crate::common::{
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use toolgate::server::GatewayState;
+use toolgate::state::GatewayState;
 use toolgate::{Config, Gateway, Runtime};
 
 const PASS_THROUGH: &str = "[[routes]]\npath = \"/v1\"\nupstream = \"llm\"\n";

@@ -1,0 +1,61 @@
+//! What every exchange shares: the process's `Runtime` (plugin factories, the metrics registry)
+//! and the `GatewayState` each connection holds (the live config, metrics, audit, MCP backends).
+//! It sits apart from the listeners so the request path imports it without importing them.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use arc_swap::ArcSwap;
+use toolgate_plugin::prometheus_client::registry::Registry;
+
+use crate::config::{Config, PluginRegistry};
+use crate::mcp::McpHub;
+use crate::mcp::endpoint::Endpoints;
+use crate::telemetry::{AuditLog, Metrics};
+
+/// What lives as long as the process: the plugin factories and the metrics they registered.
+pub struct Runtime {
+    pub plugins: PluginRegistry,
+    pub(crate) registry: Registry,
+    pub(crate) metrics: Metrics,
+}
+
+impl Runtime {
+    /// The built-in plugins.
+    pub fn new() -> Self {
+        Runtime::with_plugins(PluginRegistry::builtin)
+    }
+
+    /// A custom set of plugins (`PluginRegistry::builtin(registry).with(…)` adds your own).
+    pub fn with_plugins(plugins: impl FnOnce(&mut Registry) -> PluginRegistry) -> Self {
+        let mut registry = Registry::default();
+        let plugins = plugins(&mut registry);
+        let metrics = Metrics::new(&mut registry);
+        Runtime {
+            plugins,
+            registry,
+            metrics,
+        }
+    }
+}
+
+impl Default for Runtime {
+    fn default() -> Self {
+        Runtime::new()
+    }
+}
+
+/// Shared by every connection. The config sits behind an `ArcSwap`: an exchange loads it once
+/// and finishes on that version even if a new one is swapped in meanwhile.
+pub struct GatewayState {
+    pub config: ArcSwap<Config>,
+    pub metrics: Metrics,
+    pub audit: AuditLog,
+    pub registry: Registry,
+    pub plugins: PluginRegistry,
+    pub ready: AtomicBool,
+    /// The backend MCP servers, kept in step with the configuration.
+    pub mcp: Arc<McpHub>,
+    /// The MCP routes' Streamable HTTP services (and their sessions).
+    pub mcp_endpoints: Endpoints,
+}
