@@ -1,15 +1,18 @@
-//! One exchange in flight: what the gateway learned about it on the way (tools, calls, verdicts,
-//! timings), and how it is closed — one audit line, the metrics, and the `post_response` stage.
+//! One exchange and its lifecycle, whatever carries it (a JSON answer, a stream, an MCP call,
+//! `toolgate explain`): read the answer as a guard must, run `pre_request` and `pre_response`,
+//! release or block, and close — one audit line, the metrics, and the `post_response` stage.
+//! Each stage exists here once; the paths differ only in how bytes move.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use http::HeaderMap;
+use bytes::Bytes;
+use http::{HeaderMap, StatusCode};
 use toolgate_plugin::sse::SseEvent;
 use toolgate_plugin::stream::StreamStep;
 use toolgate_plugin::{
-    Check, CompletedExchange, ErrorShape, ExchangeMeta, Parsed, Rejection, ToolCall, ToolRequest,
-    ToolResponse, Violation, WireFormat,
+    Check, CompletedExchange, Edit, ErrorShape, ExchangeMeta, Parsed, Rejection, ResponseExchange,
+    ToolCall, ToolRequest, ToolResponse, Violation, WireFormat,
 };
 
 use crate::body::ProxyBody;
@@ -17,7 +20,9 @@ use crate::error::{ErrorReport, GatewayError};
 use crate::pipeline::StageOutcome;
 use crate::router::{Route, UnreadableAnswers};
 use crate::state::GatewayState;
-use crate::telemetry::{AuditCall, AuditRecord, AuditVerdict, Timings, millis, now_rfc3339};
+use crate::telemetry::{
+    AuditCall, AuditRecord, AuditVerdict, McpAudit, Timings, millis, now_rfc3339,
+};
 
 pub struct Exchange {
     pub meta: ExchangeMeta,
@@ -42,6 +47,8 @@ pub struct Exchange {
     pub response_headers: Vec<(http::HeaderName, http::HeaderValue)>,
     /// Fields plugins added to the audit line.
     pub annotations: serde_json::Map<String, serde_json::Value>,
+    /// What an MCP `tools/list` or `tools/call` adds to its audit line and metrics.
+    pub mcp: Option<Box<McpAudit>>,
 }
 
 impl Exchange {
@@ -76,7 +83,61 @@ impl Exchange {
             streamed: false,
             response_headers: Vec::new(),
             annotations: serde_json::Map::new(),
+            mcp: None,
         }
+    }
+
+    /// The `pre_request` stage: the chain judges the request. Edits are applied to `body` (or,
+    /// for a body-less MCP request, to the request itself) and the request is read again; what
+    /// the chain decided is recorded.
+    pub async fn pre_request(&mut self, body: &mut Bytes) -> StageOutcome {
+        let started = Instant::now();
+        let route = self.route.clone();
+        let outcome = route
+            .chain
+            .pre_request(
+                &self.meta,
+                &self.request_headers,
+                self.format,
+                &mut self.request,
+                body,
+            )
+            .await;
+        self.absorb(&outcome, started);
+        outcome
+    }
+
+    /// The `pre_response` stage: the chain judges the calls of an answer (all of them, or the
+    /// ones a stream completed). What it decided is recorded, and the calls count as checked.
+    pub async fn pre_response(
+        &mut self,
+        response: &Parsed<ToolResponse>,
+        status: StatusCode,
+    ) -> StageOutcome {
+        let started = Instant::now();
+        let route = self.route.clone();
+        let outcome = route
+            .chain
+            .pre_response(&ResponseExchange {
+                meta: &self.meta,
+                request_headers: &self.request_headers,
+                request: &self.request,
+                status,
+                response,
+                streamed: self.streamed,
+            })
+            .await;
+        self.absorb(&outcome, started);
+        if let Parsed::Parsed(parsed) = response {
+            self.checked_calls.extend(parsed.calls.iter().cloned());
+        }
+        outcome
+    }
+
+    /// Records calls released to the client, as the checks' edits left them.
+    pub fn deliver(&mut self, mut calls: Vec<ToolCall>, edits: &[Edit]) {
+        toolgate_plugin::verdict::replace_arguments(&mut calls, edits);
+        self.delivered_calls.extend(calls);
     }
 
     /// The shape of toolgate's own answers for this exchange's clients.
@@ -178,13 +239,24 @@ impl Exchange {
     /// accounting never delays the client) when the chain has any.
     pub async fn finish(self, state: &Arc<GatewayState>, status: http::StatusCode) {
         let route_path = self.route.path.clone();
-        state
-            .metrics
-            .record_request(&route_path, status.as_u16(), self.started.elapsed());
-        // A bare pass-through is not audited; anything guarded or authenticated is, 401s too.
+        if let Some(mcp) = self.mcp.as_deref().filter(|mcp| mcp.method == "tools/call") {
+            let server = mcp.server.as_deref().unwrap_or_default();
+            state
+                .metrics
+                .record_mcp_call(&route_path, server, mcp.outcome);
+        }
+        // An MCP route's HTTP requests are counted by its endpoint: one may carry several
+        // exchanges, or none.
+        if self.format != WireFormat::Mcp {
+            state
+                .metrics
+                .record_request(&route_path, status.as_u16(), self.started.elapsed());
+        }
+        // A bare pass-through is not audited; anything guarded, authenticated or MCP is, 401s
+        // too.
         let authenticated =
             self.meta.tenant.is_some() || self.route.auth == crate::tenants::RouteAuth::Tenant;
-        if self.route.chain.is_empty() && !authenticated {
+        if self.route.chain.is_empty() && !authenticated && self.format != WireFormat::Mcp {
             return;
         }
         state
@@ -237,7 +309,7 @@ impl Exchange {
                     upstream: millis(self.upstream_time),
                     checks: millis(self.checks_time),
                 },
-                mcp: None,
+                mcp: self.mcp.as_deref().cloned(),
             };
             state.audit.write(&record).await;
         }

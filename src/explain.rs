@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode};
-use toolgate_plugin::{ErrorShape, ExchangeMeta, Parsed, ResponseExchange};
+use toolgate_plugin::{ErrorShape, ExchangeMeta, Parsed};
 
 use crate::error::ErrorReport;
 use crate::exchange::Exchange;
@@ -55,10 +55,12 @@ pub async fn explain(route: &Arc<Route>, path: &str, request: Bytes, response: &
         path_and_query: path.to_owned(),
         tenant: None,
     };
-    let headers = HeaderMap::new();
+    // The exchange the gateway would have run, stage by stage, without the sockets.
+    let mut exchange = Exchange::new(meta, route.clone(), HeaderMap::new(), Instant::now());
     let format = route.format.resolve(path, Some(&request));
+    exchange.format = format;
     let mut body = request;
-    let mut parsed_request = match format.parse_request(body.clone()) {
+    exchange.request = match format.parse_request(body.clone()) {
         Ok(parsed) => Parsed::Parsed(parsed),
         Err(error) => Parsed::Unparsable(error),
     };
@@ -69,11 +71,8 @@ pub async fn explain(route: &Arc<Route>, path: &str, request: Bytes, response: &
         route.path,
         plugins.join(", ")
     ));
-    let outcome = route
-        .chain
-        .pre_request(&meta, &headers, format, &mut parsed_request, &mut body)
-        .await;
-    match &parsed_request {
+    let outcome = exchange.pre_request(&mut body).await;
+    match &exchange.request {
         Parsed::Parsed(parsed) => {
             let names: Vec<&str> = parsed
                 .declared_tools
@@ -97,10 +96,7 @@ pub async fn explain(route: &Arc<Route>, path: &str, request: Bytes, response: &
     }
 
     // The answer is read as the gateway reads it: one exchange, the same reader.
-    let streamed = toolgate_plugin::answer::looks_like_event_stream(response);
-    let mut exchange = Exchange::new(meta, route.clone(), headers, Instant::now());
-    exchange.format = format;
-    exchange.request = parsed_request;
+    exchange.streamed = toolgate_plugin::answer::looks_like_event_stream(response);
     let parsed_response = match exchange.read_answer(response) {
         Ok(parsed) => parsed,
         Err(rejection) => {
@@ -133,16 +129,8 @@ pub async fn explain(route: &Arc<Route>, path: &str, request: Bytes, response: &
         }
         Parsed::Absent => {}
     }
-    let outcome = route
-        .chain
-        .pre_response(&ResponseExchange {
-            meta: &exchange.meta,
-            request_headers: &exchange.request_headers,
-            request: &exchange.request,
-            status: StatusCode::OK,
-            response: &parsed_response,
-            streamed,
-        })
+    let outcome = exchange
+        .pre_response(&parsed_response, StatusCode::OK)
         .await;
     finish(text, "response", &outcome, format.error_shape())
 }

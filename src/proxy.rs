@@ -9,7 +9,7 @@ use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{HeaderMap, Request, Response, Version};
 use hyper::body::Incoming;
-use toolgate_plugin::{ExchangeMeta, Parsed, ResponseExchange, ToolRequest, WireFormat};
+use toolgate_plugin::{ExchangeMeta, Parsed, ToolRequest, WireFormat};
 
 use crate::body::{self, IdleTimeout, ProxyBody, collect_limited};
 use crate::config::{Config, ServerConfig};
@@ -197,18 +197,7 @@ async fn forward(
         } else {
             Some(body::passthrough(incoming, server.request_body_timeout))
         };
-        let checks_started = Instant::now();
-        let outcome = route
-            .chain
-            .pre_request(
-                &exchange.meta,
-                &headers,
-                exchange.format,
-                &mut exchange.request,
-                &mut bytes,
-            )
-            .await;
-        exchange.absorb(&outcome, checks_started);
+        let outcome = Box::pin(exchange.pre_request(&mut bytes)).await;
         if let Some(rejection) = outcome.blocked {
             return Ok(Step::Respond(exchange.block_response(&rejection)));
         }
@@ -299,22 +288,7 @@ async fn forward(
             return Ok(Step::Respond(exchange.block_response(&rejection)));
         }
     };
-    let checks_started = Instant::now();
-    let outcome = route
-        .chain
-        .pre_response(&ResponseExchange {
-            meta: &exchange.meta,
-            request_headers: &exchange.request_headers,
-            request: &exchange.request,
-            status: response_parts.status,
-            response: &response_view,
-            streamed: false,
-        })
-        .await;
-    exchange.absorb(&outcome, checks_started);
-    if let Parsed::Parsed(parsed) = &response_view {
-        exchange.checked_calls.clone_from(&parsed.calls);
-    }
+    let outcome = Box::pin(exchange.pre_response(&response_view, response_parts.status)).await;
     if let Some(rejection) = outcome.blocked {
         return Ok(Step::Respond(exchange.block_response(&rejection)));
     }
@@ -341,11 +315,7 @@ async fn forward(
         }
     }
     if let Parsed::Parsed(parsed) = response_view {
-        exchange.delivered_calls = parsed.calls;
-        toolgate_plugin::verdict::replace_arguments(
-            &mut exchange.delivered_calls,
-            &outcome.response_edits,
-        );
+        exchange.deliver(parsed.calls, &outcome.response_edits);
     }
     Ok(Step::Respond(Response::from_parts(
         response_parts,

@@ -17,7 +17,7 @@ use hyper::body::Incoming;
 use tokio::sync::{mpsc, oneshot};
 use toolgate_plugin::sse::{SseEvent, SseParser};
 use toolgate_plugin::stream::{StreamAssembler, StreamRewriter, StreamStep};
-use toolgate_plugin::{Edit, ParseError, Parsed, Rejection, ResponseExchange, ToolResponse};
+use toolgate_plugin::{Edit, ParseError, Parsed, Rejection, ToolResponse};
 
 use crate::body::{BoxError, ChannelBody, Coalesce, ProxyBody};
 use crate::error::{ErrorReport, GatewayError};
@@ -281,20 +281,15 @@ impl Relay {
             self.exchange.record_block(&rejection);
             return self.block(*rejection).await;
         }
-        self.exchange
-            .checked_calls
-            .extend(response.calls.iter().cloned());
         let calls = response.calls.clone();
         let (blocked, edits) = self.check(Parsed::Parsed(response)).await;
         match blocked {
             Some(rejection) => self.block(rejection).await,
             None => {
-                let mut calls = calls;
                 if !edits.is_empty() {
-                    toolgate_plugin::verdict::replace_arguments(&mut calls, &edits);
                     self.rewriter.add_edits(&edits);
                 }
-                self.exchange.delivered_calls.extend(calls);
+                self.exchange.deliver(calls, &edits);
                 // Straight into the outbox: a buffer of the released events first would be
                 // one more copy of them alive, per stream, while the burst goes out.
                 self.open_outbox();
@@ -311,21 +306,7 @@ impl Relay {
 
     /// Runs `pre_response`; returns the block, if any, and the edits of the response.
     async fn check(&mut self, response: Parsed<ToolResponse>) -> (Option<Rejection>, Vec<Edit>) {
-        let started = Instant::now();
-        let exchange = &self.exchange;
-        let outcome = exchange
-            .route
-            .chain
-            .pre_response(&ResponseExchange {
-                meta: &exchange.meta,
-                request_headers: &exchange.request_headers,
-                request: &exchange.request,
-                status: StatusCode::OK,
-                response: &response,
-                streamed: true,
-            })
-            .await;
-        self.exchange.absorb(&outcome, started);
+        let outcome = self.exchange.pre_response(&response, StatusCode::OK).await;
         (outcome.blocked, outcome.response_edits)
     }
 

@@ -284,6 +284,9 @@ pub struct McpAudit {
     pub error_code: Option<i32>,
     /// The backend's result flagged `isError` (passed through as it is).
     pub tool_error: bool,
+    /// How a `tools/call` ended, for `toolgate_mcp_calls_total{outcome}`.
+    #[serde(skip)]
+    pub outcome: &'static str,
 }
 
 #[derive(Debug, Clone, Serialize)]

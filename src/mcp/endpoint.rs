@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use http::header::{CONTENT_TYPE, HeaderValue};
-use http::{Request, Response, StatusCode};
+use http::{HeaderMap, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use rmcp::model::{ErrorCode, ErrorData, JsonRpcError, JsonRpcVersion2_0};
@@ -18,17 +18,16 @@ use rmcp::transport::StreamableHttpService;
 use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use serde_json::json;
-use toolgate_plugin::ExchangeMeta;
+use toolgate_plugin::{ExchangeMeta, Tenant, WireFormat};
 
 use super::handler::{McpEndpoint, RequestScope, codes};
 use super::{AGENT_HEADER, Caller};
 use crate::body::{IdleTimeout, ProxyBody, collect_limited, full};
 use crate::config::Config;
 use crate::error::GatewayError;
-use crate::exchange::path_and_query;
+use crate::exchange::{Exchange, path_and_query};
 use crate::router::Route;
 use crate::state::GatewayState;
-use crate::telemetry::{AuditRecord, AuditVerdict, Timings, now_rfc3339};
 use crate::tenants::authenticate;
 
 type Service = StreamableHttpService<McpEndpoint, LocalSessionManager>;
@@ -89,7 +88,16 @@ async fn answer(
         Ok(tenant) => tenant,
         Err(failure) => {
             let error = crate::error::GatewayError::unauthenticated(failure);
-            audit_refused(state, &route, &request, &request_id, None, 401, error.code).await;
+            audit_refused(
+                state,
+                &route,
+                &request,
+                &request_id,
+                None,
+                StatusCode::UNAUTHORIZED,
+                error.code,
+            )
+            .await;
             return refusal(
                 StatusCode::UNAUTHORIZED,
                 codes::UNAUTHORIZED,
@@ -106,14 +114,13 @@ async fn answer(
         (_, None) => tenant.as_ref().map(|tenant| tenant.name.clone()),
         (Some(tenant), Some(agent)) if tenant.agents.contains(&agent) => Some(agent),
         (_, Some(agent)) => {
-            let tenant = tenant.as_ref().map(|tenant| tenant.name.clone());
             audit_refused(
                 state,
                 &route,
                 &request,
                 &request_id,
-                tenant,
-                403,
+                tenant.clone(),
+                StatusCode::FORBIDDEN,
                 "agent_not_held",
             )
             .await;
@@ -213,37 +220,28 @@ fn is_json(headers: &http::HeaderMap) -> bool {
 
 /// The audit line of a caller refused before MCP: who knocked is an audit trail's business.
 async fn audit_refused(
-    state: &GatewayState,
-    route: &Route,
+    state: &Arc<GatewayState>,
+    route: &Arc<Route>,
     request: &Request<Incoming>,
     request_id: &str,
-    tenant: Option<String>,
-    status: u16,
+    tenant: Option<Arc<Tenant>>,
+    status: StatusCode,
     code: &str,
 ) {
-    if !state.audit.is_enabled() {
-        return;
-    }
-    let record = AuditRecord {
-        timestamp: now_rfc3339(),
+    let meta = ExchangeMeta {
         request_id: request_id.to_owned(),
         route: route.path.clone(),
-        method: request.method().to_string(),
-        path: path_and_query(request.uri()),
+        method: request.method().clone(),
+        path_and_query: path_and_query(request.uri()),
         tenant,
-        status,
-        verdict: AuditVerdict::Blocked,
-        streamed: false,
-        plugins: route.chain.names().map(str::to_owned).collect(),
-        declared_tools: Vec::new(),
-        calls: Vec::new(),
-        violations: Vec::new(),
-        observed: Vec::new(),
-        timings_ms: Timings::default(),
-        annotations: serde_json::Map::from_iter([("refusal".to_owned(), json!(code))]),
-        mcp: None,
     };
-    state.audit.write(&record).await;
+    let mut exchange = Exchange::new(meta, route.clone(), HeaderMap::new(), Instant::now());
+    exchange.format = WireFormat::Mcp;
+    exchange.blocked = true;
+    exchange
+        .annotations
+        .insert("refusal".to_owned(), json!(code));
+    exchange.finish(state, status).await;
 }
 
 /// A JSON-RPC error toolgate answers before a message reaches the MCP service (its id is not

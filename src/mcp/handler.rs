@@ -7,7 +7,7 @@
 //! the `error` object of the 403 envelope, violations included.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
@@ -20,8 +20,8 @@ use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{RoleServer, ServerHandler};
 use serde_json::json;
 use toolgate_plugin::{
-    CompletedExchange, DeclaredTool, ErrorShape, ExchangeMeta, Parsed, Rejection, ResponseExchange,
-    ToolCall, ToolRequest, ToolResponse, Violation, WireFormat,
+    DeclaredTool, ErrorShape, ExchangeMeta, Parsed, Rejection, ToolCall, ToolRequest, ToolResponse,
+    Violation, WireFormat,
 };
 
 use super::backend::{Backend, CallFailure, Connection};
@@ -29,12 +29,11 @@ use super::names::{RequestedTool, parse_requested};
 use super::{Caller, Policy};
 use crate::config::Config;
 use crate::error::ErrorReport;
+use crate::exchange::Exchange;
 use crate::pipeline::StageOutcome;
 use crate::router::Route;
 use crate::state::GatewayState;
-use crate::telemetry::{
-    AuditCall, AuditRecord, AuditVerdict, McpAudit, Timings, millis, now_rfc3339,
-};
+use crate::telemetry::McpAudit;
 
 /// toolgate's JSON-RPC error codes (the server-defined range), stable for programs.
 pub mod codes {
@@ -167,161 +166,84 @@ fn offers(scope: &RequestScope) -> Vec<Offer> {
     offers
 }
 
+/// One MCP request's exchange: the caller is offered its tools as an LLM client declares them.
+fn open_exchange(scope: &RequestScope, method: &'static str) -> Exchange {
+    let mut exchange = Exchange::new(
+        scope.meta.clone(),
+        scope.route.clone(),
+        scope.headers.clone(),
+        Instant::now(),
+    );
+    exchange.format = WireFormat::Mcp;
+    exchange.mcp = Some(Box::new(McpAudit {
+        method,
+        server: None,
+        error_code: None,
+        tool_error: false,
+        outcome: "ok",
+    }));
+    exchange
+}
+
 /// Runs the route's `pre_request` with `offers` as the declared tools; what a plugin removed
-/// is no longer in the returned request.
-async fn screen(scope: &RequestScope, offers: &[Offer]) -> (Parsed<ToolRequest>, StageOutcome) {
+/// is no longer in the exchange's request.
+async fn screen(exchange: &mut Exchange, offers: &[Offer]) -> StageOutcome {
     let declared = offers
         .iter()
         .filter_map(|offer| offer.declared().cloned())
         .collect();
-    let mut request = Parsed::Parsed(ToolRequest::from_declared_tools(declared));
-    let mut body = Bytes::new();
-    let outcome = scope
-        .route
-        .chain
-        .pre_request(
-            &scope.meta,
-            &scope.headers,
-            WireFormat::Mcp,
-            &mut request,
-            &mut body,
-        )
-        .await;
-    (request, outcome)
+    exchange.request = Parsed::Parsed(ToolRequest::from_declared_tools(declared));
+    exchange.pre_request(&mut Bytes::new()).await
 }
 
-/// The audit line and metrics of one MCP exchange, filled in as it goes.
-struct Record {
-    method: &'static str,
-    started: Instant,
-    declared: Vec<String>,
-    calls: Vec<ToolCall>,
-    server: Option<String>,
-    violations: Vec<Violation>,
-    observed: Vec<Violation>,
-    backend_time: Duration,
-    checks_time: Duration,
-    tool_error: bool,
-    annotations: serde_json::Map<String, serde_json::Value>,
+/// Closes an MCP exchange with the JSON-RPC error its caller got, if any.
+async fn close(mut exchange: Exchange, scope: &RequestScope, error: Option<&ErrorData>) {
+    let error_code = error.map(|error| error.code.0);
+    match error_code {
+        Some(codes::TOOL_CALL_BLOCKED) => exchange.blocked = true,
+        Some(_) => exchange.failed = true,
+        None => {}
+    }
+    if let Some(mcp) = exchange.mcp.as_deref_mut() {
+        mcp.error_code = error_code;
+        mcp.outcome = match error_code {
+            None if mcp.tool_error => "tool_error",
+            None => "ok",
+            Some(codes::TOOL_CALL_BLOCKED) => "blocked",
+            Some(codes::INVALID_TOOL_RESULT) => "invalid_result",
+            Some(codes::BACKEND_UNAVAILABLE) => "unavailable",
+            Some(codes::BACKEND_TIMEOUT) => "timeout",
+            Some(_) => "failed",
+        };
+    }
+    exchange.finish(&scope.state, StatusCode::OK).await;
 }
 
-impl Record {
-    fn new(method: &'static str) -> Self {
-        Record {
-            method,
-            started: Instant::now(),
-            declared: Vec::new(),
-            calls: Vec::new(),
-            server: None,
-            violations: Vec::new(),
-            observed: Vec::new(),
-            backend_time: Duration::ZERO,
-            checks_time: Duration::ZERO,
-            tool_error: false,
-            annotations: serde_json::Map::new(),
-        }
-    }
-
-    fn absorb(&mut self, outcome: &StageOutcome) {
-        for (key, value) in &outcome.annotations {
-            self.annotations.insert(key.clone(), value.clone());
-        }
-        for observed in &outcome.observed {
-            self.observed
-                .extend(observed.rejection.violations.iter().cloned());
-        }
-    }
-
-    async fn finish(self, scope: &RequestScope, error: Option<&ErrorData>) {
-        let state = &scope.state;
-        let route = scope.route.path.as_str();
-        state.metrics.record_checked(route, self.calls.len());
-        state
-            .metrics
-            .record_violations(route, "enforce", &self.violations);
-        state
-            .metrics
-            .record_violations(route, "observe", &self.observed);
-        let error_code = error.map(|error| error.code.0);
-        if self.method == "tools/call" {
-            let outcome = match error_code {
-                None if self.tool_error => "tool_error",
-                None => "ok",
-                Some(codes::TOOL_CALL_BLOCKED) => "blocked",
-                Some(codes::INVALID_TOOL_RESULT) => "invalid_result",
-                Some(codes::BACKEND_UNAVAILABLE) => "unavailable",
-                Some(codes::BACKEND_TIMEOUT) => "timeout",
-                Some(_) => "failed",
-            };
-            state.metrics.record_mcp_call(
-                route,
-                self.server.as_deref().unwrap_or_default(),
-                outcome,
-            );
-        }
-        if !state.audit.is_enabled() {
-            return;
-        }
-        let verdict = match error_code {
-            Some(codes::TOOL_CALL_BLOCKED) => AuditVerdict::Blocked,
-            Some(_) => AuditVerdict::Error,
-            None if !self.observed.is_empty() => AuditVerdict::Observed,
-            None => AuditVerdict::Allowed,
-        };
-        let record = AuditRecord {
-            timestamp: now_rfc3339(),
-            request_id: scope.meta.request_id.clone(),
-            route: route.to_owned(),
-            method: scope.meta.method.to_string(),
-            path: scope.meta.path_and_query.clone(),
-            tenant: scope.meta.tenant.as_ref().map(|tenant| tenant.name.clone()),
-            status: StatusCode::OK.as_u16(),
-            verdict,
-            streamed: false,
-            plugins: scope.route.chain.names().map(str::to_owned).collect(),
-            declared_tools: self.declared,
-            calls: self.calls.iter().map(AuditCall::from).collect(),
-            violations: self.violations,
-            observed: self.observed,
-            timings_ms: Timings {
-                total: millis(self.started.elapsed()),
-                upstream: millis(self.backend_time),
-                checks: millis(self.checks_time),
-            },
-            annotations: self.annotations,
-            mcp: Some(McpAudit {
-                method: self.method,
-                server: self.server,
-                error_code,
-                tool_error: self.tool_error,
-            }),
-        };
-        state.audit.write(&record).await;
-    }
+/// Refuses with `rejection`, recorded on the exchange.
+fn refuse(exchange: &mut Exchange, scope: &RequestScope, rejection: &Rejection) -> ErrorData {
+    exchange.record_block(rejection);
+    blocked(scope, rejection)
 }
 
 async fn list_tools(scope: &RequestScope) -> Result<ListToolsResult, ErrorData> {
-    let mut record = Record::new("tools/list");
-    let result = list_tools_checked(scope, &mut record).await;
-    record.finish(scope, result.as_ref().err()).await;
+    let mut exchange = open_exchange(scope, "tools/list");
+    let result = list_tools_checked(scope, &mut exchange).await;
+    close(exchange, scope, result.as_ref().err()).await;
     result
 }
 
 async fn list_tools_checked(
     scope: &RequestScope,
-    record: &mut Record,
+    exchange: &mut Exchange,
 ) -> Result<ListToolsResult, ErrorData> {
     let offers = offers(scope);
-    let checks = Instant::now();
-    let (request, outcome) = screen(scope, &offers).await;
-    record.checks_time = checks.elapsed();
-    record.absorb(&outcome);
+    let outcome = screen(exchange, &offers).await;
     if let Some(rejection) = outcome.blocked {
-        record.violations = rejection.violations.clone();
         return Err(blocked(scope, &rejection));
     }
     let kept = |name: &str| {
-        request
+        exchange
+            .request
             .as_parsed()
             .is_some_and(|request| request.declared_tool(name).is_some())
     };
@@ -334,7 +256,6 @@ async fn list_tools_checked(
         if kept(qualified) {
             let mut tool = backend_tool.tool.clone();
             tool.name = qualified.to_owned().into();
-            record.declared.push(qualified.to_owned());
             tools.push(tool);
         }
     }
@@ -346,9 +267,9 @@ async fn call_tool(
     request: CallToolRequestParams,
     call_id: String,
 ) -> Result<CallToolResult, ErrorData> {
-    let mut record = Record::new("tools/call");
-    let result = call_tool_checked(scope, request, call_id, &mut record).await;
-    record.finish(scope, result.as_ref().err()).await;
+    let mut exchange = open_exchange(scope, "tools/call");
+    let result = call_tool_checked(scope, request, call_id, &mut exchange).await;
+    close(exchange, scope, result.as_ref().err()).await;
     result
 }
 
@@ -356,27 +277,26 @@ async fn call_tool_checked(
     scope: &RequestScope,
     request: CallToolRequestParams,
     call_id: String,
-    record: &mut Record,
+    exchange: &mut Exchange,
 ) -> Result<CallToolResult, ErrorData> {
-    let checks = Instant::now();
     let offers = offers(scope);
     let offer = match resolve(scope, &offers, &request.name) {
         Ok(offer) => offer,
         Err(Refusal::Blocked(violation)) => {
-            record.violations.push(*violation.clone());
-            record.calls.push(ToolCall::function(
+            exchange.checked_calls.push(ToolCall::function(
                 Some(call_id),
                 request.name.to_string(),
                 String::new(),
             ));
-            return Err(blocked(scope, &Rejection::forbidden(vec![*violation])));
+            let rejection = Rejection::forbidden(vec![*violation]);
+            return Err(refuse(exchange, scope, &rejection));
         }
         Err(Refusal::Other { server, error }) => {
-            record.server = server;
+            set_server(exchange, server);
             return Err(error);
         }
     };
-    record.server = Some(offer.server.clone());
+    set_server(exchange, Some(offer.server.clone()));
     let declared = offer
         .declared()
         .cloned()
@@ -387,57 +307,38 @@ async fn call_tool_checked(
         None => "{}".to_owned(),
     };
     let call = ToolCall::function(Some(call_id), declared.name.clone(), arguments_text);
-    record.calls.push(call.clone());
 
     let checker = scope.state.plugins.schema_checker();
     let violations = checker.check_arguments(&declared, &call);
     if !violations.is_empty() {
-        record.checks_time = checks.elapsed();
-        record.violations = violations.clone();
-        return Err(blocked(scope, &Rejection::forbidden(violations)));
+        exchange.checked_calls.push(call);
+        return Err(refuse(exchange, scope, &Rejection::forbidden(violations)));
     }
 
     // The request stage sees every tool the caller is offered, as on an LLM route; a plugin
     // that hides the called tool refuses the call.
-    let (parsed, outcome) = screen(scope, &offers).await;
-    record.absorb(&outcome);
-    let rejection = match outcome.blocked {
-        Some(rejection) => Some(rejection),
-        None if parsed
-            .as_parsed()
-            .is_none_or(|request| request.declared_tool(&call.name).is_none()) =>
-        {
-            Some(Rejection::forbidden(vec![Violation::on_call(
-                toolgate_plugin::Check::Membership,
-                "tool_not_permitted",
-                &call,
-                format!("'{}' is not offered to this caller", call.name),
-            )]))
-        }
-        None => None,
-    };
-    if let Some(rejection) = rejection {
-        record.checks_time = checks.elapsed();
-        record.violations = rejection.violations.clone();
+    let outcome = screen(exchange, &offers).await;
+    if let Some(rejection) = outcome.blocked {
+        exchange.checked_calls.push(call);
         return Err(blocked(scope, &rejection));
     }
+    let offered = exchange
+        .request
+        .as_parsed()
+        .is_some_and(|request| request.declared_tool(&call.name).is_some());
+    if !offered {
+        let rejection = Rejection::forbidden(vec![Violation::on_call(
+            toolgate_plugin::Check::Membership,
+            "tool_not_permitted",
+            &call,
+            format!("'{}' is not offered to this caller", call.name),
+        )]);
+        exchange.checked_calls.push(call);
+        return Err(refuse(exchange, scope, &rejection));
+    }
     let response = Parsed::Parsed(ToolResponse::from_calls(vec![call.clone()]));
-    let outcome = scope
-        .route
-        .chain
-        .pre_response(&ResponseExchange {
-            meta: &scope.meta,
-            request_headers: &scope.headers,
-            request: &parsed,
-            status: StatusCode::OK,
-            response: &response,
-            streamed: false,
-        })
-        .await;
-    record.absorb(&outcome);
-    record.checks_time = checks.elapsed();
+    let outcome = exchange.pre_response(&response, StatusCode::OK).await;
     if let Some(rejection) = outcome.blocked {
-        record.violations = rejection.violations.clone();
         return Err(blocked(scope, &rejection));
     }
 
@@ -446,45 +347,31 @@ async fn call_tool_checked(
         .backend
         .call(&offer.tool().tool.name, request.arguments)
         .await;
-    record.backend_time = backend_started.elapsed();
+    exchange.upstream_time = backend_started.elapsed();
     let result = answer.map_err(|failure| backend_failure(&offer.server, failure))?;
-    record.tool_error = result.is_error == Some(true);
-    if !record.tool_error
+    let tool_error = result.is_error == Some(true);
+    if let Some(mcp) = exchange.mcp.as_deref_mut() {
+        mcp.tool_error = tool_error;
+    }
+    if !tool_error
         && let (Some(schema), Some(structured)) =
             (&offer.tool().output_schema, &result.structured_content)
     {
         let violations = checker.check_result(&call, schema, structured);
         if !violations.is_empty() {
-            record.violations = violations.clone();
+            exchange.violations.extend(violations.iter().cloned());
             return Err(invalid_result(scope, violations));
         }
     }
-
-    // Accounting sees the delivered call, in the background as on LLM routes.
-    if !scope.route.chain.runs_post_response() {
-        return Ok(result);
-    }
-    let (route, meta, headers) = (
-        scope.route.clone(),
-        scope.meta.clone(),
-        scope.headers.clone(),
-    );
-    let elapsed = record.started.elapsed();
-    tokio::spawn(async move {
-        let delivered = [call];
-        route
-            .chain
-            .post_response(&CompletedExchange {
-                meta: &meta,
-                request_headers: &headers,
-                request: &parsed,
-                status: StatusCode::OK,
-                delivered_calls: &delivered,
-                elapsed,
-            })
-            .await;
-    });
+    // Delivered: accounting (`post_response`) sees it when the exchange closes.
+    exchange.deliver(vec![call], &outcome.response_edits);
     Ok(result)
+}
+
+fn set_server(exchange: &mut Exchange, server: Option<String>) {
+    if let Some(mcp) = exchange.mcp.as_deref_mut() {
+        mcp.server = server;
+    }
 }
 
 /// Why a requested name led to no offered tool.
