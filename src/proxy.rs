@@ -141,100 +141,170 @@ enum Step {
     Stream(http::response::Parts, Incoming),
 }
 
+/// The phases of an exchange on an LLM route, in order. Each either hands the next what it
+/// needs or ends the exchange with an answer (a block, an error, a passed-through body).
 async fn forward(
     exchange: &mut Exchange,
     request: Request<Incoming>,
     server: &ServerConfig,
 ) -> Result<Step, GatewayError> {
-    let (request_limit, response_limit) = (
-        server.max_request_body_bytes,
-        server.max_response_body_bytes,
-    );
     let route = exchange.route.clone();
     let Some(upstream) = route.upstream().cloned() else {
         return Err(GatewayError::internal("an MCP route reached the LLM proxy"));
     };
-    let needs = route.chain.body_needs();
     let (parts, incoming) = request.into_parts();
     let mut headers = parts.headers;
+    // 1. Read the request (only if a plugin needs it) and run `pre_request`.
+    let body = match read_and_screen_request(exchange, &mut headers, incoming, server).await? {
+        Screened::Forward(body) => body,
+        Screened::Answer(response) => return Ok(Step::Respond(response)),
+    };
+    // 2. Forward it.
+    let head = prepare_upstream_head(exchange, &upstream, &mut headers)?;
+    let mut upstream_request = Request::new(body);
+    *upstream_request.method_mut() = parts.method;
+    *upstream_request.uri_mut() = head;
+    *upstream_request.version_mut() = Version::HTTP_11;
+    *upstream_request.headers_mut() = headers;
+    let upstream_started = Instant::now();
+    let response = upstream.send(upstream_request).await?;
+    exchange.upstream_time = upstream_started.elapsed();
+    let (mut response_parts, response_body) = response.into_parts();
+    strip_hop_by_hop(&mut response_parts.headers);
+    // 3. What no plugin reads, and what is not a success, goes back as it came; a stream goes
+    //    to the stream guard.
+    if !route.chain.body_needs().response || !response_parts.status.is_success() {
+        return Ok(Step::Respond(Response::from_parts(
+            response_parts,
+            body::passthrough(response_body, upstream.read_timeout),
+        )));
+    }
+    if is_event_stream(&response_parts.headers) {
+        return Ok(Step::Stream(response_parts, response_body));
+    }
+    // 4. Read the answer whole, run `pre_response`, then release it or block.
+    let limit = server.max_response_body_bytes;
+    let read = tokio::time::timeout(upstream.read_timeout, collect_limited(response_body, limit));
+    let bytes = match read.await {
+        Err(_) => return Err(GatewayError::upstream_timeout("the response body stalled")),
+        Ok(Err(error)) => {
+            return Err(GatewayError::upstream_failed(format!(
+                "the upstream response was cut: {error}"
+            )));
+        }
+        Ok(Ok(None)) => return Err(GatewayError::response_too_large(limit)),
+        Ok(Ok(Some(bytes))) => bytes,
+    };
+    exchange.upstream_time = upstream_started.elapsed();
+    check_and_release(exchange, response_parts, bytes).await
+}
 
-    let upstream_body = if route.chain.is_empty() {
-        body::passthrough(incoming, server.request_body_timeout)
-    } else {
-        let mut bytes = Bytes::new();
-        let read_body = needs.request || needs.response;
-        let body_for_upstream = if read_body {
-            bytes = collect_limited(
-                IdleTimeout::new(incoming, server.request_body_timeout),
-                request_limit,
-            )
-            .await
-            .map_err(|error| {
-                GatewayError::bad_request(format!("the request body could not be read: {error}"))
-            })?
-            .ok_or_else(|| GatewayError::request_too_large(request_limit))?;
-            let path = exchange
-                .meta
-                .path_and_query
-                .split('?')
-                .next()
-                .unwrap_or_default();
-            exchange.format = route.format.resolve(path, Some(&bytes));
-            exchange.request = parse_request(exchange.format, &headers, &bytes);
-            if let Parsed::Unparsable(error) = &exchange.request
-                && error.is_ambiguous()
-            {
+/// What the request phase decided.
+enum Screened {
+    /// Forward this body upstream.
+    Forward(ProxyBody),
+    /// Answer the client now (a block).
+    Answer(Response<ProxyBody>),
+}
+
+/// Reads the request when a plugin needs it, refuses what cannot be checked unambiguously,
+/// runs `pre_request` and applies its header edits; the body to forward is the client's own
+/// bytes unless an edit or the `toolgate` object changed them.
+async fn read_and_screen_request(
+    exchange: &mut Exchange,
+    headers: &mut HeaderMap,
+    incoming: Incoming,
+    server: &ServerConfig,
+) -> Result<Screened, GatewayError> {
+    let route = exchange.route.clone();
+    if route.chain.is_empty() {
+        return Ok(Screened::Forward(body::passthrough(
+            incoming,
+            server.request_body_timeout,
+        )));
+    }
+    let needs = route.chain.body_needs();
+    let mut bytes = Bytes::new();
+    let untouched = if needs.request || needs.response {
+        let limit = server.max_request_body_bytes;
+        bytes = collect_limited(
+            IdleTimeout::new(incoming, server.request_body_timeout),
+            limit,
+        )
+        .await
+        .map_err(|error| {
+            GatewayError::bad_request(format!("the request body could not be read: {error}"))
+        })?
+        .ok_or_else(|| GatewayError::request_too_large(limit))?;
+        let path = exchange
+            .meta
+            .path_and_query
+            .split('?')
+            .next()
+            .unwrap_or_default();
+        exchange.format = route.format.resolve(path, Some(&bytes));
+        exchange.request = parse_request(exchange.format, headers, &bytes);
+        match &exchange.request {
+            Parsed::Unparsable(error) if error.is_ambiguous() => {
                 return Err(GatewayError::ambiguous_request(error));
             }
-            if let Parsed::Parsed(request) = &exchange.request
-                && request.background
-                && needs.response
-            {
-                // A background answer is fetched later by id, out of this exchange's sight.
+            // A background answer is fetched later by id, out of this exchange's sight.
+            Parsed::Parsed(request) if request.background && needs.response => {
                 return Err(GatewayError::background_refused());
             }
-            None
-        } else {
-            Some(body::passthrough(incoming, server.request_body_timeout))
-        };
-        let outcome = Box::pin(exchange.pre_request(&mut bytes)).await;
-        if let Some(rejection) = outcome.blocked {
-            return Ok(Step::Respond(exchange.block_response(&rejection)));
+            _ => {}
         }
-        for (name, value) in outcome.request_headers {
-            headers.insert(name, value);
-        }
-        if let Parsed::Parsed(request) = &exchange.request
-            && request.directives.is_some()
-        {
-            // The `toolgate` object is for toolgate: upstreams refuse unknown fields.
-            match toolgate_plugin::format::without_directives(&bytes) {
-                Ok(Some(stripped)) => bytes = stripped,
-                Ok(None) => {}
-                Err(error) => {
-                    return Err(GatewayError::bad_request(format!(
-                        "the request body could not be rewritten: {error}"
-                    )));
-                }
+        None
+    } else {
+        Some(body::passthrough(incoming, server.request_body_timeout))
+    };
+    let outcome = Box::pin(exchange.pre_request(&mut bytes)).await;
+    if let Some(rejection) = outcome.blocked {
+        return Ok(Screened::Answer(exchange.block_response(&rejection)));
+    }
+    for (name, value) in outcome.request_headers {
+        headers.insert(name, value);
+    }
+    if let Parsed::Parsed(request) = &exchange.request
+        && request.directives.is_some()
+    {
+        // The `toolgate` object is for toolgate: upstreams refuse unknown fields.
+        match toolgate_plugin::format::without_directives(&bytes) {
+            Ok(Some(stripped)) => bytes = stripped,
+            Ok(None) => {}
+            Err(error) => {
+                return Err(GatewayError::bad_request(format!(
+                    "the request body could not be rewritten: {error}"
+                )));
             }
         }
-        body_for_upstream.unwrap_or_else(|| body::full(bytes))
-    };
+    }
+    Ok(Screened::Forward(
+        untouched.unwrap_or_else(|| body::full(bytes)),
+    ))
+}
 
+/// The upstream's URI for this exchange, and the request headers as the upstream gets them:
+/// no hop-by-hop headers, no tenant key, the upstream's own credentials, the request id.
+fn prepare_upstream_head(
+    exchange: &Exchange,
+    upstream: &crate::upstream::Upstream,
+    headers: &mut HeaderMap,
+) -> Result<http::Uri, GatewayError> {
     let uri = upstream
         .uri_for(&exchange.meta.path_and_query)
         .map_err(|error| {
             GatewayError::bad_request(format!("the request path cannot be forwarded: {error}"))
         })?;
-    strip_hop_by_hop(&mut headers);
+    strip_hop_by_hop(headers);
     if exchange.meta.tenant.is_some() {
         // The tenant's key is toolgate's business only; the upstream gets its own key.
-        strip_client_credentials(&mut headers);
+        strip_client_credentials(headers);
     }
     headers.remove(header::HOST);
     headers.remove(header::CONTENT_LENGTH);
-    upstream.authorize(&mut headers);
-    if needs.response {
+    upstream.authorize(headers);
+    if exchange.route.chain.body_needs().response {
         // A compressed answer could not be inspected: ask for it plain.
         headers.insert(
             header::ACCEPT_ENCODING,
@@ -244,43 +314,16 @@ async fn forward(
     if let Ok(value) = HeaderValue::from_str(&exchange.meta.request_id) {
         headers.insert(REQUEST_ID, value);
     }
-    let mut upstream_request = Request::new(upstream_body);
-    *upstream_request.method_mut() = parts.method;
-    *upstream_request.uri_mut() = uri;
-    *upstream_request.version_mut() = Version::HTTP_11;
-    *upstream_request.headers_mut() = headers;
+    Ok(uri)
+}
 
-    let upstream_started = Instant::now();
-    let response = upstream.send(upstream_request).await?;
-    exchange.upstream_time = upstream_started.elapsed();
-    let (mut response_parts, response_body) = response.into_parts();
-    strip_hop_by_hop(&mut response_parts.headers);
-
-    if !needs.response || !response_parts.status.is_success() {
-        return Ok(Step::Respond(Response::from_parts(
-            response_parts,
-            body::passthrough(response_body, upstream.read_timeout),
-        )));
-    }
-    if is_event_stream(&response_parts.headers) {
-        return Ok(Step::Stream(response_parts, response_body));
-    }
-
-    let read = tokio::time::timeout(
-        upstream.read_timeout,
-        collect_limited(response_body, response_limit),
-    );
-    let bytes = match read.await {
-        Err(_) => return Err(GatewayError::upstream_timeout("the response body stalled")),
-        Ok(Err(error)) => {
-            return Err(GatewayError::upstream_failed(format!(
-                "the upstream response was cut: {error}"
-            )));
-        }
-        Ok(Ok(None)) => return Err(GatewayError::response_too_large(response_limit)),
-        Ok(Ok(Some(bytes))) => bytes,
-    };
-    exchange.upstream_time = upstream_started.elapsed();
+/// A whole answer: read as a guard must, judged by `pre_response`, then released as the
+/// upstream's bytes (rewritten only when a check edited a call) or replaced by a block.
+async fn check_and_release(
+    exchange: &mut Exchange,
+    mut response_parts: http::response::Parts,
+    bytes: Bytes,
+) -> Result<Step, GatewayError> {
     let response_view = match exchange.read_answer(&bytes) {
         Ok(view) => view,
         Err(rejection) => {
@@ -294,7 +337,6 @@ async fn forward(
     }
     let mut bytes = bytes;
     if !outcome.response_edits.is_empty() {
-        // Re-serialized only when an edit applies; otherwise the upstream's bytes go as they are.
         match exchange
             .format
             .apply_response_edits(&bytes, &outcome.response_edits)
