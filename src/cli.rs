@@ -80,7 +80,15 @@ pub fn main() -> ExitCode {
             route,
             request,
             response,
-        }) => runtime.block_on(crate::explain::run(&config, &route, &request, &response)),
+        }) => {
+            let plugins = Runtime::new();
+            match load_config(&config, &plugins) {
+                Some(config) => {
+                    runtime.block_on(crate::explain::run(&config, &route, &request, &response))
+                }
+                None => ExitCode::from(2),
+            }
+        }
         Some(Command::Demo) => runtime.block_on(crate::demo::run()),
     }
 }

@@ -10,17 +10,14 @@ use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode};
 use toolgate_plugin::{ErrorShape, ExchangeMeta, Parsed};
 
+use crate::config::Config;
 use crate::error::ErrorReport;
 use crate::exchange::Exchange;
 use crate::pipeline::StageOutcome;
 use crate::router::Route;
-use crate::state::Runtime;
 
-pub async fn run(config: &Path, route_path: &str, request: &Path, response: &Path) -> ExitCode {
-    let runtime = Runtime::new();
-    let Some(config) = crate::cli::load_config(config, &runtime) else {
-        return ExitCode::from(2);
-    };
+/// `toolgate explain` on a loaded config: exit 0 allowed, 1 blocked, 2 bad input.
+pub async fn run(config: &Config, route_path: &str, request: &Path, response: &Path) -> ExitCode {
     let Some(route) = config.router.find(route_path).cloned() else {
         eprintln!("toolgate explain: no route matches '{route_path}'");
         return ExitCode::from(2);

@@ -21,7 +21,7 @@ use tokio::sync::Semaphore;
 use crate::admin;
 use crate::config::Config;
 use crate::mcp::McpHub;
-use crate::mcp::endpoint::Endpoints;
+use crate::mcp::services::Endpoints;
 use crate::proxy;
 pub use crate::state::{GatewayState, Runtime};
 use crate::telemetry::AuditLog;

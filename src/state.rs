@@ -10,7 +10,7 @@ use toolgate_plugin::prometheus_client::registry::Registry;
 
 use crate::config::{Config, PluginRegistry};
 use crate::mcp::McpHub;
-use crate::mcp::endpoint::Endpoints;
+use crate::mcp::services::Endpoints;
 use crate::telemetry::{AuditLog, Metrics};
 
 /// What lives as long as the process: the plugin factories and the metrics they registered.

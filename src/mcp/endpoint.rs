@@ -4,8 +4,7 @@
 //! HTTP service (sessions, SSE, JSON-RPC) with its scope attached. One service per route path
 //! lives as long as the process, so sessions survive config reloads.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -14,13 +13,10 @@ use http::{HeaderMap, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use rmcp::model::{ErrorCode, ErrorData, JsonRpcError, JsonRpcVersion2_0};
-use rmcp::transport::StreamableHttpService;
-use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use serde_json::json;
 use toolgate_plugin::{ExchangeMeta, Tenant, WireFormat};
 
-use super::handler::{McpEndpoint, RequestScope, codes};
+use super::handler::{RequestScope, codes};
 use super::{AGENT_HEADER, Caller};
 use crate::body::{IdleTimeout, ProxyBody, collect_limited, full};
 use crate::config::Config;
@@ -29,37 +25,6 @@ use crate::exchange::{Exchange, path_and_query};
 use crate::router::Route;
 use crate::state::GatewayState;
 use crate::tenants::authenticate;
-
-type Service = StreamableHttpService<McpEndpoint, LocalSessionManager>;
-
-/// The Streamable HTTP services of the MCP routes, by path.
-#[derive(Default)]
-pub struct Endpoints {
-    services: Mutex<HashMap<String, Service>>,
-}
-
-impl Endpoints {
-    fn service(&self, route: &str, max_message_bytes: usize) -> Service {
-        self.services
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry(route.to_owned())
-            .or_insert_with(|| {
-                // toolgate authenticates callers by tenant key and sits behind whatever name
-                // it is deployed under: rmcp's loopback-only Host check (a guard for local
-                // servers against DNS rebinding) would refuse every real deployment.
-                let config = StreamableHttpServerConfig::default()
-                    .disable_allowed_hosts()
-                    .with_max_request_body_bytes(max_message_bytes);
-                StreamableHttpService::new(
-                    || Ok(McpEndpoint),
-                    Arc::new(LocalSessionManager::default()),
-                    config,
-                )
-            })
-            .clone()
-    }
-}
 
 /// Answers one HTTP request on an MCP route. Never fails: every problem is a JSON-RPC error.
 pub async fn serve(

@@ -26,6 +26,7 @@ use toolgate_plugin::{
 
 use super::backend::{Backend, CallFailure, Connection};
 use super::names::{RequestedTool, parse_requested};
+use super::services::McpEndpoint;
 use super::{Caller, Policy};
 use crate::config::Config;
 use crate::error::ErrorReport;
@@ -59,12 +60,6 @@ pub struct RequestScope {
     pub headers: HeaderMap,
     pub caller: Caller,
 }
-
-/// The MCP server of every MCP route. It holds nothing: the configuration, the caller and the
-/// backends come with each request, so a session outlives config reloads and sees the policy
-/// in force when it asks.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct McpEndpoint;
 
 fn scope_of(extensions: &rmcp::model::Extensions) -> Result<RequestScope, ErrorData> {
     extensions

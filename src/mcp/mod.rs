@@ -15,6 +15,7 @@
 //!   HTTP), its tool list, restarts with backoff, call timeouts; the hub that holds them.
 //! - [`endpoint`]: the HTTP side — authentication, the message size cap, and the hand-over to
 //!   rmcp's Streamable HTTP service.
+//! - [`services`]: the Streamable HTTP service of each MCP route, kept across reloads.
 //! - [`handler`]: the MCP server itself — `tools/list` and `tools/call` through the policy, the
 //!   schema checks and the plugin pipeline, with audit lines and metrics.
 
@@ -23,6 +24,7 @@ pub mod endpoint;
 pub mod handler;
 pub mod names;
 pub mod policy;
+pub mod services;
 
 use std::collections::BTreeMap;
 use std::fmt;

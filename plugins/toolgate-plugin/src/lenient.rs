@@ -155,7 +155,7 @@ fn responses_item_call(item: &Value) -> Option<LenientCall> {
     }
     let name = match named {
         true => text(item.get("name")),
-        false => crate::format::builtin_tool_name(&kind).to_owned(),
+        false => crate::tool::builtin_tool_name(&kind).to_owned(),
     };
     Some(LenientCall {
         name,

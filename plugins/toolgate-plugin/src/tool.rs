@@ -138,6 +138,30 @@ pub enum CallOutcome {
     Failed,
 }
 
+/// The tool a built-in type belongs to, for a declared tool's type and a call item's type alike,
+/// so a `web_search_call` matches a declared `web_search_preview_2025_03_11`: the `_call` of an
+/// item, a `_YYYY_MM_DD` version and a `_preview` stage are dropped, and the computer tool's
+/// names (`computer_use_preview`, `computer`) meet at `computer`.
+pub(crate) fn builtin_tool_name(kind: &str) -> &str {
+    let base = kind.strip_suffix("_call").unwrap_or(kind);
+    let base = without_date(base);
+    match base.strip_suffix("_preview").unwrap_or(base) {
+        "computer_use" => "computer",
+        "mcp_approval_request" => "mcp",
+        name => name,
+    }
+}
+
+fn without_date(kind: &str) -> &str {
+    let split = kind.len().saturating_sub(11);
+    let dated = kind.len() > 11
+        && (kind.bytes().skip(split).enumerate()).all(|(at, byte)| match at {
+            0 | 5 | 8 => byte == b'_',
+            _ => byte.is_ascii_digit(),
+        });
+    kind.get(..split).filter(|_| dated).unwrap_or(kind)
+}
+
 #[cfg(test)]
 mod tests {
     use super::ToolKind::{self, Builtin, Custom, Function, LegacyFunction};

@@ -12,8 +12,6 @@ pub(crate) mod response_edits;
 mod responses;
 mod tool_entry;
 
-pub(crate) use responses::builtin_tool_name;
-
 use bytes::Bytes;
 use serde::Serialize;
 use serde_json::value::RawValue;
