@@ -9,7 +9,7 @@ use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{HeaderMap, Request, Response, Version};
 use hyper::body::Incoming;
-use toolgate_plugin::{ExchangeMeta, Parsed, ToolRequest, WireFormat};
+use toolgate_plugin::{ExchangeMeta, Parsed, Rejection, ToolRequest, WireFormat};
 
 use crate::body::{self, IdleTimeout, ProxyBody, collect_limited};
 use crate::config::{Config, ServerConfig};
@@ -171,9 +171,17 @@ async fn forward(
     exchange.upstream_time = upstream_started.elapsed();
     let (mut response_parts, response_body) = response.into_parts();
     strip_hop_by_hop(&mut response_parts.headers);
-    // 3. What no plugin reads, and what is not a success, goes back as it came; a stream goes
-    //    to the stream guard.
-    if !route.chain.body_needs().response || !response_parts.status.is_success() {
+    // 3. What no plugin reads, and what is not a success, goes back as it came (but for what
+    //    would carry the client past the guard); a stream goes to the stream guard.
+    let guarded = route.chain.body_needs().response;
+    if guarded
+        && exchange.closes_on_doubt()
+        && let Some(rejection) = unreadable_head(&response_parts)
+    {
+        exchange.record_block(&rejection);
+        return Ok(Step::Respond(exchange.block_response(&rejection)));
+    }
+    if !guarded || !response_parts.status.is_success() {
         return Ok(Step::Respond(Response::from_parts(
             response_parts,
             body::passthrough(response_body, upstream.read_timeout),
@@ -197,6 +205,28 @@ async fn forward(
     };
     exchange.upstream_time = upstream_started.elapsed();
     check_and_release(exchange, response_parts, bytes).await
+}
+
+/// A guarded answer whose head already says toolgate cannot check what the client will read:
+/// a body compressed in spite of `accept-encoding: identity` (the client decompresses it, the
+/// guard would read noise), or a redirect (the client would fetch its answer past the guard).
+fn unreadable_head(parts: &http::response::Parts) -> Option<Rejection> {
+    let reason = if parts.status.is_redirection() && parts.headers.contains_key(header::LOCATION) {
+        "the upstream answered with a redirect, which the client would follow past the guard"
+            .to_owned()
+    } else {
+        let encoding = parts.headers.get(header::CONTENT_ENCODING)?;
+        if !parts.status.is_success() || encoding.as_bytes().eq_ignore_ascii_case(b"identity") {
+            return None;
+        }
+        format!(
+            "the upstream's answer is compressed ({}) although toolgate asked for it plain",
+            String::from_utf8_lossy(encoding.as_bytes())
+        )
+    };
+    Some(GatewayError::unreadable_response(
+        &toolgate_plugin::ParseError::unreadable(reason),
+    ))
 }
 
 /// What the request phase decided.

@@ -411,3 +411,47 @@ async fn the_connection_cap_holds_new_connections_until_one_frees() {
         "served once the slot freed: {answer}"
     );
 }
+
+#[tokio::test]
+async fn answers_the_guard_cannot_read_as_the_client_will_are_refused_by_their_head() {
+    let upstream = ScriptedUpstream::start().await;
+    let gateway = TestGateway::start(&upstream, &guarded_chat("")).await;
+    // Compressed although toolgate asked for it plain: the client would decompress and read a
+    // call the guard only saw as noise.
+    upstream.push(
+        Reply::raw(200, "application/json", vec![0x1f, 0x8b, 0x08, 0x00, 0x01, 0x02])
+            .with_header("content-encoding", "gzip"),
+    );
+    let response = gateway
+        .post("/v1/chat/completions", &tools_request(false))
+        .await;
+    assert_eq!(response.status(), 403);
+    let body: Value = response.json().await.expect("envelope");
+    assert_eq!(body["error"]["code"], "unparsable_response");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("compressed (gzip)")),
+        "{body}"
+    );
+    // A redirect would send the client past the guard for its answer.
+    upstream.push(
+        Reply::raw(307, "text/plain", Vec::new())
+            .with_header("location", "http://127.0.0.1:9/v1/chat/completions"),
+    );
+    let response = gateway
+        .post("/v1/chat/completions", &tools_request(false))
+        .await;
+    assert_eq!(response.status(), 403);
+    assert!(response.headers().get("location").is_none());
+    // An error status passes through as before.
+    upstream.push(Reply::raw(
+        429,
+        "application/json",
+        br#"{"error":{"message":"slow down"}}"#.to_vec(),
+    ));
+    let response = gateway
+        .post("/v1/chat/completions", &tools_request(false))
+        .await;
+    assert_eq!(response.status(), 429);
+}
