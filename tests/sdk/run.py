@@ -76,6 +76,13 @@ def responses(client, case, seen):
             calls.setdefault(event.output_index, {"name": "", "arguments": ""})["arguments"] += event.delta
         elif event.type == "response.output_text.delta":
             seen["text"] += event.delta
+        elif event.type == "response.completed":
+            # The final response the user reads: its output may name calls of its own.
+            final = {"calls": [], "text": ""}
+            read_output(event.response.output, final)
+            for index, call in enumerate(final["calls"]):
+                if call not in calls.values():
+                    calls[("completed", index)] = call
 
 
 def retrieve(client, case, seen):
