@@ -17,6 +17,7 @@ mod mcp;
 mod pipeline;
 mod proxy;
 mod reliability;
+mod sdks;
 mod service_failures;
 mod services;
 mod shipped_routes;
