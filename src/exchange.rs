@@ -145,10 +145,11 @@ impl Exchange {
         self.format.error_shape()
     }
 
-    /// Whether this exchange refuses answers it cannot read unambiguously (the route's
-    /// `unreadable_answers`, default `block`).
+    /// Whether this exchange refuses answers it cannot read unambiguously: the route's
+    /// `unreadable_answers` (default `block`) on a chain that enforces some check of answers.
+    /// An observing chain never blocks; its plugins see what cannot be read as unparsable.
     pub fn closes_on_doubt(&self) -> bool {
-        self.route.unreadable == UnreadableAnswers::Block
+        self.route.unreadable == UnreadableAnswers::Block && self.route.chain.enforces_responses()
     }
 
     /// Reads a complete 2xx answer for `pre_response`: by its own shape and closed on doubt,

@@ -28,6 +28,7 @@ pub struct Chain {
     entries: Vec<ChainEntry>,
     needs: BodyNeeds,
     runs_post_response: bool,
+    enforces_responses: bool,
 }
 
 /// A block that a plugin in observe mode would have made.
@@ -97,10 +98,14 @@ impl Chain {
         let runs_post_response = entries
             .iter()
             .any(|entry| entry.plugin.runs_post_response());
+        let enforces_responses = entries
+            .iter()
+            .any(|entry| entry.mode == Mode::Enforce && entry.plugin.body_needs().response);
         Chain {
             entries,
             needs,
             runs_post_response,
+            enforces_responses,
         }
     }
 
@@ -116,6 +121,12 @@ impl Chain {
     /// not scheduled at all.
     pub fn runs_post_response(&self) -> bool {
         self.runs_post_response
+    }
+
+    /// Whether some enforcing plugin judges answers: only then does the gateway refuse an
+    /// answer it cannot read (a chain that only observes never blocks).
+    pub fn enforces_responses(&self) -> bool {
+        self.enforces_responses
     }
 
     pub fn names(&self) -> impl Iterator<Item = &str> {

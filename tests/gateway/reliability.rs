@@ -419,8 +419,12 @@ async fn answers_the_guard_cannot_read_as_the_client_will_are_refused_by_their_h
     // Compressed although toolgate asked for it plain: the client would decompress and read a
     // call the guard only saw as noise.
     upstream.push(
-        Reply::raw(200, "application/json", vec![0x1f, 0x8b, 0x08, 0x00, 0x01, 0x02])
-            .with_header("content-encoding", "gzip"),
+        Reply::raw(
+            200,
+            "application/json",
+            vec![0x1f, 0x8b, 0x08, 0x00, 0x01, 0x02],
+        )
+        .with_header("content-encoding", "gzip"),
     );
     let response = gateway
         .post("/v1/chat/completions", &tools_request(false))

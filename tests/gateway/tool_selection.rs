@@ -495,6 +495,19 @@ async fn observe_mode_records_the_block_and_lets_the_answer_through() {
     assert_eq!(line["verdict"], "observed");
     assert_eq!(line["observed"][0]["check"], "membership");
     assert_eq!(line["violations"], json!([]));
+
+    // An answer the guard cannot read is refused only where a check enforces: observing never
+    // blocks.
+    let unreadable = r#"{"choices":[{"index":"0","message":{"tool_calls":[{"id":"c","type":"function","function":{"name":"delete_user","arguments":"{}"}}]}}]}"#;
+    upstream.push(Reply::raw(
+        200,
+        "application/json",
+        unreadable.as_bytes().to_vec(),
+    ));
+    let response = gateway
+        .post("/v1/chat/completions", &request_with_tools())
+        .await;
+    assert_eq!(response.status(), 200);
 }
 
 #[tokio::test]
