@@ -244,7 +244,9 @@ impl Relay {
                 self.preamble.extend_from_slice(&event.raw);
                 Flow::Continue
             }
-            // Closed on doubt, an event the guard did not refuse carries no call: it passes.
+            // On a route that passes what it cannot read, the plugins judge the first such event
+            // (`strict` blocks it). Closed on doubt, the guard has refused it above if a client
+            // could read a call from it, so what is left passes as it is, below.
             StreamStep::Unrecognized
                 if !self.unparsable_seen && !self.exchange.closes_on_doubt() =>
             {
