@@ -94,7 +94,7 @@ pub struct AnthropicStreamAssembler {
     /// The stream has moved past the latest call (a non-call block started, or the message
     /// ended), so parallel calls are validated together, as `parse_response` sees them.
     settled: bool,
-    /// The first `message_start` was read; SDKs ignore any later one.
+    /// The first `message_start` was read; a later one is not this reader's to read.
     started: bool,
     done: bool,
     reasoning: String,
@@ -303,7 +303,11 @@ impl StreamAssembler for AnthropicStreamAssembler {
                     .find(|step| steps.contains(step))
                     .unwrap_or(StreamStep::Preamble)
             }
-            "message_start" | "ping" => StreamStep::Preamble,
+            // A later `message_start` is skipped by the Python SDK's accumulator and an error
+            // to the TypeScript one, but a client reading the events itself may take the blocks
+            // it lists: the guard passes it on only when it lists no call.
+            "message_start" => StreamStep::Unrecognized,
+            "ping" => StreamStep::Preamble,
             "content_block_start" => self.start_block(wire.content_block),
             "content_block_delta" => {
                 let position = self.position(wire.index);
