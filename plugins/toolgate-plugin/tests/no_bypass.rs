@@ -1735,3 +1735,35 @@ fn a_second_message_start_listing_a_call_is_refused() {
     ]);
     assert_guarded(WireFormat::AnthropicMessages, &stream);
 }
+
+#[test]
+fn a_responses_call_named_by_a_number_or_an_array_is_checked_by_that_name() {
+    for name in ["42", r#"["evil"]"#] {
+        let items = [
+            format!(r#"{{"type":"custom_tool_call","call_id":"c","name":{name},"input":"x"}}"#),
+            format!(r#"{{"type":"function_call","call_id":"d","name":{name},"arguments":"{{}}"}}"#),
+        ];
+        for item in &items {
+            let body = format!(r#"{{"output":[{item}]}}"#);
+            let client = client_reads_body(body.as_bytes());
+            assert_eq!(client, BTreeSet::from([name.to_owned()]));
+            body_is_guarded(WireFormat::Responses, body.as_bytes()).expect("checked");
+            let done =
+                format!(r#"{{"type":"response.output_item.done","output_index":0,"item":{item}}}"#);
+            assert_guarded(WireFormat::Responses, &sse(&[&done]));
+        }
+    }
+}
+
+#[test]
+fn a_call_named_by_a_value_written_with_escapes_is_checked_by_the_name_clients_read() {
+    let block = r#"{"type":"tool_use","id":"t","name":["\u0065vil"],"input":{}}"#;
+    let body = format!(r#"{{"type":"message","content":[{block}]}}"#);
+    assert_eq!(
+        client_reads_body(body.as_bytes()),
+        BTreeSet::from([r#"["evil"]"#.to_owned()])
+    );
+    body_is_guarded(WireFormat::AnthropicMessages, body.as_bytes()).expect("checked");
+    let start = format!(r#"{{"type":"content_block_start","index":0,"content_block":{block}}}"#);
+    assert_guarded(WireFormat::AnthropicMessages, &sse(&[&start]));
+}

@@ -10,7 +10,7 @@ use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 
 use super::{StreamAssembler, StreamStep};
-use crate::format::text_or_raw_json;
+use crate::format::{name_text, text_or_raw_json};
 use crate::sse::SseEvent;
 use crate::tool::{ToolCall, ToolKind};
 
@@ -158,7 +158,7 @@ impl AnthropicStreamAssembler {
         if let Some(call_kind) = Self::call_kind(kind) {
             self.blocks.push(Block::Call(PendingCall {
                 id: block.id.map(text_or_raw_json),
-                name: block.name.map(text_or_raw_json).unwrap_or_default(),
+                name: block.name.map(name_text).unwrap_or_default(),
                 kind: call_kind,
                 start_input: block.input.map(|raw| raw.get().to_owned()),
                 partial: String::new(),

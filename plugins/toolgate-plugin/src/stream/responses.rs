@@ -12,7 +12,7 @@ use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 
 use super::{StreamAssembler, StreamStep};
-use crate::format::{WireFormat, text_or_raw_json};
+use crate::format::{WireFormat, name_text, text_or_raw_json};
 use crate::sse::SseEvent;
 use crate::tool::{ToolCall, ToolKind};
 
@@ -205,7 +205,7 @@ impl ResponsesStreamAssembler {
             "response.function_call_arguments.done" | "response.custom_tool_call_input.done" => {
                 let item = self.locate(&event, fragment_kind);
                 let mut call = (item.opened.clone()).unwrap_or_else(|| nameless(fragment_kind));
-                call.name = text(event.name).unwrap_or(call.name);
+                call.name = event.name.map(name_text).unwrap_or(call.name);
                 call.arguments = text(event.arguments).unwrap_or_default();
                 item.record(ARGUMENTS_DONE, call);
                 item.step()
@@ -703,7 +703,7 @@ mod tests {
             r#"{"type":"response.completed","response":{"output":[1,{"type":"function_call"}]}}"#,
             "\u{0}",
         ];
-        let expected = [" {}", " ", " 7", "max {}", " more"].map(str::to_owned);
+        let expected = [" {}", " ", r#"{"x":1} 7"#, "max {}", " more"].map(str::to_owned);
         assert_eq!(
             script(&events),
             ("UTTTUUCTT!U".to_owned(), expected.to_vec())
