@@ -1767,3 +1767,17 @@ fn a_call_named_by_a_value_written_with_escapes_is_checked_by_the_name_clients_r
     let start = format!(r#"{{"type":"content_block_start","index":0,"content_block":{block}}}"#);
     assert_guarded(WireFormat::AnthropicMessages, &sse(&[&start]));
 }
+
+#[test]
+fn a_stream_opening_with_a_line_sse_clients_skip_is_still_read_as_a_stream() {
+    // No marker of a call is left in the text once a key is escaped: only reading the events
+    // finds the call.
+    let stream = [
+        &b"x-request-id: 42\n\n"[..],
+        &sse(&[
+            r#"{"choices":[{"delta":{"tool\u005fcalls":[{"index":0,"id":"c","type":"custom","custom":{"name":"evil","input":""}}]}}]}"#,
+        ]),
+    ]
+    .concat();
+    assert_guarded(WireFormat::ChatCompletions, &stream);
+}
