@@ -176,14 +176,16 @@ impl ResponsesStreamAssembler {
         match kind {
             "response.created" | "response.in_progress" | "response.queued" => {
                 match self.read_response(event.response) {
-                    true => ToolFragment,
-                    false => Preamble,
+                    Some(true) => ToolFragment,
+                    Some(false) => Preamble,
+                    None => Unrecognized,
                 }
             }
             "response.completed" | "response.incomplete" | "response.failed" => {
                 self.ended = true;
-                self.read_response(event.response);
+                let readable = self.read_response(event.response).is_some();
                 match self.items.values().any(|item| item.pending) {
+                    _ if !readable => Unrecognized,
                     true => ToolFragment,
                     false => Content,
                 }
@@ -258,12 +260,15 @@ impl ResponsesStreamAssembler {
     }
 
     /// Records the calls in a response object's output (normally only `response.completed` has
-    /// any); returns whether one of them is new to the calls handed out.
-    fn read_response(&mut self, response: Option<&RawValue>) -> bool {
-        let output = response
-            .and_then(|raw| serde_json::from_str::<ResponseWire>(raw.get()).ok())
-            .and_then(|wire| wire.output)
-            .unwrap_or_default();
+    /// any); returns whether one of them is new to the calls handed out. `None`: the object
+    /// cannot be read (a repeated `output`, one that is not a list), so its event is left to
+    /// the guard, which refuses it when a client could read a call from it.
+    fn read_response(&mut self, response: Option<&RawValue>) -> Option<bool> {
+        let output = match response {
+            Some(raw) => serde_json::from_str::<ResponseWire>(raw.get()).ok()?.output,
+            None => None,
+        };
+        let output = output.unwrap_or_default();
         let mut new = false;
         for (position, raw) in output.into_iter().enumerate() {
             if let Some(call) = read_call(raw) {
@@ -271,7 +276,7 @@ impl ResponsesStreamAssembler {
                 new |= item.record(IN_RESPONSE, call);
             }
         }
-        new
+        Some(new)
     }
 
     /// The call item a fragment belongs to, opened if it names none known: its output index
