@@ -1790,3 +1790,23 @@ fn a_response_object_with_a_repeated_output_is_refused_when_it_lists_a_call() {
         assert_guarded(WireFormat::Responses, &sse(&[&event]));
     }
 }
+
+#[test]
+fn a_chat_call_that_goes_on_after_its_finish_is_checked_whole() {
+    // The finish comes with the call's first fragment (a number, or the usual string): the
+    // guard checks what it has then, and must check the whole call again when it grows.
+    for finish in ["0", r#""tool_calls""#] {
+        let stream = sse(&[
+            &format!(
+                r#"{{"choices":[{{"index":0,"delta":{{"tool_calls":[{{"index":0,"id":"c","type":"function","function":{{"name":"get_wea","arguments":""}}}}]}},"finish_reason":{finish}}}]}}"#
+            ),
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"name":"ther","arguments":"{}"}}]},"finish_reason":null}]}"#,
+            "[DONE]",
+        ]);
+        assert_eq!(
+            client_reads_stream(&stream),
+            BTreeSet::from(["get_weather".to_owned()])
+        );
+        assert_guarded(WireFormat::ChatCompletions, &stream);
+    }
+}

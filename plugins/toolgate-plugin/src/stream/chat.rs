@@ -94,15 +94,20 @@ enum Slot {
 
 /// A call being reassembled. Function and custom parts are kept apart so that the part the
 /// call's final `type` selects is the one validated, whatever else a hostile stream sent.
+/// It is kept after it is handed out for validation: a fragment that comes later (after its
+/// choice's finish) extends it, as the client's accumulator does, and the whole call is checked
+/// again, never the late fragment alone as a call of its own.
 #[derive(Debug, Default)]
 struct PendingCall {
     id: Option<String>,
     declared: Option<ToolKind>,
     function: Option<NamedText>,
     custom: Option<NamedText>,
+    /// It grew since it was last handed out.
+    pending: bool,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct NamedText {
     name: String,
     text: String,
@@ -149,6 +154,7 @@ impl ChatStreamAssembler {
         if let Some(function) = delta.function_call {
             fragment = true;
             let pending = self.calls.entry((choice, Slot::Legacy)).or_default();
+            pending.pending = true;
             append_part(
                 pending.function.get_or_insert_default(),
                 function.name,
@@ -167,6 +173,7 @@ impl ChatStreamAssembler {
         state.last_tool = Some(index);
         state.next_tool = state.next_tool.max(index.saturating_add(1));
         let pending = self.calls.entry((choice, Slot::Tool(index))).or_default();
+        pending.pending = true;
         if pending.id.is_none() {
             pending.id = id.map(Cow::into_owned);
         }
@@ -231,7 +238,7 @@ fn append_part(part: &mut NamedText, name: Option<Cow<'_, str>>, text: Option<&R
 }
 
 impl PendingCall {
-    fn into_call(self, choice: u32, slot: Slot) -> ToolCall {
+    fn to_call(&self, choice: u32, slot: Slot) -> ToolCall {
         let kind = match (slot, self.declared, &self.function, &self.custom) {
             (Slot::Legacy, ..) => ToolKind::LegacyFunction,
             (Slot::Tool(_), Some(kind), ..) => kind,
@@ -239,13 +246,13 @@ impl PendingCall {
             (Slot::Tool(_), None, ..) => ToolKind::Function,
         };
         let part = match kind {
-            ToolKind::Custom => self.custom,
-            ToolKind::Function | ToolKind::LegacyFunction | ToolKind::Builtin => self.function,
+            ToolKind::Custom => &self.custom,
+            ToolKind::Function | ToolKind::LegacyFunction | ToolKind::Builtin => &self.function,
         };
-        let part = part.unwrap_or_default();
+        let part = part.clone().unwrap_or_default();
         ToolCall {
             choice,
-            id: self.id,
+            id: self.id.clone(),
             name: part.name,
             kind,
             arguments: part.text,
@@ -295,7 +302,7 @@ impl StreamAssembler for ChatStreamAssembler {
                 self.choices.entry(index).or_default().finished = true;
                 // The finish of a choice with calls completes them: held with them.
                 let calls = (index, Slot::Tool(0))..=(index, Slot::Legacy);
-                if self.calls.range(calls).next().is_some() {
+                if self.calls.range(calls).any(|(_, call)| call.pending) {
                     holds_calls = true;
                 } else {
                     visible = true;
@@ -310,17 +317,25 @@ impl StreamAssembler for ChatStreamAssembler {
     }
 
     fn calls_ready(&self) -> bool {
-        !self.calls.is_empty()
+        let mut pending = self
+            .calls
+            .iter()
+            .filter(|(_, call)| call.pending)
+            .peekable();
+        pending.peek().is_some()
             && (self.done
-                || self.calls.keys().all(|(choice, _)| {
+                || pending.all(|((choice, _), _)| {
                     self.choices.get(choice).is_some_and(|state| state.finished)
                 }))
     }
 
     fn take_calls(&mut self) -> Vec<ToolCall> {
-        std::mem::take(&mut self.calls)
-            .into_iter()
-            .map(|((choice, slot), call)| call.into_call(choice, slot))
+        let pending = self.calls.iter_mut().filter(|(_, call)| call.pending);
+        pending
+            .map(|(&(choice, slot), call)| {
+                call.pending = false;
+                call.to_call(choice, slot)
+            })
             .collect()
     }
 
