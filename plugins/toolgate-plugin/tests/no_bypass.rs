@@ -1810,3 +1810,15 @@ fn a_chat_call_that_goes_on_after_its_finish_is_checked_whole() {
         assert_guarded(WireFormat::ChatCompletions, &stream);
     }
 }
+
+#[test]
+fn a_block_whose_type_is_not_utf8_is_refused_when_a_client_could_read_a_call() {
+    let stream = [
+        &br#"data: {"type":"content_block_start","index":0,"content_block":{"type":""#[..],
+        b"\xFF",
+        br#"server_tool_use","id":"s","name":"web_search","input":{}}}"#,
+        b"\n\n",
+    ]
+    .concat();
+    assert_guarded(WireFormat::AnthropicMessages, &stream);
+}
