@@ -1822,3 +1822,16 @@ fn a_block_whose_type_is_not_utf8_is_refused_when_a_client_could_read_a_call() {
     .concat();
     assert_guarded(WireFormat::AnthropicMessages, &stream);
 }
+
+#[test]
+fn a_responses_item_opened_or_finished_twice_at_one_index_is_checked_in_both_versions() {
+    for state in ["added", "done"] {
+        let event = |name: &str| {
+            format!(
+                r#"{{"type":"response.output_item.{state}","output_index":0,"item":{{"id":"fc","type":"function_call","call_id":"c","name":"{name}","arguments":"{{}}"}}}}"#
+            )
+        };
+        let stream = sse(&[&event("first"), &event("second")]);
+        assert_guarded(WireFormat::Responses, &stream);
+    }
+}

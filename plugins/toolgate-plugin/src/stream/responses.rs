@@ -78,6 +78,10 @@ struct CallItem {
     /// The deltas since it opened, once any arrived.
     streamed: Option<String>,
     complete: [Option<ToolCall>; 3],
+    /// Versions replaced before they were handed out: a second `output_item.added` or `.done`
+    /// at the same index. SDKs append every added item to their snapshot's output, and a client
+    /// may act on each event, so a replaced version is still checked.
+    superseded: Vec<ToolCall>,
     /// Versions already handed out by `take_calls`.
     released: Vec<ToolCall>,
     /// Something not yet handed out may be here.
@@ -88,13 +92,9 @@ impl CallItem {
     /// Every distinct version, the most trusted first; the opened call alone if nothing else
     /// came (a stream cut short is checked as it is).
     fn versions(&self) -> Vec<ToolCall> {
-        let streamed = self.streamed.as_ref().map(|text| {
-            let mut call = (self.opened.clone()).unwrap_or_else(|| nameless(ToolKind::Function));
-            call.arguments.push_str(text);
-            call
-        });
         let mut versions: Vec<ToolCall> = Vec::new();
-        for call in self.complete.iter().flatten().cloned().chain(streamed) {
+        let complete = self.complete.iter().flatten().cloned();
+        for call in complete.chain(self.streamed()) {
             if !versions.contains(&call) {
                 versions.push(call);
             }
@@ -102,14 +102,36 @@ impl CallItem {
         if versions.is_empty() {
             versions.extend(self.opened.clone());
         }
+        for call in &self.superseded {
+            if !versions.contains(call) {
+                versions.push(call.clone());
+            }
+        }
         versions
+    }
+
+    /// The opened call with the deltas since, once any arrived.
+    fn streamed(&self) -> Option<ToolCall> {
+        self.streamed.as_ref().map(|text| {
+            let mut call = (self.opened.clone()).unwrap_or_else(|| nameless(ToolKind::Function));
+            call.arguments.push_str(text);
+            call
+        })
+    }
+
+    /// Keeps a version about to be replaced, unless it was handed out already.
+    fn supersede(&mut self, call: Option<ToolCall>) {
+        if let Some(call) = call.filter(|call| !self.released.contains(call)) {
+            self.superseded.push(call);
+        }
     }
 
     /// Records a complete version; returns whether it is new to the calls handed out.
     fn record(&mut self, source: usize, call: ToolCall) -> bool {
         let new = !self.released.contains(&call);
         self.pending |= new;
-        self.complete[source] = Some(call);
+        let replaced = self.complete[source].replace(call);
+        self.supersede(replaced);
         new
     }
 
@@ -249,6 +271,8 @@ impl ResponsesStreamAssembler {
         item.item_id = item_id.or(item.item_id.take());
         if added {
             // As SDKs do, a new item at an index starts over: later deltas extend this one.
+            let replaced = item.streamed().or(item.opened.take());
+            item.supersede(replaced);
             item.opened = Some(call);
             item.streamed = None;
             item.pending = true;
@@ -377,6 +401,7 @@ impl StreamAssembler for ResponsesStreamAssembler {
                     calls.push(version);
                 }
             }
+            item.superseded.clear();
             item.pending = false;
         }
         calls
