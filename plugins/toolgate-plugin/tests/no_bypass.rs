@@ -1835,3 +1835,21 @@ fn a_responses_item_opened_or_finished_twice_at_one_index_is_checked_in_both_ver
         assert_guarded(WireFormat::Responses, &stream);
     }
 }
+
+#[test]
+fn a_responses_item_finished_under_another_name_than_it_was_added_is_checked_in_both() {
+    let item = |state: &str, name: &str| {
+        format!(
+            r#"{{"type":"response.output_item.{state}","output_index":0,"item":{{"id":"fc","type":"function_call","call_id":"c","name":"{name}","arguments":"{{}}"}}}}"#
+        )
+    };
+    let stream = sse(&[&item("added", "first"), &item("done", "second")]);
+    assert_guarded(WireFormat::Responses, &stream);
+    let mcp = |state: &str, name: &str| {
+        format!(
+            r#"{{"type":"response.output_item.{state}","output_index":0,"item":{{"id":"m","type":"mcp_call","server_label":"s","name":"{name}","arguments":""}}}}"#
+        )
+    };
+    let stream = sse(&[&mcp("added", "first"), &mcp("done", "second")]);
+    assert_guarded(WireFormat::Responses, &stream);
+}

@@ -89,8 +89,10 @@ struct CallItem {
 }
 
 impl CallItem {
-    /// Every distinct version, the most trusted first; the opened call alone if nothing else
-    /// came (a stream cut short is checked as it is).
+    /// Every distinct version, the most trusted first; the opened call too unless another
+    /// version is what it grew into (alone if nothing else came: a stream cut short is checked
+    /// as it is). An SDK's snapshot holds the item as it was added, plus the deltas: when a
+    /// later version names another tool, the one added is a call of its own.
     fn versions(&self) -> Vec<ToolCall> {
         let mut versions: Vec<ToolCall> = Vec::new();
         let complete = self.complete.iter().flatten().cloned();
@@ -99,8 +101,10 @@ impl CallItem {
                 versions.push(call);
             }
         }
-        if versions.is_empty() {
-            versions.extend(self.opened.clone());
+        if let Some(opened) = &self.opened
+            && !versions.iter().any(|version| grew_from(version, opened))
+        {
+            versions.push(opened.clone());
         }
         for call in &self.superseded {
             if !versions.contains(call) {
@@ -141,6 +145,29 @@ impl CallItem {
             false => StreamStep::Content,
         }
     }
+}
+
+/// Whether `later` is the call `opened` grew into: the same tool, with arguments that extend
+/// the opened ones; for a built-in, whose payload fills in as it runs, the same MCP server and
+/// tool in it (the opened payload leads the text when deltas were appended to it).
+fn grew_from(later: &ToolCall, opened: &ToolCall) -> bool {
+    let identity = |arguments: &str| {
+        let mut values = serde_json::Deserializer::from_str(arguments).into_iter();
+        let payload: Option<serde_json::Value> = values.next().and_then(Result::ok);
+        let field = |key| {
+            payload
+                .as_ref()
+                .and_then(|payload| payload.get(key))
+                .cloned()
+        };
+        (field("server_label"), field("name"))
+    };
+    later.name == opened.name
+        && later.kind == opened.kind
+        && match opened.kind {
+            ToolKind::Builtin => identity(&later.arguments) == identity(&opened.arguments),
+            _ => later.arguments.starts_with(&opened.arguments),
+        }
 }
 
 /// A call whose item never said what it is: named by nothing, so no check lets it pass.
