@@ -1853,3 +1853,21 @@ fn a_responses_item_finished_under_another_name_than_it_was_added_is_checked_in_
     let stream = sse(&[&mcp("added", "first"), &mcp("done", "second")]);
     assert_guarded(WireFormat::Responses, &stream);
 }
+
+#[test]
+fn an_opening_message_that_cannot_be_read_is_refused_when_it_lists_a_call() {
+    let call =
+        |name: &str| format!(r#"{{"type":"tool_use","id":"t","name":"{name}","input":{{}}}}"#);
+    let repeated = format!(
+        r#"{{"type":"message_start","message":{{"type":"message","content":[],"content":[{}]}}}}"#,
+        call("evil")
+    );
+    let unreadable_block = format!(
+        r#"{{"type":"message_start","message":{{"type":"message","content":[{},{}]}}}}"#,
+        call("safe"),
+        call("evil").replace(r#""name""#, r#""name":"safe","name""#)
+    );
+    for opening in [repeated, unreadable_block] {
+        assert_guarded(WireFormat::AnthropicMessages, &sse(&[&opening]));
+    }
+}

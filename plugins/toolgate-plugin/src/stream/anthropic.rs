@@ -289,16 +289,25 @@ impl StreamAssembler for AnthropicStreamAssembler {
         match wire.kind.as_ref() {
             "message_start" if !self.started => {
                 self.started = true;
-                let content = read_part(wire.message).and_then(|message| message.content);
-                let blocks: Vec<&RawValue> = content
-                    .and_then(|raw| serde_json::from_str(raw.get()).ok())
-                    .unwrap_or_default();
+                // A message or a block list that cannot be read (a repeated key, a list that
+                // is not one) is the guard's to judge, as an unreadable block is.
+                let Some(message) = read_part(wire.message) else {
+                    return StreamStep::Unrecognized;
+                };
+                let blocks: Vec<&RawValue> = match message.content {
+                    Some(raw) => match serde_json::from_str(raw.get()) {
+                        Ok(blocks) => blocks,
+                        Err(_) => return StreamStep::Unrecognized,
+                    },
+                    None => Vec::new(),
+                };
                 let steps: Vec<StreamStep> = blocks
                     .into_iter()
                     .map(|block| self.start_block(Some(block)))
                     .collect();
-                // A listed call is held; an unreadable block is reported; the rest is unseen.
-                [StreamStep::ToolFragment, StreamStep::Unrecognized]
+                // An unreadable block is reported (the guard refuses the event if it lists any
+                // call, the readable ones included); a listed call is held; the rest is unseen.
+                [StreamStep::Unrecognized, StreamStep::ToolFragment]
                     .into_iter()
                     .find(|step| steps.contains(step))
                     .unwrap_or(StreamStep::Preamble)
