@@ -9,16 +9,21 @@
 //! strings written with `\u` escapes, a `type` added to a chat chunk, events split, merged or
 //! cut off before their end, another format's call event inserted, a format other than the
 //! route's, a JSON answer sent as an event stream and a stream sent where JSON was expected
-//! (with the lines an SSE client skips in front of it). The oracle reads streams with its own
-//! small SSE reader, not toolgate's, so the two sides share nothing but the bytes.
+//! (with the lines an SSE client skips in front of it). The oracle (`support/oracle.rs`, shared
+//! with the fuzz targets) reads streams with an SSE reader of its own, not toolgate's.
+
+#[path = "support/oracle.rs"]
+mod oracle;
 
 use std::collections::BTreeSet;
 
+use oracle::{
+    body_is_guarded, checked_names, client_reads_body, client_reads_stream, stream_is_guarded,
+};
 use proptest::prelude::*;
+use toolgate_plugin::WireFormat;
 use toolgate_plugin::answer::read_answer;
-use toolgate_plugin::lenient::{LenientCall, calls_in_json, calls_in_stream};
 use toolgate_plugin::stream::reassemble;
-use toolgate_plugin::{ToolCall, ToolKind, WireFormat};
 
 // ---------------------------------------------------------------------------------------------
 // JSON as written on the wire: unlike `serde_json::Value` it keeps repeated keys, escaped keys
@@ -1416,121 +1421,8 @@ const PREFIXES: [&[u8]; 8] = [
     b"\r\n",
 ];
 
-// ---------------------------------------------------------------------------------------------
-// The oracle's side: an SSE reader of its own, and the names a client reads.
-
-/// The `data` of each event, as an SSE client (WHATWG rules) reads it; a last event without
-/// its blank line counts too, as some clients flush it.
-fn event_data(stream: &[u8]) -> Vec<Vec<u8>> {
-    let stream = stream.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(stream);
-    let mut events = Vec::new();
-    let mut data: Option<Vec<u8>> = None;
-    let mut rest = stream;
-    loop {
-        let end = rest.iter().position(|&byte| byte == b'\n' || byte == b'\r');
-        let line = &rest[..end.unwrap_or(rest.len())];
-        if line.is_empty() {
-            if end.is_some() {
-                events.extend(data.take());
-            }
-        } else if line[0] != b':' {
-            let colon = line.iter().position(|&byte| byte == b':');
-            let (field, value) = match colon {
-                Some(colon) => {
-                    let value = &line[colon + 1..];
-                    (&line[..colon], value.strip_prefix(b" ").unwrap_or(value))
-                }
-                None => (line, &[][..]),
-            };
-            if field == b"data" {
-                match &mut data {
-                    Some(data) => {
-                        data.push(b'\n');
-                        data.extend_from_slice(value);
-                    }
-                    None => data = Some(value.to_vec()),
-                }
-            }
-        }
-        let Some(end) = end else { break };
-        let skip = match (rest[end], rest.get(end + 1)) {
-            (b'\r', Some(b'\n')) => 2,
-            _ => 1,
-        };
-        rest = &rest[end + skip..];
-    }
-    events.extend(data);
-    events
-}
-
-fn named(calls: impl IntoIterator<Item = LenientCall>) -> BTreeSet<String> {
-    calls
-        .into_iter()
-        .map(|call| call.name)
-        .filter(|name| !name.is_empty())
-        .collect()
-}
-
-/// What a client could read from a body: as one JSON document, or as an event stream.
-fn client_reads_body(body: &[u8]) -> BTreeSet<String> {
-    let mut names = named(calls_in_json(body).unwrap_or_default());
-    names.extend(client_reads_stream(body));
-    names
-}
-
-fn client_reads_stream(stream: &[u8]) -> BTreeSet<String> {
-    let data = event_data(stream);
-    named(calls_in_stream(data.iter().map(Vec::as_slice)))
-}
-
-/// `Ok` when every call a client reads was checked, or the answer refused.
-fn judge(client: BTreeSet<String>, checked: Result<Vec<String>, String>) -> Result<(), String> {
-    let Ok(checked) = checked else {
-        return Ok(());
-    };
-    let missed: Vec<&String> = client
-        .iter()
-        .filter(|name| !checked.contains(name))
-        .collect();
-    match missed.is_empty() {
-        true => Ok(()),
-        false => Err(format!(
-            "unchecked calls {missed:?} (toolgate checked {checked:?})"
-        )),
-    }
-}
-
-/// The names a call toolgate checked answers for. A Responses MCP item (`mcp_call`,
-/// `mcp_approval_request`) is checked as the built-in `mcp` tool the request declares, with the
-/// MCP tool's `name` in its arguments: the oracle names it by that `name`, so both count. (A
-/// streamed item's argument deltas follow that payload in the text checked: it is read first.)
-fn checked_names(calls: Vec<ToolCall>) -> Vec<String> {
-    let mut names = Vec::new();
-    for call in calls {
-        if call.kind == ToolKind::Builtin && call.name == "mcp" {
-            let mut values = serde_json::Deserializer::from_str(&call.arguments).into_iter();
-            let payload: Option<serde_json::Value> = values.next().and_then(Result::ok);
-            match payload.as_ref().and_then(|payload| payload.get("name")) {
-                Some(serde_json::Value::String(name)) => names.push(name.clone()),
-                Some(other) => names.push(other.to_string()),
-                None => {}
-            }
-        }
-        names.push(call.name);
-    }
-    names
-}
-
-/// The gateway's verdict on a complete answer body.
-fn body_is_guarded(hint: WireFormat, body: &[u8]) -> Result<(), String> {
-    let checked = read_answer(hint, body)
-        .map(|response| checked_names(response.calls))
-        .map_err(|error| error.to_string());
-    judge(client_reads_body(body), checked)
-}
-
-/// The stream relay's verdict on a stream delivered in `chunks`.
-fn stream_is_guarded(hint: WireFormat, stream: &[u8], cuts: &[usize]) -> Result<(), String> {
+/// The stream relay's verdict on a stream delivered in chunks cut at `cuts`.
+fn stream_is_guarded_cut(hint: WireFormat, stream: &[u8], cuts: &[usize]) -> Result<(), String> {
     let mut positions: Vec<usize> = cuts.iter().map(|cut| cut % (stream.len() + 1)).collect();
     positions.sort_unstable();
     positions.dedup();
@@ -1540,12 +1432,7 @@ fn stream_is_guarded(hint: WireFormat, stream: &[u8], cuts: &[usize]) -> Result<
         chunks.push(&stream[start..position]);
         start = position;
     }
-    let reassembled = reassemble(hint, chunks);
-    let checked = match reassembled.refused {
-        Some(error) => Err(error.to_string()),
-        None => Ok(checked_names(reassembled.response.calls)),
-    };
-    judge(client_reads_stream(stream), checked)
+    stream_is_guarded(hint, stream, chunks)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1664,7 +1551,7 @@ proptest! {
         let stream = stream_body(&plan, &mutations, prefix);
         let verdict = match as_body {
             true => body_is_guarded(hint, &stream),
-            false => stream_is_guarded(hint, &stream, &cuts),
+            false => stream_is_guarded_cut(hint, &stream, &cuts),
         };
         prop_assert!(verdict.is_ok(), "{}\n{:?} {} stream:\n{}", verdict.unwrap_err(), hint,
             if as_body { "body" } else { "relay" }, String::from_utf8_lossy(&stream));
@@ -1722,7 +1609,8 @@ fn sse(data: &[&str]) -> Vec<u8> {
 fn assert_guarded(hint: WireFormat, stream: &[u8]) {
     let text = String::from_utf8_lossy(stream);
     assert!(!client_reads_stream(stream).is_empty(), "{text}");
-    stream_is_guarded(hint, stream, &[]).unwrap_or_else(|error| panic!("relay: {error}\n{text}"));
+    stream_is_guarded(hint, stream, [stream])
+        .unwrap_or_else(|error| panic!("relay: {error}\n{text}"));
     body_is_guarded(hint, stream).unwrap_or_else(|error| panic!("body: {error}\n{text}"));
 }
 
