@@ -1759,3 +1759,15 @@ fn an_opening_message_that_cannot_be_read_is_refused_when_it_lists_a_call() {
         assert_guarded(WireFormat::AnthropicMessages, &sse(&[&opening]));
     }
 }
+
+#[test]
+fn an_event_of_an_unknown_type_carrying_a_call_item_is_refused() {
+    let item = r#"{"id":"fc","type":"function_call","call_id":"c","name":"evil","arguments":"{}"}"#;
+    let events = [
+        format!(r#"{{"type":"response.output_item.updated","output_index":0,"item":{item}}}"#),
+        format!(r#"{{"type":"response.snapshot","response":{{"output":[{item}]}}}}"#),
+    ];
+    for event in events {
+        assert_guarded(WireFormat::Responses, &sse(&[&event]));
+    }
+}

@@ -266,6 +266,10 @@ impl ResponsesStreamAssembler {
                 Content
             }
             "response.content_part.added" | "response.reasoning_summary_part.added" => Preamble,
+            // An event of a type this reader does not know that carries an item or a response
+            // object: a client that reads items wherever they come could act on it, so it is
+            // the guard's to judge (it refuses the event when a call is in it).
+            _ if event.item.is_some() || event.response.is_some() => Unrecognized,
             // Progress of a call still held (a built-in's status, code or argument deltas) is
             // held with it; anything else is visible.
             _ => match self.find(&event).and_then(|index| self.items.get(&index)) {
