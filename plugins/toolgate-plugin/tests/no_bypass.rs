@@ -1701,6 +1701,8 @@ fn a_chat_call_that_goes_on_after_its_finish_is_checked_whole() {
 
 #[test]
 fn a_block_whose_type_is_not_utf8_is_refused_when_a_client_could_read_a_call() {
+    // The forgiving reader replaces the byte and sees an unknown block; a client whose decoder
+    // drops it reads a `server_tool_use`.
     let stream = [
         &br#"data: {"type":"content_block_start","index":0,"content_block":{"type":""#[..],
         b"\xFF",
@@ -1708,7 +1710,10 @@ fn a_block_whose_type_is_not_utf8_is_refused_when_a_client_could_read_a_call() {
         b"\n\n",
     ]
     .concat();
-    assert_guarded(WireFormat::AnthropicMessages, &stream);
+    for format in WireFormat::ALL {
+        assert!(reassemble(format, [stream.as_slice()]).refused.is_some());
+        assert!(read_answer(format, &stream).is_err());
+    }
 }
 
 #[test]
@@ -1769,5 +1774,19 @@ fn an_event_of_an_unknown_type_carrying_a_call_item_is_refused() {
     ];
     for event in events {
         assert_guarded(WireFormat::Responses, &sse(&[&event]));
+    }
+}
+
+#[test]
+fn a_block_whose_type_only_ends_in_tool_use_is_no_call() {
+    // SDKs tell blocks by their exact type: the oracle reads no call from these, as no client
+    // does, and toolgate shows them as the unknown blocks they are.
+    for kind in ["{tool_use", "xtool_use"] {
+        let block = format!(r#"{{"type":"{kind}","id":"t","name":"evil","input":{{}}}}"#);
+        let body = format!(r#"{{"type":"message","content":[{block}]}}"#);
+        assert!(client_reads_body(body.as_bytes()).is_empty());
+        let start =
+            format!(r#"{{"type":"content_block_start","index":0,"content_block":{block}}}"#);
+        assert!(client_reads_stream(&sse(&[&start])).is_empty());
     }
 }
