@@ -1790,3 +1790,19 @@ fn a_block_whose_type_only_ends_in_tool_use_is_no_call() {
         assert!(client_reads_stream(&sse(&[&start])).is_empty());
     }
 }
+
+#[test]
+fn a_chat_fragment_without_index_is_checked_as_either_client_places_it() {
+    // By its new id, toolgate's guess opens a second call; a client that falls back to the
+    // fragment's position in the list (`index || 0`) appends it to the first.
+    let stream = sse(&[
+        r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"a","type":"function","function":{"name":"delete","arguments":""}}]}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"id":"b","type":"function","function":{"name":"_all","arguments":"{}"}}]}}]}"#,
+        "[DONE]",
+    ]);
+    assert_eq!(
+        client_reads_stream(&stream),
+        BTreeSet::from(["delete_all".to_owned()])
+    );
+    assert_guarded(WireFormat::ChatCompletions, &stream);
+}
