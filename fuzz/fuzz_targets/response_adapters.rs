@@ -1,6 +1,15 @@
 //! Fuzzes every format's response adapter: extracting tool calls and the reasoning summary must
-//! never panic, whatever the upstream sends.
+//! never panic, whatever the upstream sends. And no body carries a call past the guard: for the
+//! input and every hostile version of it (`hostile.rs`), each call a forgiving client reads
+//! was checked by `read_answer`, or the answer refused, whatever format the route expected.
 #![no_main]
+
+// Each target uses part of the shared oracle.
+#[allow(dead_code)]
+#[path = "../../plugins/toolgate-plugin/tests/support/oracle.rs"]
+mod oracle;
+
+mod hostile;
 
 use libfuzzer_sys::fuzz_target;
 use toolgate_plugin::WireFormat;
@@ -10,6 +19,16 @@ fuzz_target!(|data: &[u8]| {
         if let Ok(response) = format.parse_response(data) {
             for call in &response.calls {
                 assert!(!call.name.is_empty() || call.arguments.len() <= data.len());
+            }
+        }
+    }
+    for body in std::iter::once(data.to_vec()).chain(hostile::variants(data)) {
+        for hint in WireFormat::ALL {
+            if let Err(bypass) = oracle::body_is_guarded(hint, &body) {
+                panic!(
+                    "{bypass}\n{hint:?} body:\n{}",
+                    String::from_utf8_lossy(&body)
+                );
             }
         }
     }

@@ -102,21 +102,27 @@ fn read_json_answer(body: &[u8]) -> Result<ToolResponse, ParseError> {
 }
 
 /// Whether a body is a stream of events rather than a JSON document: its first line (after a
-/// byte-order mark and blank space) is an SSE field or comment.
+/// byte-order mark and blank space) is an SSE field or comment, or any of its lines is a `data`
+/// field. An SSE client skips lines it does not know (`x-request-id: 1`), so a stream may open
+/// with anything; no JSON document has a line that starts with `data`, as a line of JSON text
+/// outside a string starts with a JSON token.
 pub fn looks_like_event_stream(body: &[u8]) -> bool {
     let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
     let start = body.iter().position(|byte| !byte.is_ascii_whitespace());
     let Some(first) = start.and_then(|start| body.get(start..)) else {
         return false;
     };
+    let is_field = |line: &[u8], field: &[u8]| {
+        line.strip_prefix(field)
+            .is_some_and(|rest| matches!(rest.first(), None | Some(b':' | b'\r' | b'\n')))
+    };
     first.starts_with(b":")
         || [&b"data"[..], b"event", b"id", b"retry"]
             .iter()
-            .any(|field| {
-                first
-                    .strip_prefix(*field)
-                    .is_some_and(|rest| matches!(rest.first(), None | Some(b':' | b'\r' | b'\n')))
-            })
+            .any(|field| is_field(first, field))
+        || body
+            .split(|byte| matches!(byte, b'\r' | b'\n'))
+            .any(|line| is_field(line, b"data"))
 }
 
 impl ParseError {
@@ -197,5 +203,7 @@ mod tests {
         assert!(!looks_like_event_stream(b" {\"data\": 1}"));
         assert!(looks_like_event_stream(b"\xEF\xBB\xBF: keep-alive\n\n"));
         assert!(!looks_like_event_stream(b"database"));
+        assert!(looks_like_event_stream(b"x-request-id: 1\n\ndata: {}\n\n"));
+        assert!(!looks_like_event_stream(b"{\n  \"data\": 1\n}"));
     }
 }

@@ -165,7 +165,13 @@ fn responses_item_call(item: &Value) -> Option<LenientCall> {
 
 fn anthropic_block_call(block: &Value) -> Option<LenientCall> {
     let kind = text(block.get("type"));
-    kind.ends_with("tool_use").then(|| LenientCall {
+    // SDKs tell a block by its exact type: one whose type merely ends so (`{tool_use`,
+    // `xtool_use`) is an unknown block to every client, not a call.
+    let call = matches!(
+        kind.as_str(),
+        "tool_use" | "server_tool_use" | "mcp_tool_use"
+    );
+    call.then(|| LenientCall {
         name: text(block.get("name")),
         arguments: block
             .get("input")

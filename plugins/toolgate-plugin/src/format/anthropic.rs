@@ -11,7 +11,8 @@ use serde_json::value::RawValue;
 use super::raw_object::RawObject;
 use super::tool_entry::without_tools;
 use super::{
-    ParseError, RequestHead, ToolRequest, ToolResponse, WireFormat, read_json, text_or_raw_json,
+    ParseError, RequestHead, ToolRequest, ToolResponse, WireFormat, name_text, read_json,
+    text_or_raw_json,
 };
 use crate::stream::AnthropicStreamAssembler as Blocks;
 use crate::tool::{CallOutcome, DeclaredTool, HistoryCall, ToolCall, ToolKind};
@@ -89,7 +90,7 @@ impl BlockWire<'_> {
         Some(ToolCall {
             choice: 0,
             id: self.id.map(text_or_raw_json),
-            name: self.name.map(text_or_raw_json).unwrap_or_default(),
+            name: self.name.map(name_text).unwrap_or_default(),
             kind,
             arguments: Blocks::arguments(self.input.map_or("{}", RawValue::get)),
         })

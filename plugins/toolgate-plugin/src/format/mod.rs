@@ -476,6 +476,17 @@ pub(crate) fn text_or_raw_json(value: &RawValue) -> String {
     }
 }
 
+/// A call's name as a client reads it: a JSON string's content; another value (a number, an
+/// array), which SDKs do not reject, as its compact JSON, the text `JSON.stringify` gives,
+/// however it was written (`["\u0061"]` is `["a"]`).
+pub(crate) fn name_text(value: &RawValue) -> String {
+    match serde_json::from_str::<serde_json::Value>(value.get()) {
+        Ok(serde_json::Value::String(text)) => text,
+        Ok(other) => other.to_string(),
+        Err(_) => value.get().to_owned(),
+    }
+}
+
 /// The names removed by a set of edits.
 pub(crate) fn removed_tool_names(edits: &[Edit]) -> Vec<&str> {
     edits

@@ -11,7 +11,8 @@ use serde_json::value::RawValue;
 use super::raw_object::RawObject;
 use super::tool_entry::{ToolEntry, without_tools};
 use super::{
-    ParseError, RequestHead, ToolRequest, ToolResponse, WireFormat, read_json, text_or_raw_json,
+    ParseError, RequestHead, ToolRequest, ToolResponse, WireFormat, name_text, read_json,
+    text_or_raw_json,
 };
 use crate::tool::{CallOutcome, DeclaredTool, HistoryCall, ToolCall, ToolKind, builtin_tool_name};
 use crate::verdict::Edit;
@@ -119,13 +120,17 @@ fn read_item(raw: &RawValue) -> Result<Item<'_>, ParseError> {
         _ => None,
     };
     let text_of = |key| item.raw(key).map(text_or_raw_json).unwrap_or_default();
+    // Names are read leniently (a number is kept as its JSON text), as the Anthropic reader
+    // reads them: an SDK does not check the type, so a call must not be checked as nameless
+    // while a client runs it by the name it reads.
+    let name = || item.raw("name").map(name_text).unwrap_or_default();
     let (name, arguments) = match call_kind {
         ToolKind::Builtin => (
             builtin_tool_name(&kind).to_owned(),
             builtin_arguments(&item),
         ),
-        ToolKind::Custom => (item.text("name").unwrap_or_default(), text_of("input")),
-        _ => (item.text("name").unwrap_or_default(), text_of("arguments")),
+        ToolKind::Custom => (name(), text_of("input")),
+        _ => (name(), text_of("arguments")),
     };
     let id = call_id.or(item.text("id"));
     let call = ToolCall {
@@ -442,8 +447,8 @@ mod tests {
             r#"mcp_1 mcp Builtin {"arguments":"{}","name":"ask","server_label":"wiki"}"#,
             r#"mcpr_1 mcp Builtin {"arguments":"{}","name":"ask","server_label":"wiki"}"#,
             "ft_1 future_tool Builtin {}",
-            // A call item the reader cannot make sense of names no tool: it cannot pass.
-            "fc_3  Function ",
+            // A name that is not a string is its JSON text, as a client reads it: no tool has it.
+            r#"fc_3 ["not","a","name"] Function "#,
             "call_8 last_key_wins Function ",
         ];
         assert_eq!(lines(&response.calls), expected);

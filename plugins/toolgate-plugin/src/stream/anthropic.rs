@@ -10,7 +10,7 @@ use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 
 use super::{StreamAssembler, StreamStep};
-use crate::format::text_or_raw_json;
+use crate::format::{name_text, text_or_raw_json};
 use crate::sse::SseEvent;
 use crate::tool::{ToolCall, ToolKind};
 
@@ -94,7 +94,7 @@ pub struct AnthropicStreamAssembler {
     /// The stream has moved past the latest call (a non-call block started, or the message
     /// ended), so parallel calls are validated together, as `parse_response` sees them.
     settled: bool,
-    /// The first `message_start` was read; SDKs ignore any later one.
+    /// The first `message_start` was read; a later one is not this reader's to read.
     started: bool,
     done: bool,
     reasoning: String,
@@ -158,7 +158,7 @@ impl AnthropicStreamAssembler {
         if let Some(call_kind) = Self::call_kind(kind) {
             self.blocks.push(Block::Call(PendingCall {
                 id: block.id.map(text_or_raw_json),
-                name: block.name.map(text_or_raw_json).unwrap_or_default(),
+                name: block.name.map(name_text).unwrap_or_default(),
                 kind: call_kind,
                 start_input: block.input.map(|raw| raw.get().to_owned()),
                 partial: String::new(),
@@ -289,21 +289,34 @@ impl StreamAssembler for AnthropicStreamAssembler {
         match wire.kind.as_ref() {
             "message_start" if !self.started => {
                 self.started = true;
-                let content = read_part(wire.message).and_then(|message| message.content);
-                let blocks: Vec<&RawValue> = content
-                    .and_then(|raw| serde_json::from_str(raw.get()).ok())
-                    .unwrap_or_default();
+                // A message or a block list that cannot be read (a repeated key, a list that
+                // is not one) is the guard's to judge, as an unreadable block is.
+                let Some(message) = read_part(wire.message) else {
+                    return StreamStep::Unrecognized;
+                };
+                let blocks: Vec<&RawValue> = match message.content {
+                    Some(raw) => match serde_json::from_str(raw.get()) {
+                        Ok(blocks) => blocks,
+                        Err(_) => return StreamStep::Unrecognized,
+                    },
+                    None => Vec::new(),
+                };
                 let steps: Vec<StreamStep> = blocks
                     .into_iter()
                     .map(|block| self.start_block(Some(block)))
                     .collect();
-                // A listed call is held; an unreadable block is reported; the rest is unseen.
-                [StreamStep::ToolFragment, StreamStep::Unrecognized]
+                // An unreadable block is reported (the guard refuses the event if it lists any
+                // call, the readable ones included); a listed call is held; the rest is unseen.
+                [StreamStep::Unrecognized, StreamStep::ToolFragment]
                     .into_iter()
                     .find(|step| steps.contains(step))
                     .unwrap_or(StreamStep::Preamble)
             }
-            "message_start" | "ping" => StreamStep::Preamble,
+            // A later `message_start` is skipped by the Python SDK's accumulator and an error
+            // to the TypeScript one, but a client reading the events itself may take the blocks
+            // it lists: the guard passes it on only when it lists no call.
+            "message_start" => StreamStep::Unrecognized,
+            "ping" => StreamStep::Preamble,
             "content_block_start" => self.start_block(wire.content_block),
             "content_block_delta" => {
                 let position = self.position(wire.index);

@@ -94,15 +94,20 @@ enum Slot {
 
 /// A call being reassembled. Function and custom parts are kept apart so that the part the
 /// call's final `type` selects is the one validated, whatever else a hostile stream sent.
-#[derive(Debug, Default)]
+/// It is kept after it is handed out for validation: a fragment that comes later (after its
+/// choice's finish) extends it, as the client's accumulator does, and the whole call is checked
+/// again, never the late fragment alone as a call of its own.
+#[derive(Debug, Default, Clone)]
 struct PendingCall {
     id: Option<String>,
     declared: Option<ToolKind>,
     function: Option<NamedText>,
     custom: Option<NamedText>,
+    /// It grew since it was last handed out.
+    pending: bool,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct NamedText {
     name: String,
     text: String,
@@ -121,6 +126,10 @@ struct ChoiceState {
 #[derive(Debug, Default)]
 pub struct ChatStreamAssembler {
     calls: BTreeMap<(u32, Slot), PendingCall>,
+    /// The calls as a client reads them that puts a fragment without `index` at its position
+    /// in the delta's list (`index || 0`), where the guess above does not: kept from the first
+    /// fragment the two readings place apart, and its calls checked too where they differ.
+    by_position: Option<BTreeMap<(u32, Slot), PendingCall>>,
     choices: BTreeMap<u32, ChoiceState>,
     reasoning: String,
     done: bool,
@@ -142,53 +151,43 @@ impl ChatStreamAssembler {
             || delta.content.is_some_and(is_nonempty)
             || delta.refusal.is_some_and(is_nonempty);
         let mut fragment = false;
-        for call in delta.tool_calls.into_iter().flatten() {
+        for (position, call) in delta.tool_calls.into_iter().flatten().enumerate() {
             fragment = true;
-            self.read_tool_fragment(choice, call);
+            self.read_tool_fragment(choice, position, call);
         }
         if let Some(function) = delta.function_call {
             fragment = true;
-            let pending = self.calls.entry((choice, Slot::Legacy)).or_default();
-            append_part(
-                pending.function.get_or_insert_default(),
-                function.name,
-                function.arguments,
-            );
+            let key = (choice, Slot::Legacy);
+            for calls in [Some(&mut self.calls), self.by_position.as_mut()]
+                .into_iter()
+                .flatten()
+            {
+                let pending = calls.entry(key).or_default();
+                pending.pending = true;
+                let part = pending.function.get_or_insert_default();
+                append_part(part, function.name.as_deref(), function.arguments);
+            }
         }
         (visible, fragment)
     }
 
-    fn read_tool_fragment(&mut self, choice: u32, call: ToolCallDeltaWire<'_>) {
-        let id = call.id.filter(|id| !id.is_empty());
-        let index = call
-            .index
-            .unwrap_or_else(|| self.guess_index(choice, id.as_deref()));
+    fn read_tool_fragment(&mut self, choice: u32, position: usize, call: ToolCallDeltaWire<'_>) {
+        let id = call.id.as_deref().filter(|id| !id.is_empty());
+        let index = call.index.unwrap_or_else(|| self.guess_index(choice, id));
         let state = self.choices.entry(choice).or_default();
         state.last_tool = Some(index);
         state.next_tool = state.next_tool.max(index.saturating_add(1));
+        let at_position = call
+            .index
+            .unwrap_or_else(|| u32::try_from(position).unwrap_or(u32::MAX));
+        if at_position != index && self.by_position.is_none() {
+            self.by_position = Some(self.calls.clone());
+        }
         let pending = self.calls.entry((choice, Slot::Tool(index))).or_default();
-        if pending.id.is_none() {
-            pending.id = id.map(Cow::into_owned);
-        }
-        if let Some(kind) = call.kind {
-            pending.declared = Some(match kind.as_ref() {
-                "custom" => ToolKind::Custom,
-                _ => ToolKind::Function,
-            });
-        }
-        if let Some(function) = call.function {
-            append_part(
-                pending.function.get_or_insert_default(),
-                function.name,
-                function.arguments,
-            );
-        }
-        if let Some(custom) = call.custom {
-            append_part(
-                pending.custom.get_or_insert_default(),
-                custom.name,
-                custom.input,
-            );
+        apply_fragment(pending, id, &call);
+        if let Some(by_position) = &mut self.by_position {
+            let pending = by_position.entry((choice, Slot::Tool(at_position)));
+            apply_fragment(pending.or_default(), id, &call);
         }
     }
 
@@ -221,17 +220,48 @@ fn is_nonempty(raw: &RawValue) -> bool {
     raw.get() != "\"\""
 }
 
-fn append_part(part: &mut NamedText, name: Option<Cow<'_, str>>, text: Option<&RawValue>) {
+/// Adds a fragment to the call it belongs to, as the client's accumulator does.
+fn apply_fragment(pending: &mut PendingCall, id: Option<&str>, call: &ToolCallDeltaWire<'_>) {
+    pending.pending = true;
+    if pending.id.is_none() {
+        pending.id = id.map(str::to_owned);
+    }
+    if let Some(kind) = &call.kind {
+        pending.declared = Some(match kind.as_ref() {
+            "custom" => ToolKind::Custom,
+            _ => ToolKind::Function,
+        });
+    }
+    if let Some(function) = &call.function {
+        let part = pending.function.get_or_insert_default();
+        append_part(part, function.name.as_deref(), function.arguments);
+    }
+    if let Some(custom) = &call.custom {
+        let part = pending.custom.get_or_insert_default();
+        append_part(part, custom.name.as_deref(), custom.input);
+    }
+}
+
+fn append_part(part: &mut NamedText, name: Option<&str>, text: Option<&RawValue>) {
     if let Some(name) = name {
-        part.name.push_str(&name);
+        part.name.push_str(name);
     }
     if let Some(raw) = text {
         part.text.push_str(&text_or_raw_json(raw));
     }
 }
 
+/// The calls that grew since they were last taken, marked taken.
+fn taken(calls: &mut BTreeMap<(u32, Slot), PendingCall>) -> impl Iterator<Item = ToolCall> + '_ {
+    let pending = calls.iter_mut().filter(|(_, call)| call.pending);
+    pending.map(|(&(choice, slot), call)| {
+        call.pending = false;
+        call.to_call(choice, slot)
+    })
+}
+
 impl PendingCall {
-    fn into_call(self, choice: u32, slot: Slot) -> ToolCall {
+    fn to_call(&self, choice: u32, slot: Slot) -> ToolCall {
         let kind = match (slot, self.declared, &self.function, &self.custom) {
             (Slot::Legacy, ..) => ToolKind::LegacyFunction,
             (Slot::Tool(_), Some(kind), ..) => kind,
@@ -239,13 +269,13 @@ impl PendingCall {
             (Slot::Tool(_), None, ..) => ToolKind::Function,
         };
         let part = match kind {
-            ToolKind::Custom => self.custom,
-            ToolKind::Function | ToolKind::LegacyFunction | ToolKind::Builtin => self.function,
+            ToolKind::Custom => &self.custom,
+            ToolKind::Function | ToolKind::LegacyFunction | ToolKind::Builtin => &self.function,
         };
-        let part = part.unwrap_or_default();
+        let part = part.clone().unwrap_or_default();
         ToolCall {
             choice,
-            id: self.id,
+            id: self.id.clone(),
             name: part.name,
             kind,
             arguments: part.text,
@@ -295,7 +325,7 @@ impl StreamAssembler for ChatStreamAssembler {
                 self.choices.entry(index).or_default().finished = true;
                 // The finish of a choice with calls completes them: held with them.
                 let calls = (index, Slot::Tool(0))..=(index, Slot::Legacy);
-                if self.calls.range(calls).next().is_some() {
+                if self.calls.range(calls).any(|(_, call)| call.pending) {
                     holds_calls = true;
                 } else {
                     visible = true;
@@ -314,18 +344,28 @@ impl StreamAssembler for ChatStreamAssembler {
     }
 
     fn calls_ready(&self) -> bool {
-        !self.calls.is_empty()
+        let mut pending = self
+            .calls
+            .iter()
+            .filter(|(_, call)| call.pending)
+            .peekable();
+        pending.peek().is_some()
             && (self.done
-                || self.calls.keys().all(|(choice, _)| {
+                || pending.all(|((choice, _), _)| {
                     self.choices.get(choice).is_some_and(|state| state.finished)
                 }))
     }
 
     fn take_calls(&mut self) -> Vec<ToolCall> {
-        std::mem::take(&mut self.calls)
-            .into_iter()
-            .map(|((choice, slot), call)| call.into_call(choice, slot))
-            .collect()
+        let mut calls: Vec<ToolCall> = taken(&mut self.calls).collect();
+        if let Some(by_position) = &mut self.by_position {
+            let read =
+                |(&(choice, slot), call): (&(u32, Slot), &PendingCall)| call.to_call(choice, slot);
+            let known: Vec<ToolCall> = self.calls.iter().map(read).collect();
+            let other = taken(by_position).filter(|call| !known.contains(call));
+            calls.extend(other.collect::<Vec<_>>());
+        }
+        calls
     }
 
     fn reasoning(&self) -> Option<&str> {
@@ -367,9 +407,17 @@ mod tests {
             r#"{"choices":[{"delta":{"tool_calls":[{"id":"b","function":{"name":"now","arguments":{"tz":"UTC"}}}]}}]}"#,
             r#"{"choices":[{"delta":{"tool_calls":[{"id":"a","function":{"arguments":""}}]}}]}"#,
         ]);
-        let expected: [Summary; 2] = [
+        // A client that places a fragment without `index` at its position in the list reads
+        // one call of them all: it is checked too.
+        let expected: [Summary; 3] = [
             (Some("a"), "get_weather", ToolKind::Function, r#"{"x":1}"#),
             (Some("b"), "now", ToolKind::Function, r#"{"tz":"UTC"}"#),
+            (
+                Some("a"),
+                "get_weathernow",
+                ToolKind::Function,
+                r#"{"x":1}{"tz":"UTC"}"#,
+            ),
         ];
         assert_eq!(summary(&calls), expected);
     }

@@ -36,9 +36,25 @@ pub enum StreamStep {
 
 /// Why the guard must refuse a stream at this event, if it must: an event the assembler did not
 /// recognize (or a data-less event with text that is not SSE) from which a forgiving client
-/// could still read a call, or a call's event whose bytes are not UTF-8 (clients decode those
-/// bytes differently, so the call checked might not be the call run).
+/// could still read a call, or an event whose bytes are not UTF-8 that is a call's or from
+/// which a client could read one (clients decode those bytes differently, so the call checked
+/// might not be the call run, and a block of type `\xFFtool_use` is no call to the assembler
+/// but one to a client whose decoder drops the byte).
 pub fn refusal(step: StreamStep, event: &SseEvent) -> Option<ParseError> {
+    if step != StreamStep::ToolFragment
+        && std::str::from_utf8(&event.raw).is_err()
+        && let Some(data) = event.data.as_deref()
+    {
+        // The parser replaced the bad bytes; a client may instead have dropped them.
+        let dropped = data.replace(char::REPLACEMENT_CHARACTER, "");
+        if crate::lenient::may_carry_calls(data.as_bytes())
+            || crate::lenient::may_carry_calls(dropped.as_bytes())
+        {
+            return Some(ParseError::unreadable(
+                "a stream event that is not valid UTF-8 from which a client could read a tool call",
+            ));
+        }
+    }
     match step {
         StreamStep::Unrecognized => {
             let data = event.data.as_deref().map_or(&event.raw[..], str::as_bytes);

@@ -12,7 +12,7 @@ use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 
 use super::{StreamAssembler, StreamStep};
-use crate::format::{WireFormat, text_or_raw_json};
+use crate::format::{WireFormat, name_text, text_or_raw_json};
 use crate::sse::SseEvent;
 use crate::tool::{ToolCall, ToolKind};
 
@@ -78,6 +78,10 @@ struct CallItem {
     /// The deltas since it opened, once any arrived.
     streamed: Option<String>,
     complete: [Option<ToolCall>; 3],
+    /// Versions replaced before they were handed out: a second `output_item.added` or `.done`
+    /// at the same index. SDKs append every added item to their snapshot's output, and a client
+    /// may act on each event, so a replaced version is still checked.
+    superseded: Vec<ToolCall>,
     /// Versions already handed out by `take_calls`.
     released: Vec<ToolCall>,
     /// Something not yet handed out may be here.
@@ -85,31 +89,53 @@ struct CallItem {
 }
 
 impl CallItem {
-    /// Every distinct version, the most trusted first; the opened call alone if nothing else
-    /// came (a stream cut short is checked as it is).
+    /// Every distinct version, the most trusted first; the opened call too unless another
+    /// version is what it grew into (alone if nothing else came: a stream cut short is checked
+    /// as it is). An SDK's snapshot holds the item as it was added, plus the deltas: when a
+    /// later version names another tool, the one added is a call of its own.
     fn versions(&self) -> Vec<ToolCall> {
-        let streamed = self.streamed.as_ref().map(|text| {
-            let mut call = (self.opened.clone()).unwrap_or_else(|| nameless(ToolKind::Function));
-            call.arguments.push_str(text);
-            call
-        });
         let mut versions: Vec<ToolCall> = Vec::new();
-        for call in self.complete.iter().flatten().cloned().chain(streamed) {
+        let complete = self.complete.iter().flatten().cloned();
+        for call in complete.chain(self.streamed()) {
             if !versions.contains(&call) {
                 versions.push(call);
             }
         }
-        if versions.is_empty() {
-            versions.extend(self.opened.clone());
+        if let Some(opened) = &self.opened
+            && !versions.iter().any(|version| grew_from(version, opened))
+        {
+            versions.push(opened.clone());
+        }
+        for call in &self.superseded {
+            if !versions.contains(call) {
+                versions.push(call.clone());
+            }
         }
         versions
+    }
+
+    /// The opened call with the deltas since, once any arrived.
+    fn streamed(&self) -> Option<ToolCall> {
+        self.streamed.as_ref().map(|text| {
+            let mut call = (self.opened.clone()).unwrap_or_else(|| nameless(ToolKind::Function));
+            call.arguments.push_str(text);
+            call
+        })
+    }
+
+    /// Keeps a version about to be replaced, unless it was handed out already.
+    fn supersede(&mut self, call: Option<ToolCall>) {
+        if let Some(call) = call.filter(|call| !self.released.contains(call)) {
+            self.superseded.push(call);
+        }
     }
 
     /// Records a complete version; returns whether it is new to the calls handed out.
     fn record(&mut self, source: usize, call: ToolCall) -> bool {
         let new = !self.released.contains(&call);
         self.pending |= new;
-        self.complete[source] = Some(call);
+        let replaced = self.complete[source].replace(call);
+        self.supersede(replaced);
         new
     }
 
@@ -119,6 +145,29 @@ impl CallItem {
             false => StreamStep::Content,
         }
     }
+}
+
+/// Whether `later` is the call `opened` grew into: the same tool, with arguments that extend
+/// the opened ones; for a built-in, whose payload fills in as it runs, the same MCP server and
+/// tool in it (the opened payload leads the text when deltas were appended to it).
+fn grew_from(later: &ToolCall, opened: &ToolCall) -> bool {
+    let identity = |arguments: &str| {
+        let mut values = serde_json::Deserializer::from_str(arguments).into_iter();
+        let payload: Option<serde_json::Value> = values.next().and_then(Result::ok);
+        let field = |key| {
+            payload
+                .as_ref()
+                .and_then(|payload| payload.get(key))
+                .cloned()
+        };
+        (field("server_label"), field("name"))
+    };
+    later.name == opened.name
+        && later.kind == opened.kind
+        && match opened.kind {
+            ToolKind::Builtin => identity(&later.arguments) == identity(&opened.arguments),
+            _ => later.arguments.starts_with(&opened.arguments),
+        }
 }
 
 /// A call whose item never said what it is: named by nothing, so no check lets it pass.
@@ -176,14 +225,16 @@ impl ResponsesStreamAssembler {
         match kind {
             "response.created" | "response.in_progress" | "response.queued" => {
                 match self.read_response(event.response) {
-                    true => ToolFragment,
-                    false => Preamble,
+                    Some(true) => ToolFragment,
+                    Some(false) => Preamble,
+                    None => Unrecognized,
                 }
             }
             "response.completed" | "response.incomplete" | "response.failed" => {
                 self.ended = true;
-                self.read_response(event.response);
+                let readable = self.read_response(event.response).is_some();
                 match self.items.values().any(|item| item.pending) {
+                    _ if !readable => Unrecognized,
                     true => ToolFragment,
                     false => Content,
                 }
@@ -205,7 +256,7 @@ impl ResponsesStreamAssembler {
             "response.function_call_arguments.done" | "response.custom_tool_call_input.done" => {
                 let item = self.locate(&event, fragment_kind);
                 let mut call = (item.opened.clone()).unwrap_or_else(|| nameless(fragment_kind));
-                call.name = text(event.name).unwrap_or(call.name);
+                call.name = event.name.map(name_text).unwrap_or(call.name);
                 call.arguments = text(event.arguments).unwrap_or_default();
                 item.record(ARGUMENTS_DONE, call);
                 item.step()
@@ -215,6 +266,10 @@ impl ResponsesStreamAssembler {
                 Content
             }
             "response.content_part.added" | "response.reasoning_summary_part.added" => Preamble,
+            // An event of a type this reader does not know that carries an item or a response
+            // object: a client that reads items wherever they come could act on it, so it is
+            // the guard's to judge (it refuses the event when a call is in it).
+            _ if event.item.is_some() || event.response.is_some() => Unrecognized,
             // Progress of a call still held (a built-in's status, code or argument deltas) is
             // held with it; anything else is visible.
             _ => match self.find(&event).and_then(|index| self.items.get(&index)) {
@@ -247,6 +302,8 @@ impl ResponsesStreamAssembler {
         item.item_id = item_id.or(item.item_id.take());
         if added {
             // As SDKs do, a new item at an index starts over: later deltas extend this one.
+            let replaced = item.streamed().or(item.opened.take());
+            item.supersede(replaced);
             item.opened = Some(call);
             item.streamed = None;
             item.pending = true;
@@ -258,12 +315,15 @@ impl ResponsesStreamAssembler {
     }
 
     /// Records the calls in a response object's output (normally only `response.completed` has
-    /// any); returns whether one of them is new to the calls handed out.
-    fn read_response(&mut self, response: Option<&RawValue>) -> bool {
-        let output = response
-            .and_then(|raw| serde_json::from_str::<ResponseWire>(raw.get()).ok())
-            .and_then(|wire| wire.output)
-            .unwrap_or_default();
+    /// any); returns whether one of them is new to the calls handed out. `None`: the object
+    /// cannot be read (a repeated `output`, one that is not a list), so its event is left to
+    /// the guard, which refuses it when a client could read a call from it.
+    fn read_response(&mut self, response: Option<&RawValue>) -> Option<bool> {
+        let output = match response {
+            Some(raw) => serde_json::from_str::<ResponseWire>(raw.get()).ok()?.output,
+            None => None,
+        };
+        let output = output.unwrap_or_default();
         let mut new = false;
         for (position, raw) in output.into_iter().enumerate() {
             if let Some(call) = read_call(raw) {
@@ -271,7 +331,7 @@ impl ResponsesStreamAssembler {
                 new |= item.record(IN_RESPONSE, call);
             }
         }
-        new
+        Some(new)
     }
 
     /// The call item a fragment belongs to, opened if it names none known: its output index
@@ -376,6 +436,7 @@ impl StreamAssembler for ResponsesStreamAssembler {
                     calls.push(version);
                 }
             }
+            item.superseded.clear();
             item.pending = false;
         }
         calls
@@ -707,7 +768,7 @@ mod tests {
             r#"{"type":"response.completed","response":{"output":[1,{"type":"function_call"}]}}"#,
             "\u{0}",
         ];
-        let expected = [" {}", " ", " 7", "max {}", " more"].map(str::to_owned);
+        let expected = [" {}", " ", r#"{"x":1} 7"#, "max {}", " more"].map(str::to_owned);
         assert_eq!(
             script(&events),
             ("UTTTUUCTT!U".to_owned(), expected.to_vec())

@@ -1,0 +1,136 @@
+//! The oracle of the no-bypass property, shared by the property test (`tests/no_bypass.rs`) and
+//! the fuzz targets (`fuzz/fuzz_targets/`, which include this file by its path): the calls a
+//! client could read from an answer, by the forgiving reader (`lenient`) and an SSE reader of
+//! its own (not toolgate's, so the two sides share nothing but the bytes), and the verdict that
+//! every such call was checked by toolgate or the answer refused.
+
+use std::collections::BTreeSet;
+
+use toolgate_plugin::answer::read_answer;
+use toolgate_plugin::lenient::{LenientCall, calls_in_json, calls_in_stream};
+use toolgate_plugin::stream::reassemble;
+use toolgate_plugin::{ToolCall, ToolKind, WireFormat};
+
+/// The `data` of each event, as an SSE client (WHATWG rules) reads it; a last event without
+/// its blank line counts too, as some clients flush it.
+fn event_data(stream: &[u8]) -> Vec<Vec<u8>> {
+    let stream = stream.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(stream);
+    let mut events = Vec::new();
+    let mut data: Option<Vec<u8>> = None;
+    let mut rest = stream;
+    loop {
+        let end = rest.iter().position(|&byte| byte == b'\n' || byte == b'\r');
+        let line = &rest[..end.unwrap_or(rest.len())];
+        if line.is_empty() {
+            if end.is_some() {
+                events.extend(data.take());
+            }
+        } else if line[0] != b':' {
+            let colon = line.iter().position(|&byte| byte == b':');
+            let (field, value) = match colon {
+                Some(colon) => {
+                    let value = &line[colon + 1..];
+                    (&line[..colon], value.strip_prefix(b" ").unwrap_or(value))
+                }
+                None => (line, &[][..]),
+            };
+            if field == b"data" {
+                match &mut data {
+                    Some(data) => {
+                        data.push(b'\n');
+                        data.extend_from_slice(value);
+                    }
+                    None => data = Some(value.to_vec()),
+                }
+            }
+        }
+        let Some(end) = end else { break };
+        let skip = match (rest[end], rest.get(end + 1)) {
+            (b'\r', Some(b'\n')) => 2,
+            _ => 1,
+        };
+        rest = &rest[end + skip..];
+    }
+    events.extend(data);
+    events
+}
+
+fn named(calls: impl IntoIterator<Item = LenientCall>) -> BTreeSet<String> {
+    calls
+        .into_iter()
+        .map(|call| call.name)
+        .filter(|name| !name.is_empty())
+        .collect()
+}
+
+/// What a client could read from a body: as one JSON document, or as an event stream.
+pub fn client_reads_body(body: &[u8]) -> BTreeSet<String> {
+    let mut names = named(calls_in_json(body).unwrap_or_default());
+    names.extend(client_reads_stream(body));
+    names
+}
+
+pub fn client_reads_stream(stream: &[u8]) -> BTreeSet<String> {
+    let data = event_data(stream);
+    named(calls_in_stream(data.iter().map(Vec::as_slice)))
+}
+
+/// `Ok` when every call a client reads was checked, or the answer refused.
+fn judge(client: BTreeSet<String>, checked: Result<Vec<String>, String>) -> Result<(), String> {
+    let Ok(checked) = checked else {
+        return Ok(());
+    };
+    let missed: Vec<&String> = client
+        .iter()
+        .filter(|name| !checked.contains(name))
+        .collect();
+    match missed.is_empty() {
+        true => Ok(()),
+        false => Err(format!(
+            "unchecked calls {missed:?} (toolgate checked {checked:?})"
+        )),
+    }
+}
+
+/// The names a call toolgate checked answers for. A Responses MCP item (`mcp_call`,
+/// `mcp_approval_request`) is checked as the built-in `mcp` tool the request declares, with the
+/// MCP tool's `name` in its arguments: the oracle names it by that `name`, so both count. (A
+/// streamed item's argument deltas follow that payload in the text checked: it is read first.)
+pub fn checked_names(calls: Vec<ToolCall>) -> Vec<String> {
+    let mut names = Vec::new();
+    for call in calls {
+        if call.kind == ToolKind::Builtin && call.name == "mcp" {
+            let mut values = serde_json::Deserializer::from_str(&call.arguments).into_iter();
+            let payload: Option<serde_json::Value> = values.next().and_then(Result::ok);
+            match payload.as_ref().and_then(|payload| payload.get("name")) {
+                Some(serde_json::Value::String(name)) => names.push(name.clone()),
+                Some(other) => names.push(other.to_string()),
+                None => {}
+            }
+        }
+        names.push(call.name);
+    }
+    names
+}
+
+/// The gateway's verdict on a complete answer body.
+pub fn body_is_guarded(hint: WireFormat, body: &[u8]) -> Result<(), String> {
+    let checked = read_answer(hint, body)
+        .map(|response| checked_names(response.calls))
+        .map_err(|error| error.to_string());
+    judge(client_reads_body(body), checked)
+}
+
+/// The stream relay's verdict on a stream delivered in `chunks`.
+pub fn stream_is_guarded<'a>(
+    hint: WireFormat,
+    stream: &[u8],
+    chunks: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<(), String> {
+    let reassembled = reassemble(hint, chunks);
+    let checked = match reassembled.refused {
+        Some(error) => Err(error.to_string()),
+        None => Ok(checked_names(reassembled.response.calls)),
+    };
+    judge(client_reads_stream(stream), checked)
+}
