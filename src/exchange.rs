@@ -180,14 +180,22 @@ impl Exchange {
             .map(|error| GatewayError::unreadable_response(&error))
     }
 
-    /// Calls answering a request toolgate could not read (a stored response fetched by id, a
-    /// compressed body) cannot be held against what the client declared: on a route that
-    /// closes on doubt they are refused, not waved through as "nothing was declared".
+    /// Whether the calls of an answer can be checked at all, on a route that closes on doubt:
+    /// a call named by a value that is not a string is named differently by each client, and
+    /// calls answering a request toolgate could not read (a stored response fetched by id, a
+    /// compressed body) cannot be held against what the client declared. Either is refused,
+    /// not waved through.
     pub fn verifiable(&self, response: &ToolResponse) -> Result<(), Box<Rejection>> {
-        if !self.closes_on_doubt()
-            || !response.has_calls()
-            || matches!(self.request, Parsed::Parsed(_))
-        {
+        if !self.closes_on_doubt() || !response.has_calls() {
+            return Ok(());
+        }
+        if let Some(name) = toolgate_plugin::answer::odd_name(response) {
+            let error = toolgate_plugin::ParseError::unreadable(format!(
+                "a call is named by {name}, not a string: clients read such a name each their own way"
+            ));
+            return Err(Box::new(GatewayError::unreadable_response(&error)));
+        }
+        if matches!(self.request, Parsed::Parsed(_)) {
             return Ok(());
         }
         let why = match &self.request {

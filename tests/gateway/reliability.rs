@@ -459,3 +459,30 @@ async fn answers_the_guard_cannot_read_as_the_client_will_are_refused_by_their_h
         .await;
     assert_eq!(response.status(), 429);
 }
+
+#[tokio::test]
+async fn a_call_named_by_a_value_that_is_not_a_string_is_refused_streamed_or_not() {
+    let upstream = ScriptedUpstream::start().await;
+    let gateway = TestGateway::start(&upstream, &guarded_chat("")).await;
+    // JavaScript would read the name ["get_weather"] as the key get_weather.
+    let answer = r#"{"choices":[{"index":0,"message":{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":["get_weather"],"arguments":"{\"city\":\"x\"}"}}]}}]}"#;
+    upstream.push(Reply::raw(
+        200,
+        "application/json",
+        answer.as_bytes().to_vec(),
+    ));
+    let response = gateway
+        .post("/v1/chat/completions", &tools_request(false))
+        .await;
+    assert_eq!(response.status(), 403);
+    let body: Value = response.json().await.expect("envelope");
+    assert_eq!(body["error"]["code"], "unparsable_response", "{body}");
+    let stream = "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c\",\"type\":\"function\",\"function\":{\"name\":[\"get_weather\"],\"arguments\":\"{}\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n";
+    upstream.push(Reply::sse_chunked(stream, 7));
+    let response = gateway
+        .post("/v1/chat/completions", &tools_request(true))
+        .await;
+    assert_eq!(response.status(), 403);
+    let body: Value = response.json().await.expect("envelope");
+    assert_eq!(body["error"]["code"], "unparsable_response", "{body}");
+}
