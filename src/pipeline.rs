@@ -10,7 +10,7 @@ use http::HeaderMap;
 use toolgate_plugin::plugin::BodyNeeds;
 use toolgate_plugin::{
     AvailabilityQuery, CompletedExchange, Edit, ExchangeMeta, Parsed, Plugin, Rejection,
-    RequestExchange, ResponseExchange, ToolRequest, Verdict, WireFormat,
+    RequestEdit, RequestExchange, ResponseEdit, ResponseExchange, ToolRequest, Verdict, WireFormat,
 };
 
 use crate::config::Mode;
@@ -50,19 +50,20 @@ pub struct StageOutcome {
     pub request_headers: Vec<(http::HeaderName, http::HeaderValue)>,
     /// Header edits for the response sent to the client.
     pub response_headers: Vec<(http::HeaderName, http::HeaderValue)>,
-    /// Edits to the response body (pre_response only).
+    /// Edits to the response body, in the adapters' terms (pre_response only).
     pub response_edits: Vec<Edit>,
     /// Fields plugins added to the audit line.
     pub annotations: Vec<(String, serde_json::Value)>,
 }
 
 impl StageOutcome {
-    fn keep_annotations(&mut self, edits: &[Edit]) {
-        for edit in edits {
-            if let Edit::Annotate(key, value) = edit {
-                self.annotations.push((key.clone(), value.clone()));
-            }
-        }
+    /// An observed plugin's edits change nothing, but its audit fields record what it saw.
+    fn keep_annotations<'a>(
+        &mut self,
+        annotations: impl Iterator<Item = (&'a String, &'a serde_json::Value)>,
+    ) {
+        self.annotations
+            .extend(annotations.map(|(key, value)| (key.clone(), value.clone())));
     }
 
     fn record(&mut self, entry: &ChainEntry, rejection: Rejection) {
@@ -164,42 +165,49 @@ impl Chain {
                     }
                 }
                 Verdict::Modify(edits) if entry.mode == Mode::Observe => {
-                    outcome.keep_annotations(&edits);
+                    outcome.keep_annotations(edits.iter().filter_map(|edit| match edit {
+                        RequestEdit::Annotate(key, value) => Some((key, value)),
+                        _ => None,
+                    }));
                     tracing::info!(plugin = %entry.name, ?edits, "observe mode: would have modified the request");
                 }
                 Verdict::Modify(edits) => {
-                    outcome.keep_annotations(&edits);
-                    for edit in &edits {
+                    let mut body_edits = Vec::new();
+                    for edit in edits {
                         match edit {
-                            Edit::SetRequestHeader(name, value) => {
-                                outcome.request_headers.push((name.clone(), value.clone()))
+                            RequestEdit::SetRequestHeader(name, value) => {
+                                outcome.request_headers.push((name, value))
                             }
-                            Edit::SetResponseHeader(name, value) => {
-                                outcome.response_headers.push((name.clone(), value.clone()))
+                            RequestEdit::SetResponseHeader(name, value) => {
+                                outcome.response_headers.push((name, value))
+                            }
+                            RequestEdit::Annotate(key, value) => {
+                                outcome.annotations.push((key, value))
                             }
                             // A body-less (MCP) request is edited in place; others through
                             // their adapter below, then read again.
-                            Edit::RemoveDeclaredTools(names) => {
+                            RequestEdit::RemoveDeclaredTools(names) => {
                                 if format == WireFormat::Mcp
                                     && let Parsed::Parsed(parsed) = request
                                 {
-                                    parsed.remove_declared_tools(names);
+                                    parsed.remove_declared_tools(&names);
                                 }
+                                body_edits.push(Edit::RemoveDeclaredTools(names));
                             }
-                            Edit::StripToolFields => {
+                            RequestEdit::StripToolFields => {
                                 if format == WireFormat::Mcp
                                     && let Parsed::Parsed(parsed) = request
                                 {
                                     parsed.declared_tools.clear();
                                 }
-                            }
-                            Edit::Annotate(..) => {}
-                            Edit::ReplaceArguments { .. } => {
-                                tracing::warn!(plugin = %entry.name, "ignored an arguments edit before the response exists");
+                                body_edits.push(Edit::StripToolFields);
                             }
                         }
                     }
-                    match format.apply_request_edits(body, &edits) {
+                    if body_edits.is_empty() {
+                        continue;
+                    }
+                    match format.apply_request_edits(body, &body_edits) {
                         Ok(Some(edited)) => {
                             *body = edited;
                             *request = match format.parse_request(body.clone()) {
@@ -233,17 +241,30 @@ impl Chain {
                 Verdict::Continue => {}
                 Verdict::Block(rejection) => outcome.record(entry, rejection),
                 Verdict::Modify(edits) if entry.mode == Mode::Observe => {
-                    outcome.keep_annotations(&edits);
+                    outcome.keep_annotations(edits.iter().filter_map(|edit| match edit {
+                        ResponseEdit::Annotate(key, value) => Some((key, value)),
+                        _ => None,
+                    }));
                     tracing::info!(plugin = %entry.name, ?edits, "observe mode: would have modified the response");
                 }
                 Verdict::Modify(edits) => {
                     for edit in edits {
                         match edit {
-                            Edit::SetResponseHeader(name, value) => {
+                            ResponseEdit::SetResponseHeader(name, value) => {
                                 outcome.response_headers.push((name, value))
                             }
-                            Edit::Annotate(key, value) => outcome.annotations.push((key, value)),
-                            other => outcome.response_edits.push(other),
+                            ResponseEdit::Annotate(key, value) => {
+                                outcome.annotations.push((key, value))
+                            }
+                            ResponseEdit::ReplaceArguments {
+                                choice,
+                                call_id,
+                                arguments,
+                            } => outcome.response_edits.push(Edit::ReplaceArguments {
+                                choice,
+                                call_id,
+                                arguments,
+                            }),
                         }
                     }
                 }

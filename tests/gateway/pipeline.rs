@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 use toolgate::{PluginRegistry, Runtime};
 
 use toolgate_plugin::{
-    BodyNeeds, BuildContext, Check, CompletedExchange, Edit, Plugin, PluginFactory, Rejection,
-    RequestExchange, SettingsError, Verdict, Violation, async_trait, parse_settings,
+    BodyNeeds, BuildContext, Check, CompletedExchange, Plugin, PluginFactory, Rejection,
+    RequestEdit, RequestExchange, SettingsError, Verdict, Violation, async_trait, parse_settings,
 };
 
 /// Removes one named tool before the request goes upstream, and records what it saw.
@@ -34,7 +34,7 @@ impl Plugin for ToolRemover {
             response: false,
         }
     }
-    async fn pre_request(&self, exchange: &RequestExchange<'_>) -> Verdict {
+    async fn pre_request(&self, exchange: &RequestExchange<'_>) -> Verdict<RequestEdit> {
         let names: Vec<String> = exchange
             .request
             .as_parsed()
@@ -59,12 +59,12 @@ impl Plugin for ToolRemover {
             return Verdict::Block(Rejection::forbidden(vec![violation]));
         }
         Verdict::Modify(vec![
-            Edit::RemoveDeclaredTools(vec![self.tool.clone()]),
-            Edit::SetRequestHeader(
+            RequestEdit::RemoveDeclaredTools(vec![self.tool.clone()]),
+            RequestEdit::SetRequestHeader(
                 HeaderName::from_static("x-removed"),
                 HeaderValue::from_static("yes"),
             ),
-            Edit::SetResponseHeader(
+            RequestEdit::SetResponseHeader(
                 HeaderName::from_static("x-toolgate-note"),
                 HeaderValue::from_static("edited"),
             ),

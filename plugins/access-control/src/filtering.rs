@@ -2,7 +2,7 @@
 //! list, and decide what happens when none is left.
 
 use serde::Deserialize;
-use toolgate_plugin::{Check, Edit, Rejection, Verdict, Violation};
+use toolgate_plugin::{Check, Rejection, RequestEdit, Verdict, Violation};
 
 /// What to send upstream when every declared tool was removed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -24,8 +24,8 @@ pub(crate) fn verdict(
     removed: Vec<String>,
     on_empty: OnEmpty,
     check: Check,
-    mut edits: Vec<Edit>,
-) -> Verdict {
+    mut edits: Vec<RequestEdit>,
+) -> Verdict<RequestEdit> {
     if removed.is_empty() {
         return if edits.is_empty() {
             Verdict::Continue
@@ -45,11 +45,11 @@ pub(crate) fn verdict(
                     ),
                 )]));
             }
-            OnEmpty::StripToolsField => edits.push(Edit::StripToolFields),
-            OnEmpty::PassThroughEmpty => edits.push(Edit::RemoveDeclaredTools(removed)),
+            OnEmpty::StripToolsField => edits.push(RequestEdit::StripToolFields),
+            OnEmpty::PassThroughEmpty => edits.push(RequestEdit::RemoveDeclaredTools(removed)),
         }
     } else {
-        edits.push(Edit::RemoveDeclaredTools(removed));
+        edits.push(RequestEdit::RemoveDeclaredTools(removed));
     }
     Verdict::Modify(edits)
 }

@@ -10,8 +10,8 @@ use serde::Deserialize;
 use serde_json::json;
 use toolgate_plugin::directives::STATE_HEADER;
 use toolgate_plugin::{
-    AvailabilityQuery, BodyNeeds, Check, Edit, Plugin, RequestExchange, ResponseExchange,
-    ToolCatalog, Verdict, Violation,
+    AvailabilityQuery, BodyNeeds, Check, Plugin, RequestEdit, RequestExchange, ResponseEdit,
+    ResponseExchange, ToolCatalog, Verdict, Violation,
 };
 
 use crate::filtering::{self, OnEmpty};
@@ -107,7 +107,7 @@ impl Plugin for ToolGroups {
         }
     }
 
-    async fn pre_request(&self, exchange: &RequestExchange<'_>) -> Verdict {
+    async fn pre_request(&self, exchange: &RequestExchange<'_>) -> Verdict<RequestEdit> {
         let tenant = exchange
             .meta
             .tenant
@@ -143,16 +143,16 @@ impl Plugin for ToolGroups {
         self.metrics.filtered_tools.observe(available.len() as f64);
 
         let mut edits = vec![
-            Edit::Annotate("requested_groups".into(), json!(selection.groups)),
-            Edit::Annotate("initial_state".into(), json!(selection.initial_state)),
-            Edit::Annotate("state".into(), json!(selection.state)),
-            Edit::Annotate("state_transitions".into(), json!(selection.transitions)),
-            Edit::Annotate("available_tools".into(), json!(available)),
-            Edit::Annotate("filtered_by_group".into(), json!(filtered_by_group)),
-            Edit::Annotate("filtered_by_state".into(), json!(filtered_by_state)),
+            RequestEdit::Annotate("requested_groups".into(), json!(selection.groups)),
+            RequestEdit::Annotate("initial_state".into(), json!(selection.initial_state)),
+            RequestEdit::Annotate("state".into(), json!(selection.state)),
+            RequestEdit::Annotate("state_transitions".into(), json!(selection.transitions)),
+            RequestEdit::Annotate("available_tools".into(), json!(available)),
+            RequestEdit::Annotate("filtered_by_group".into(), json!(filtered_by_group)),
+            RequestEdit::Annotate("filtered_by_state".into(), json!(filtered_by_state)),
         ];
         if let Ok(state) = HeaderValue::from_str(&selection.state) {
-            edits.push(Edit::SetResponseHeader(
+            edits.push(RequestEdit::SetResponseHeader(
                 http::HeaderName::from_static(STATE_HEADER),
                 state,
             ));
@@ -170,7 +170,7 @@ impl Plugin for ToolGroups {
         )
     }
 
-    async fn pre_response(&self, exchange: &ResponseExchange<'_>) -> Verdict {
+    async fn pre_response(&self, exchange: &ResponseExchange<'_>) -> Verdict<ResponseEdit> {
         let Some(response) = exchange.response.as_parsed() else {
             return Verdict::Continue;
         };

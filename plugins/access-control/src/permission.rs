@@ -11,9 +11,9 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::json;
 use toolgate_plugin::{
-    AvailabilityQuery, BodyNeeds, BuildContext, Check, Edit, Plugin, Rejection, RequestExchange,
-    ResponseExchange, SettingsError, Tenant, ToolCatalog, ToolKey, ToolPattern, Verdict, Violation,
-    taxonomy,
+    AvailabilityQuery, BodyNeeds, BuildContext, Check, Plugin, Rejection, RequestEdit,
+    RequestExchange, ResponseEdit, ResponseExchange, SettingsError, Tenant, ToolCatalog, ToolKey,
+    ToolPattern, Verdict, Violation, taxonomy,
 };
 
 use crate::filtering::{self, OnEmpty};
@@ -244,7 +244,7 @@ impl Plugin for ToolPermission {
         }
     }
 
-    async fn pre_request(&self, exchange: &RequestExchange<'_>) -> Verdict {
+    async fn pre_request(&self, exchange: &RequestExchange<'_>) -> Verdict<RequestEdit> {
         let Some(request) = exchange.request.as_parsed() else {
             return Verdict::Continue;
         };
@@ -261,7 +261,7 @@ impl Plugin for ToolPermission {
         let edits = if removed.is_empty() {
             Vec::new()
         } else {
-            vec![Edit::Annotate(
+            vec![RequestEdit::Annotate(
                 "filtered_by_permission".into(),
                 serde_json::Value::Object(reasons),
             )]
@@ -276,7 +276,7 @@ impl Plugin for ToolPermission {
         )
     }
 
-    async fn pre_response(&self, exchange: &ResponseExchange<'_>) -> Verdict {
+    async fn pre_response(&self, exchange: &ResponseExchange<'_>) -> Verdict<ResponseEdit> {
         let Some(response) = exchange.response.as_parsed() else {
             return Verdict::Continue;
         };

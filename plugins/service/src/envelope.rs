@@ -12,11 +12,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use toolgate_plugin::{
-    Check, DeclaredTool, Edit, ToolCall, ToolKey, ToolKind, Violation, WireFormat,
+    Check, DeclaredTool, RequestEdit, ResponseEdit, ToolCall, ToolKey, ToolKind, Violation,
+    WireFormat,
 };
 
 use crate::client::{Failure, FailureKind};
-use crate::settings::Stage;
 
 /// Violations kept from one answer, and the longest message and code kept of each: a 403 stays
 /// readable whatever a service sends.
@@ -122,7 +122,7 @@ struct AnswerViolation {
 /// apply must not be dropped silently.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Patch {
+pub struct Patch {
     /// pre_request: declared tools to remove before the request goes upstream.
     #[serde(default)]
     remove_tools: Vec<String>,
@@ -217,50 +217,72 @@ impl Answer {
         violations
     }
 
-    /// The edits of a `modify` answer, for `stage`, on a request that declared `declared`. A
-    /// patch that is empty, malformed, or asks for a change the stage cannot make is an invalid
-    /// answer.
-    pub fn edits(
+    /// The edits of a `modify` answer at the stage whose edit type is `E`, on a request that
+    /// declared `declared`. A patch that is empty, malformed, or asks for a change the stage
+    /// cannot make is an invalid answer (the service is another program: what it sends is
+    /// checked when it arrives, not when it is compiled).
+    pub fn edits<E: StageEdit>(
         &self,
-        stage: Stage,
         declared: &[DeclaredToolView<'_>],
-    ) -> Result<Vec<Edit>, Failure> {
+    ) -> Result<Vec<E>, Failure> {
         let invalid = |detail: String| Failure::new(FailureKind::InvalidAnswer, detail);
         let patch = self
             .patch
             .as_ref()
             .ok_or_else(|| invalid("a modify answer without a patch".to_owned()))?;
-        let mut edits = Vec::new();
-        if !patch.remove_tools.is_empty() {
-            if stage != Stage::PreRequest {
-                return Err(invalid(
-                    "patch.remove_tools applies only in pre_request".to_owned(),
-                ));
-            }
-            edits.push(Edit::RemoveDeclaredTools(declared_spellings(
-                &patch.remove_tools,
-                declared,
-            )));
-        }
-        if !patch.request_headers.is_empty() && stage != Stage::PreRequest {
-            return Err(invalid(
-                "patch.request_headers applies only in pre_request".to_owned(),
-            ));
-        }
-        for (name, value) in &patch.request_headers {
-            let (name, value) = header(name, value).map_err(invalid)?;
-            edits.push(Edit::SetRequestHeader(name, value));
-        }
-        for (name, value) in &patch.response_headers {
-            let (name, value) = header(name, value).map_err(invalid)?;
-            edits.push(Edit::SetResponseHeader(name, value));
-        }
+        let edits = E::from_patch(patch, declared).map_err(invalid)?;
         if edits.is_empty() {
             return Err(invalid(
                 "a modify answer whose patch changes nothing".to_owned(),
             ));
         }
         Ok(edits)
+    }
+}
+
+/// The edit type of one stage, and which parts of a patch it can carry.
+pub trait StageEdit: Sized {
+    /// The edits `patch` asks for, or why the stage cannot make them.
+    fn from_patch(patch: &Patch, declared: &[DeclaredToolView<'_>]) -> Result<Vec<Self>, String>;
+}
+
+impl StageEdit for RequestEdit {
+    fn from_patch(patch: &Patch, declared: &[DeclaredToolView<'_>]) -> Result<Vec<Self>, String> {
+        let mut edits = Vec::new();
+        if !patch.remove_tools.is_empty() {
+            edits.push(RequestEdit::RemoveDeclaredTools(declared_spellings(
+                &patch.remove_tools,
+                declared,
+            )));
+        }
+        for (name, value) in &patch.request_headers {
+            let (name, value) = header(name, value)?;
+            edits.push(RequestEdit::SetRequestHeader(name, value));
+        }
+        for (name, value) in &patch.response_headers {
+            let (name, value) = header(name, value)?;
+            edits.push(RequestEdit::SetResponseHeader(name, value));
+        }
+        Ok(edits)
+    }
+}
+
+impl StageEdit for ResponseEdit {
+    fn from_patch(patch: &Patch, _declared: &[DeclaredToolView<'_>]) -> Result<Vec<Self>, String> {
+        if !patch.remove_tools.is_empty() {
+            return Err("patch.remove_tools applies only in pre_request".to_owned());
+        }
+        if !patch.request_headers.is_empty() {
+            return Err("patch.request_headers applies only in pre_request".to_owned());
+        }
+        patch
+            .response_headers
+            .iter()
+            .map(|(name, value)| {
+                header(name, value)
+                    .map(|(name, value)| ResponseEdit::SetResponseHeader(name, value))
+            })
+            .collect()
     }
 }
 
@@ -376,15 +398,15 @@ mod tests {
             "remove_tools": ["delete_user"], "request_headers": {"x-risk": "high"}}}))
         .expect("an answer");
         let edits = answer
-            .edits(Stage::PreRequest, &[])
+            .edits::<RequestEdit>(&[])
             .expect("valid in pre_request");
         assert_eq!(
             edits[0],
-            Edit::RemoveDeclaredTools(vec!["delete_user".into()])
+            RequestEdit::RemoveDeclaredTools(vec!["delete_user".into()])
         );
-        assert!(matches!(&edits[1], Edit::SetRequestHeader(name, _) if name == "x-risk"));
+        assert!(matches!(&edits[1], RequestEdit::SetRequestHeader(name, _) if name == "x-risk"));
         assert_eq!(
-            answer.edits(Stage::PreResponse, &[]).err().map(|f| f.kind),
+            answer.edits::<ResponseEdit>(&[]).err().map(|f| f.kind),
             Some(FailureKind::InvalidAnswer)
         );
 
@@ -392,7 +414,7 @@ mod tests {
             "patch": {"response_headers": {"x-reviewed": "yes"}}}))
         .expect("an answer");
         assert_eq!(
-            headers.edits(Stage::PreResponse, &[]).map(|e| e.len()).ok(),
+            headers.edits::<ResponseEdit>(&[]).map(|e| e.len()).ok(),
             Some(1)
         );
         for patch in [
@@ -402,7 +424,7 @@ mod tests {
             json!({"response_headers": {"bad header": "x"}}),
         ] {
             let answer = read(json!({"decision": "modify", "patch": patch}));
-            let outcome = answer.and_then(|answer| answer.edits(Stage::PreResponse, &[]));
+            let outcome = answer.and_then(|answer| answer.edits::<ResponseEdit>(&[]));
             assert_eq!(
                 outcome.err().map(|f| f.kind),
                 Some(FailureKind::InvalidAnswer),
@@ -422,11 +444,11 @@ mod tests {
         ];
         let declared: Vec<DeclaredToolView<'_>> = tools.iter().map(Into::into).collect();
         let edits = answer
-            .edits(Stage::PreRequest, &declared)
+            .edits::<RequestEdit>(&declared)
             .expect("valid in pre_request");
         assert_eq!(
             edits,
-            [Edit::RemoveDeclaredTools(vec![
+            [RequestEdit::RemoveDeclaredTools(vec![
                 " Delete_User".into(),
                 "not_declared".into()
             ])]

@@ -6,12 +6,12 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use toolgate_plugin::plugin::BodyNeeds;
 use toolgate_plugin::{
-    Check, ExchangeMeta, Parsed, Plugin, Rejection, RequestExchange, ResponseExchange, ToolCall,
-    ToolRequest, Verdict, Violation,
+    Check, ExchangeMeta, Parsed, Plugin, Rejection, RequestEdit, RequestExchange, ResponseEdit,
+    ResponseExchange, ToolCall, ToolRequest, Verdict, Violation,
 };
 
 use crate::client::{Failure, ServiceClient};
-use crate::envelope::{Decision, DeclaredToolView, Envelope, EnvelopeContext};
+use crate::envelope::{Decision, DeclaredToolView, Envelope, EnvelopeContext, StageEdit};
 use crate::metrics::{CallOutcome, Metrics};
 use crate::settings::{FailMode, Settings, Stage};
 
@@ -70,7 +70,8 @@ impl ServicePlugin {
     }
 
     /// Sends the envelope and turns the answer into a verdict; a failure goes to the fail mode.
-    async fn consult(&self, stage: Stage, envelope: Envelope<'_>) -> Verdict {
+    /// `E` is the stage's edit type, which decides what a `modify` answer may change.
+    async fn consult<E: StageEdit>(&self, envelope: Envelope<'_>) -> Verdict<E> {
         let request_id = envelope.context.request_id;
         let calls = envelope.tool_calls.clone();
         let declared = &envelope.declared_tools;
@@ -89,7 +90,7 @@ impl ServicePlugin {
                 )),
                 CallOutcome::Deny,
             )),
-            Decision::Modify => match answer.edits(stage, declared) {
+            Decision::Modify => match answer.edits::<E>(declared) {
                 Ok(edits) => Ok((Verdict::Modify(edits), CallOutcome::Modify)),
                 Err(failure) => {
                     // The call itself succeeded (the breaker counted it so); the answer's
@@ -145,7 +146,7 @@ impl Plugin for ServicePlugin {
     }
 
     /// Asks the service about the declared tools when one of them is in scope.
-    async fn pre_request(&self, exchange: &RequestExchange<'_>) -> Verdict {
+    async fn pre_request(&self, exchange: &RequestExchange<'_>) -> Verdict<RequestEdit> {
         if !self.settings.pre_request {
             return Verdict::Continue;
         }
@@ -166,11 +167,11 @@ impl Plugin for ServicePlugin {
             Vec::new(),
             None,
         );
-        self.consult(Stage::PreRequest, envelope).await
+        self.consult(envelope).await
     }
 
     /// Asks the service about every call in scope, all in one request.
-    async fn pre_response(&self, exchange: &ResponseExchange<'_>) -> Verdict {
+    async fn pre_response(&self, exchange: &ResponseExchange<'_>) -> Verdict<ResponseEdit> {
         if !self.settings.pre_response {
             return Verdict::Continue;
         }
@@ -192,6 +193,6 @@ impl Plugin for ServicePlugin {
             calls,
             response.reasoning.as_deref(),
         );
-        self.consult(Stage::PreResponse, envelope).await
+        self.consult(envelope).await
     }
 }

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use toolgate_plugin::{
-    BodyNeeds, Check, Edit, Plugin, Rejection, ResponseExchange, ToolCall, ToolKind, Verdict,
-    Violation, async_trait,
+    BodyNeeds, Check, Plugin, Rejection, ResponseEdit, ResponseExchange, ToolCall, ToolKind,
+    Verdict, Violation, async_trait,
 };
 
 use crate::Metrics;
@@ -221,7 +221,7 @@ impl Plugin for ToolArguments {
         }
     }
 
-    async fn pre_response(&self, exchange: &ResponseExchange<'_>) -> Verdict {
+    async fn pre_response(&self, exchange: &ResponseExchange<'_>) -> Verdict<ResponseEdit> {
         let Some(response) = exchange.response.as_parsed() else {
             return Verdict::Continue;
         };
@@ -231,7 +231,7 @@ impl Plugin for ToolArguments {
             let findings = apply_rules(&self.rules, call, Some(&self.metrics));
             violations.extend(findings.violations);
             if let Some(arguments) = findings.redacted {
-                edits.push(Edit::ReplaceArguments {
+                edits.push(ResponseEdit::ReplaceArguments {
                     choice: call.choice,
                     call_id: call.id.clone(),
                     arguments,

@@ -9,9 +9,9 @@ use std::time::Duration;
 use http::{HeaderName, HeaderValue, StatusCode};
 use toolgate_plugin::store::{CountOutcome, CountPolicy, StateStore, WindowUsage};
 use toolgate_plugin::{
-    BodyNeeds, CallOutcome, Check, Edit, ExchangeMeta, Plugin, Rejection, RequestExchange,
-    ResponseExchange, StoreError, StoreFailMode, ToolCall, ToolKey, Verdict, Violation,
-    async_trait,
+    BodyNeeds, CallOutcome, Check, ExchangeMeta, Plugin, Rejection, RequestEdit, RequestExchange,
+    ResponseEdit, ResponseExchange, StoreError, StoreFailMode, ToolCall, ToolKey, Verdict,
+    Violation, async_trait,
 };
 
 use crate::Metrics;
@@ -56,7 +56,7 @@ impl ToolBudget {
     }
 
     /// The store failed: block with 503 or let through, per `[store] fail_mode`.
-    fn unavailable(&self, meta: &ExchangeMeta, error: &StoreError) -> Verdict {
+    fn unavailable<E>(&self, meta: &ExchangeMeta, error: &StoreError) -> Verdict<E> {
         self.metrics.store_errors.inc();
         tracing::warn!(request_id = %meta.request_id, store = %self.store.describe(), %error, "tool budgets could not be checked");
         match self.fail_mode {
@@ -122,7 +122,7 @@ impl Plugin for ToolBudget {
         }
     }
 
-    async fn pre_request(&self, exchange: &RequestExchange<'_>) -> Verdict {
+    async fn pre_request(&self, exchange: &RequestExchange<'_>) -> Verdict<RequestEdit> {
         let Some(request) = exchange.request.as_parsed() else {
             return Verdict::Continue;
         };
@@ -183,11 +183,11 @@ impl Plugin for ToolBudget {
         } else {
             stripped.sort();
             stripped.dedup();
-            Verdict::Modify(vec![Edit::RemoveDeclaredTools(stripped)])
+            Verdict::Modify(vec![RequestEdit::RemoveDeclaredTools(stripped)])
         }
     }
 
-    async fn pre_response(&self, exchange: &ResponseExchange<'_>) -> Verdict {
+    async fn pre_response(&self, exchange: &ResponseExchange<'_>) -> Verdict<ResponseEdit> {
         let Some(response) = exchange.response.as_parsed() else {
             return Verdict::Continue;
         };

@@ -12,8 +12,8 @@ use futures_util::FutureExt;
 use http::{HeaderMap, Method, StatusCode};
 use toolgate_plugin::prometheus_client::registry::Registry;
 use toolgate_plugin::{
-    ExchangeMeta, Parsed, Plugin, PluginFactory, ResponseExchange, ToolRequest, ToolResponse,
-    Verdict, WireFormat,
+    ExchangeMeta, Parsed, Plugin, PluginFactory, ResponseEdit, ResponseExchange, ToolRequest,
+    ToolResponse, Verdict, WireFormat,
 };
 use toolgate_tool_selection::ToolSelectionFactory;
 
@@ -76,7 +76,7 @@ impl Exchange {
 
 /// Runs `pre_response` to its verdict. Without a judge the stage never waits, so the future is
 /// ready on its first poll; a pending one would mean the setup is not what this bench measures.
-fn verdict(plugin: &dyn Plugin, exchange: &Exchange) -> Verdict {
+fn verdict(plugin: &dyn Plugin, exchange: &Exchange) -> Verdict<ResponseEdit> {
     match plugin.pre_response(&exchange.view()).now_or_never() {
         Some(verdict) => verdict,
         None => panic!("pre_response waited: is a judge configured?"),

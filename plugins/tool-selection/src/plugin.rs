@@ -3,7 +3,9 @@
 
 use async_trait::async_trait;
 use toolgate_plugin::plugin::BodyNeeds;
-use toolgate_plugin::{Check, Parsed, Plugin, Rejection, ResponseExchange, Verdict, Violation};
+use toolgate_plugin::{
+    Check, Parsed, Plugin, Rejection, ResponseEdit, ResponseExchange, Verdict, Violation,
+};
 
 use crate::checks::{check_calls, no_tools_declared, truncate};
 use crate::judge::{Judge, ReviewContext};
@@ -28,7 +30,7 @@ impl ToolSelection {
     }
 }
 
-fn block(violations: Vec<Violation>) -> Verdict {
+fn block(violations: Vec<Violation>) -> Verdict<ResponseEdit> {
     Verdict::Block(Rejection::forbidden(violations))
 }
 
@@ -46,7 +48,7 @@ impl Plugin for ToolSelection {
     }
 
     /// Membership, then arguments and schema, then (only if all of those pass) the judge.
-    async fn pre_response(&self, exchange: &ResponseExchange<'_>) -> Verdict {
+    async fn pre_response(&self, exchange: &ResponseExchange<'_>) -> Verdict<ResponseEdit> {
         let response = match exchange.response {
             Parsed::Parsed(response) if response.has_calls() => response,
             Parsed::Unparsable(error) if self.strict => {

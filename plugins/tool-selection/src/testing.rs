@@ -14,8 +14,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 use toolgate_plugin::{
-    ExchangeMeta, Parsed, Plugin, PluginFactory, ResponseExchange, ToolRequest, ToolResponse,
-    Verdict, Violation, WireFormat,
+    ExchangeMeta, Parsed, Plugin, PluginFactory, ResponseEdit, ResponseExchange, ToolRequest,
+    ToolResponse, Verdict, Violation, WireFormat,
 };
 
 use crate::ToolSelectionFactory;
@@ -41,7 +41,7 @@ impl Harness {
     }
 
     /// Runs the plugin on a response to [`declared`].
-    pub async fn run(&self, response: &Parsed<ToolResponse>) -> Verdict {
+    pub async fn run(&self, response: &Parsed<ToolResponse>) -> Verdict<ResponseEdit> {
         run(self.plugin.as_ref(), &declared(), response).await
     }
 
@@ -128,7 +128,7 @@ pub async fn run(
     plugin: &dyn Plugin,
     request: &Parsed<ToolRequest>,
     response: &Parsed<ToolResponse>,
-) -> Verdict {
+) -> Verdict<ResponseEdit> {
     let meta = ExchangeMeta {
         request_id: "req-test".to_owned(),
         route: "/v1/chat/completions".to_owned(),
@@ -149,7 +149,7 @@ pub async fn run(
 }
 
 /// The violations of a blocking verdict; panics (failing the test) on any other verdict.
-pub fn violations(verdict: &Verdict) -> &[Violation] {
+pub fn violations(verdict: &Verdict<ResponseEdit>) -> &[Violation] {
     match verdict {
         Verdict::Block(rejection) => &rejection.violations,
         other => panic!("expected a block, got {other:?}"),

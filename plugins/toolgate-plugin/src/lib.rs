@@ -18,7 +18,8 @@
 //! - [`identity`]: `ToolKey`, a tool name trimmed and case-folded: the one identity every policy
 //!   plugin compares, counts and looks tools up by (membership alone stays exact).
 //! - [`exchange`]: what a plugin sees at each stage (`RequestExchange`, `ResponseExchange`, …).
-//! - [`verdict`]: `Verdict`, `Rejection`, `Violation`, `Check`, `Edit`.
+//! - [`verdict`]: `Verdict`, `Rejection`, `Violation`, `Check`, the stage edits (`RequestEdit`,
+//!   `ResponseEdit`) and the body `Edit` the adapters apply.
 //! - [`plugin`]: the `Plugin` trait (one method per stage), `PluginFactory` and `BuildContext`.
 //! - [`catalog`]: the tool catalog (groups, workflow states, categories, action types), indexed
 //!   by `ToolKey`.
@@ -71,7 +72,7 @@ pub use service::{BreakerSettings, ConfigParam, ServiceDescriptor};
 pub use store::{MemoryStore, StateStore, StoreError, StoreFailMode};
 pub use tenant::Tenant;
 pub use tool::{CallOutcome, DeclaredTool, HistoryCall, ToolCall, ToolKind};
-pub use verdict::{Check, Edit, Rejection, Verdict, Violation};
+pub use verdict::{Check, Edit, Rejection, RequestEdit, ResponseEdit, Verdict, Violation};
 
 /// Re-exported so plugins register metrics against the same registry type as the gateway.
 pub use prometheus_client;

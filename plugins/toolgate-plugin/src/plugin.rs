@@ -12,7 +12,7 @@ use crate::exchange::{CompletedExchange, RequestExchange, ResponseExchange};
 use crate::service::ServiceDescriptor;
 use crate::store::{MemoryStore, StateStore, StoreFailMode};
 use crate::tenant::Tenant;
-use crate::verdict::{Verdict, Violation};
+use crate::verdict::{RequestEdit, ResponseEdit, Verdict, Violation};
 
 /// Which bodies a plugin reads. The gateway buffers and parses a body only when some plugin on
 /// the route needs it; otherwise it streams through untouched.
@@ -37,15 +37,17 @@ pub trait Plugin: Send + Sync + 'static {
     }
 
     /// Runs before the request goes upstream. May block (answered without contacting the
-    /// upstream) or modify the request (declared tools, headers). Default: continue.
-    async fn pre_request(&self, _exchange: &RequestExchange<'_>) -> Verdict {
+    /// upstream) or modify the request (declared tools, headers): a [`RequestEdit`], so an edit
+    /// of the response does not compile here. Default: continue.
+    async fn pre_request(&self, _exchange: &RequestExchange<'_>) -> Verdict<RequestEdit> {
         Verdict::Continue
     }
 
     /// Runs on a successful (2xx) upstream answer before any of it reaches the client. For
     /// streams it runs each time a set of tool calls is complete. Non-2xx answers pass through
-    /// without this stage. Default: continue.
-    async fn pre_response(&self, _exchange: &ResponseExchange<'_>) -> Verdict {
+    /// without this stage. May block, or modify the answer with [`ResponseEdit`]s (a call's
+    /// arguments, response headers). Default: continue.
+    async fn pre_response(&self, _exchange: &ResponseExchange<'_>) -> Verdict<ResponseEdit> {
         Verdict::Continue
     }
 

@@ -1,18 +1,32 @@
-//! What a plugin answers: continue, block with violations, or modify the exchange.
+//! What a plugin answers: continue, block with violations, or modify the exchange — and the
+//! edits each stage may ask for. A stage's verdict is typed by its edit, so an edit the stage
+//! cannot make (replacing a call's arguments before the response exists) does not compile.
 
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use serde::Serialize;
 
-/// A plugin's answer at one stage.
+/// A plugin's answer at one stage: `Verdict<RequestEdit>` at `pre_request`,
+/// `Verdict<ResponseEdit>` at `pre_response`. An edit of the answer before it exists is a
+/// type error, not a case the gateway has to ignore at run time:
+///
+/// ```compile_fail
+/// use toolgate_plugin::{RequestEdit, ResponseEdit, Verdict};
+/// let redact = ResponseEdit::ReplaceArguments {
+///     choice: 0,
+///     call_id: None,
+///     arguments: "{}".into(),
+/// };
+/// let _at_pre_request: Verdict<RequestEdit> = Verdict::Modify(vec![redact]);
+/// ```
 #[derive(Debug, Clone, Default)]
-pub enum Verdict {
+pub enum Verdict<E> {
     /// Nothing to object to; the next plugin runs.
     #[default]
     Continue,
     /// Stop the exchange and answer the client with this rejection (unless the route observes).
     Block(Rejection),
     /// Change the exchange and continue; the gateway applies edits in the exchange's own format.
-    Modify(Vec<Edit>),
+    Modify(Vec<E>),
 }
 
 /// Which check found a violation. Serialized as the `check` field of the 403 body.
@@ -139,29 +153,65 @@ impl Rejection {
     }
 }
 
-/// A change a plugin asks for. The gateway applies it through the exchange's format adapter,
-/// so the body stays in the client's format and untouched parts keep their bytes.
+/// A change a plugin asks for at `pre_request`. The gateway applies body edits through the
+/// exchange's format adapter, so the body stays in the client's format and untouched parts keep
+/// their bytes.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Edit {
+pub enum RequestEdit {
     /// Remove these declared tools from the request before it goes upstream. When every tool
     /// goes, the list is left empty (`tools: []`) and any `tool_choice` is dropped.
     RemoveDeclaredTools(Vec<String>),
     /// Remove the tool fields altogether (`tools`, legacy `functions`, `tool_choice`,
     /// `parallel_tool_calls`, …), for upstreams that refuse an empty tool list.
     StripToolFields,
-    /// Replace one call's arguments in the response (e.g. a redacted value).
-    ReplaceArguments {
-        choice: u32,
-        call_id: Option<String>,
-        arguments: String,
-    },
     /// Set a header on the request sent upstream.
     SetRequestHeader(HeaderName, HeaderValue),
-    /// Set a header on the response sent to the client.
+    /// Set a header on the response sent to the client (known before the upstream answers,
+    /// e.g. the tools a request was left with).
     SetResponseHeader(HeaderName, HeaderValue),
     /// Add a field to the exchange's audit line (e.g. the groups a request asked for). Kept in
     /// observe mode too: it records what was seen, it changes nothing.
     Annotate(String, serde_json::Value),
+}
+
+/// A change a plugin asks for at `pre_response`, once the answer exists. The request has gone
+/// upstream by then, so nothing here can touch it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ResponseEdit {
+    /// Replace one call's arguments in the response (e.g. a redacted value).
+    ReplaceArguments {
+        /// The choice (or output) the call is in.
+        choice: u32,
+        /// The call's id, `None` for a legacy `function_call` that has none.
+        call_id: Option<String>,
+        /// The new arguments, a JSON string as the format carries it.
+        arguments: String,
+    },
+    /// Set a header on the response sent to the client.
+    SetResponseHeader(HeaderName, HeaderValue),
+    /// Add a field to the exchange's audit line. Kept in observe mode too, as at `pre_request`.
+    Annotate(String, serde_json::Value),
+}
+
+/// A body edit as the format adapters apply it: the body part of a [`RequestEdit`] or a
+/// [`ResponseEdit`], which the gateway hands over once a stage's verdicts are in. Plugins do
+/// not return it; request and response variants share one type only because the adapters
+/// read it so (until the formats split, issue 27).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Edit {
+    /// [`RequestEdit::RemoveDeclaredTools`].
+    RemoveDeclaredTools(Vec<String>),
+    /// [`RequestEdit::StripToolFields`].
+    StripToolFields,
+    /// [`ResponseEdit::ReplaceArguments`].
+    ReplaceArguments {
+        /// The choice (or output) the call is in.
+        choice: u32,
+        /// The call's id, `None` for a legacy `function_call`.
+        call_id: Option<String>,
+        /// The new arguments.
+        arguments: String,
+    },
 }
 
 /// Applies the `ReplaceArguments` edits among `edits` to `calls` (what the client receives),
