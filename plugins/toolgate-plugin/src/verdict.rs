@@ -29,27 +29,41 @@ pub enum Verdict<E> {
     Modify(Vec<E>),
 }
 
-/// Which check found a violation. Serialized as the `check` field of the 403 body.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
+/// Which check found a violation. Serialized as the `check` field of the 403 body, by its
+/// name ([`Check::as_str`]). Non-exhaustive: the vocabulary grows, and a plugin crate names a
+/// kind of its own with [`Check::Custom`] without waiting for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Check {
+    /// The call names a tool the request did not declare.
     Membership,
+    /// The call's arguments break the declared tool's JSON Schema.
     Schema,
     /// Arguments that are not valid JSON for a tool that declares a schema.
     Arguments,
+    /// The semantic judge denied the call, or could not answer.
     Semantic,
+    /// The tenant or the access levels do not permit the tool (seed 003).
     Permission,
+    /// The tool is not in a group the request asked for, or the tenant holds (seed 000).
     Group,
+    /// The tool is not available in the request's workflow state (seed 000).
     State,
+    /// A call budget is spent, or could not be checked.
     Budget,
+    /// A `tool_arguments` rule refused a value.
     Rule,
     /// A body that could not be parsed on a route that requires parsing (`strict`).
     Parse,
     /// A validator service (`[services.NAME]`) denied the exchange or could not answer.
     Service,
+    /// A kind a plugin crate adds, serialized as this name. Pick a snake_case name none of the
+    /// kinds above uses: clients tell kinds apart by the name alone.
+    Custom(&'static str),
 }
 
 impl Check {
+    /// The name a client reads in `check`, the audit line and the metrics' `check` label.
     pub fn as_str(self) -> &'static str {
         match self {
             Check::Membership => "membership",
@@ -63,7 +77,16 @@ impl Check {
             Check::Rule => "rule",
             Check::Parse => "parse",
             Check::Service => "service",
+            Check::Custom(name) => name,
         }
+    }
+}
+
+/// A check is written as its bare name, so a custom kind reads like a built-in one
+/// (`"check": "pii"`, not `{"custom": "pii"}`).
+impl Serialize for Check {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
     }
 }
 
@@ -231,5 +254,45 @@ pub fn replace_arguments(calls: &mut [crate::ToolCall], edits: &[Edit]) {
                 call.arguments.clone_from(arguments);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_built_in_check_keeps_its_json_name() {
+        let names = [
+            (Check::Membership, "membership"),
+            (Check::Schema, "schema"),
+            (Check::Arguments, "arguments"),
+            (Check::Semantic, "semantic"),
+            (Check::Permission, "permission"),
+            (Check::Group, "group"),
+            (Check::State, "state"),
+            (Check::Budget, "budget"),
+            (Check::Rule, "rule"),
+            (Check::Parse, "parse"),
+            (Check::Service, "service"),
+        ];
+        for (check, name) in names {
+            assert_eq!(serde_json::to_value(check).ok(), Some(name.into()));
+            assert_eq!(check.as_str(), name);
+        }
+    }
+
+    /// What a plugin crate writes: its own kind, next to the built-in ones, with no change
+    /// to this crate.
+    const PII: Check = Check::Custom("pii");
+
+    #[test]
+    fn a_plugin_crate_adds_its_own_check_kind() {
+        let violation = Violation::new(PII, "email_in_arguments", "an e-mail address");
+        let json = serde_json::to_value(&violation).expect("a violation serializes");
+        assert_eq!(json["check"], "pii");
+        assert_eq!(json["code"], "email_in_arguments");
+        assert_eq!(PII.as_str(), "pii");
+        assert_ne!(PII, Check::Rule);
     }
 }
