@@ -6,7 +6,7 @@ use bytes::Bytes;
 use http::header::{CONTENT_TYPE, HeaderValue};
 use http::{Response, StatusCode};
 use serde_json::json;
-use toolgate_plugin::{Check, ErrorShape, Rejection, Violation, WireFormat};
+use toolgate_plugin::{Check, ErrorShape, Rejection, Unavailable, Violation, WireFormat};
 
 use crate::body::{ProxyBody, full};
 use crate::upstream::UpstreamError;
@@ -19,11 +19,25 @@ pub enum Blame {
     Internal,
 }
 
+impl Blame {
+    /// The envelope's `type`, in OpenAI's vocabulary where it has a word for it.
+    fn error_type(self) -> &'static str {
+        match self {
+            Blame::Client => "invalid_request_error",
+            Blame::Upstream => "upstream_error",
+            Blame::Internal => "server_error",
+        }
+    }
+}
+
 /// A failure to proxy an exchange (a guardrail's block is a [`Rejection`], not an error).
 #[derive(Debug, Clone)]
 pub struct GatewayError {
     pub blame: Blame,
     pub status: StatusCode,
+    /// The envelope's `type`: the failure table's for an upstream that cannot answer, else
+    /// the blame's.
+    error_type: &'static str,
     /// A stable code for programs, e.g. `upstream_timeout`.
     pub code: &'static str,
     pub message: String,
@@ -39,7 +53,20 @@ impl GatewayError {
         GatewayError {
             blame,
             status,
+            error_type: blame.error_type(),
             code,
+            message: message.into(),
+        }
+    }
+
+    /// An upstream that cannot answer, answered as the failure table says.
+    fn upstream(what: Unavailable, message: impl Into<String>) -> Self {
+        let answer = what.failure_status();
+        GatewayError {
+            blame: Blame::Upstream,
+            status: answer.status,
+            error_type: answer.error_type,
+            code: answer.code,
             message: message.into(),
         }
     }
@@ -136,20 +163,15 @@ impl GatewayError {
         )
     }
 
+    /// The upstream's connection broke, or its answer ended before it was whole.
     pub fn upstream_failed(message: impl Into<String>) -> Self {
-        Self::new(
-            Blame::Upstream,
-            StatusCode::BAD_GATEWAY,
-            "upstream_failed",
-            message,
-        )
+        Self::upstream(Unavailable::UpstreamFailed, message)
     }
 
+    /// The upstream did not answer in time; `what` says which part was late.
     pub fn upstream_timeout(what: &str) -> Self {
-        Self::new(
-            Blame::Upstream,
-            StatusCode::GATEWAY_TIMEOUT,
-            "upstream_timeout",
+        Self::upstream(
+            Unavailable::UpstreamTimeout,
             format!("the upstream did not answer in time ({what})"),
         )
     }
@@ -163,19 +185,10 @@ impl GatewayError {
         )
     }
 
-    /// The envelope's `type`, in OpenAI's vocabulary where it has a word for it.
-    fn error_type(&self) -> &'static str {
-        match self.blame {
-            Blame::Client => "invalid_request_error",
-            Blame::Upstream => "upstream_error",
-            Blame::Internal => "server_error",
-        }
-    }
-
     pub fn report<'a>(&'a self, request_id: &'a str) -> ErrorReport<'a> {
         ErrorReport {
             status: self.status,
-            error_type: self.error_type(),
+            error_type: self.error_type,
             code: self.code,
             message: self.message.clone(),
             request_id,
@@ -188,10 +201,8 @@ impl GatewayError {
 impl From<UpstreamError> for GatewayError {
     fn from(error: UpstreamError) -> Self {
         match error {
-            UpstreamError::Unreachable(reason) => Self::new(
-                Blame::Upstream,
-                StatusCode::BAD_GATEWAY,
-                "upstream_unreachable",
+            UpstreamError::Unreachable(reason) => Self::upstream(
+                Unavailable::UpstreamUnreachable,
                 format!("the upstream could not be reached: {reason}"),
             ),
             UpstreamError::Timeout => GatewayError::upstream_timeout("no response head"),

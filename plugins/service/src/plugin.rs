@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use toolgate_plugin::plugin::BodyNeeds;
 use toolgate_plugin::{
     Check, ExchangeMeta, Parsed, Plugin, Rejection, RequestEdit, RequestExchange, ResponseEdit,
-    ResponseExchange, ToolCall, ToolRequest, Verdict, Violation,
+    ResponseExchange, ToolCall, ToolRequest, Unavailable, Verdict,
 };
 
 use crate::client::{Failure, ServiceClient};
@@ -117,15 +117,15 @@ impl ServicePlugin {
                 );
                 match self.settings.fail_mode {
                     FailMode::Allow => Verdict::Continue,
-                    FailMode::Block => Verdict::Block(Rejection::forbidden(vec![Violation::new(
-                        Check::Service,
-                        "service_unavailable",
-                        format!(
+                    FailMode::Block => {
+                        let message = format!(
                             "validator service '{}' could not answer ({}); blocked by its fail mode",
                             self.service(),
                             failure.kind.as_str()
-                        ),
-                    )])),
+                        );
+                        let violation = Unavailable::Service.violation(Check::Service, message);
+                        Verdict::Block(Unavailable::Service.rejection(vec![violation]))
+                    }
                 }
             }
         }

@@ -10,8 +10,8 @@ use http::{HeaderName, HeaderValue, StatusCode};
 use toolgate_plugin::store::{CountOutcome, CountPolicy, StateStore, WindowUsage};
 use toolgate_plugin::{
     BodyNeeds, CallOutcome, Check, ExchangeMeta, Plugin, Rejection, RequestEdit, RequestExchange,
-    ResponseEdit, ResponseExchange, StoreError, StoreFailMode, ToolCall, ToolKey, Verdict,
-    Violation, async_trait,
+    ResponseEdit, ResponseExchange, StoreError, StoreFailMode, ToolCall, ToolKey, Unavailable,
+    Verdict, Violation, async_trait,
 };
 
 use crate::Metrics;
@@ -55,20 +55,20 @@ impl ToolBudget {
             .filter(move |budget| budget.applies_to(tenant))
     }
 
-    /// The store failed: block with 503 or let through, per `[store] fail_mode`.
+    /// The store failed: block as the failure table says, or let through, per `[store] fail_mode`.
     fn unavailable<E>(&self, meta: &ExchangeMeta, error: &StoreError) -> Verdict<E> {
         self.metrics.store_errors.inc();
         tracing::warn!(request_id = %meta.request_id, store = %self.store.describe(), %error, "tool budgets could not be checked");
         match self.fail_mode {
             StoreFailMode::Allow => Verdict::Continue,
-            StoreFailMode::Block => Verdict::Block(
-                Rejection::forbidden(vec![Violation::new(
-                    Check::Budget,
-                    "state_store_unavailable",
-                    "tool budgets cannot be checked right now: the state store did not answer",
-                )])
-                .with_status(StatusCode::SERVICE_UNAVAILABLE, "server_error"),
-            ),
+            StoreFailMode::Block => {
+                Verdict::Block(
+                    Unavailable::Store.rejection(vec![Unavailable::Store.violation(
+                        Check::Budget,
+                        "tool budgets cannot be checked right now: the state store did not answer",
+                    )]),
+                )
+            }
         }
     }
 

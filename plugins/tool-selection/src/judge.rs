@@ -9,7 +9,7 @@ use std::time::Instant;
 use futures_util::future::join_all;
 use quick_cache::sync::Cache;
 use tokio::sync::Semaphore;
-use toolgate_plugin::{Check, ToolCall, Violation};
+use toolgate_plugin::{Check, ToolCall, Unavailable, Violation};
 
 use crate::checks::truncate;
 use crate::judge_client::{Decision, JudgeClient};
@@ -140,9 +140,8 @@ impl Judge {
                     %cause,
                     "semantic judge unavailable; blocking the call"
                 );
-                Some(Violation::on_call(
+                Some(Unavailable::Judge.on_call(
                     Check::Semantic,
-                    "semantic_unavailable",
                     call,
                     format!(
                         "the semantic judge could not review '{}' ({summary}), so the call is \

@@ -4,7 +4,8 @@
 use async_trait::async_trait;
 use toolgate_plugin::plugin::BodyNeeds;
 use toolgate_plugin::{
-    Check, Parsed, Plugin, Rejection, ResponseEdit, ResponseExchange, Verdict, Violation,
+    Check, Parsed, Plugin, Rejection, ResponseEdit, ResponseExchange, Unavailable, Verdict,
+    Violation,
 };
 
 use crate::checks::{check_calls, no_tools_declared, truncate};
@@ -89,6 +90,13 @@ impl Plugin for ToolSelection {
         let violations = judge.review(context, &response.calls).await;
         if violations.is_empty() {
             Verdict::Continue
+        } else if violations
+            .iter()
+            .all(|violation| Unavailable::Judge.reported_by(violation))
+        {
+            // Only the judge's silence: answered as the failure table says. A denial among
+            // them is a finding, and a finding is the guard's 403 whatever the table says.
+            Verdict::Block(Unavailable::Judge.rejection(violations))
         } else {
             block(violations)
         }

@@ -20,6 +20,8 @@
 //! - [`exchange`]: what a plugin sees at each stage (`RequestExchange`, `ResponseExchange`, …).
 //! - [`verdict`]: `Verdict`, `Rejection`, `Violation`, `Check`, the stage edits (`RequestEdit`,
 //!   `ResponseEdit`) and the body `Edit` the adapters apply.
+//! - [`unavailable`]: `Unavailable`, the one table of what a client is answered when the judge,
+//!   a validator service, the state store or the upstream cannot answer.
 //! - [`plugin`]: the `Plugin` trait (one method per stage), `PluginFactory` and `BuildContext`.
 //! - [`catalog`]: the tool catalog (groups, workflow states, categories, action types), indexed
 //!   by `ToolKey`.
@@ -54,6 +56,7 @@ pub mod stream;
 pub mod taxonomy;
 pub mod tenant;
 pub mod tool;
+pub mod unavailable;
 pub mod verdict;
 
 /// The text type of a declared schema (`DeclaredTool::parameters`), for plugins that build one.
@@ -72,6 +75,7 @@ pub use service::{BreakerSettings, ConfigParam, ServiceDescriptor};
 pub use store::{MemoryStore, StateStore, StoreError, StoreFailMode};
 pub use tenant::Tenant;
 pub use tool::{CallOutcome, DeclaredTool, HistoryCall, ToolCall, ToolKind};
+pub use unavailable::{FailureStatus, Unavailable};
 pub use verdict::{Check, Edit, Rejection, RequestEdit, ResponseEdit, Verdict, Violation};
 
 /// Re-exported so plugins register metrics against the same registry type as the gateway.

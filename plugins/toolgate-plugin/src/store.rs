@@ -84,8 +84,8 @@ impl StoreError {
 /// What a plugin does when the store cannot answer (`[store] fail_mode`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum StoreFailMode {
-    /// Refuse the exchange with 503 `state_store_unavailable`: a limit that cannot be checked
-    /// is not vouched for.
+    /// Refuse the exchange with [`Unavailable::Store`](crate::Unavailable::Store)'s answer
+    /// (503 `state_store_unavailable`): a limit that cannot be checked is not vouched for.
     #[default]
     Block,
     /// Let the exchange through unchecked (and log it).
