@@ -21,6 +21,7 @@ pub const WILDCARD: &str = "*";
 /// One tool's entry, `[tools.NAME]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CatalogTool {
+    /// The name as the config spells it (`[tools.NAME]`).
     pub name: String,
     /// Never empty: a tool the config puts in no group is in [`DEFAULT_GROUP`].
     pub groups: Vec<String>,
@@ -32,6 +33,7 @@ pub struct CatalogTool {
     pub category: Option<String>,
     /// The action type, `category:action`, validated at load.
     pub action: Option<String>,
+    /// A description for people (the discovery listing shows it).
     pub description: Option<String>,
 }
 
@@ -66,6 +68,7 @@ impl CatalogTool {
 /// plugin, with two contradicting descriptions, so a config that holds them is refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyCollision {
+    /// The key both names share.
     pub key: ToolKey,
     /// The entry the catalog kept (the first given).
     pub kept: String,
@@ -171,6 +174,7 @@ impl ToolCatalog {
         self.access_levels.get(level).map(Vec::as_slice)
     }
 
+    /// The access levels the config defines (built-in and custom), in name order.
     pub fn access_levels(&self) -> impl Iterator<Item = &str> {
         self.access_levels.keys().map(String::as_str)
     }
@@ -200,6 +204,7 @@ impl ToolCatalog {
         self.states.contains(state)
     }
 
+    /// Whether the config describes no tool at all.
     pub fn is_empty(&self) -> bool {
         self.tools.is_empty()
     }

@@ -8,9 +8,12 @@ use serde_json::value::RawValue;
 /// The top-level key of the object.
 pub const DIRECTIVES_FIELD: &str = "toolgate";
 
-/// The header equivalents of the object's fields.
+// The header equivalents of the object's fields.
+/// The groups asked for, as `toolgate.group`.
 pub const GROUP_HEADER: &str = "x-toolgate-group";
+/// The workflow state, as `toolgate.state`.
 pub const STATE_HEADER: &str = "x-toolgate-state";
+/// The agent the request speaks for, as `toolgate.agent`.
 pub const AGENT_HEADER: &str = "x-toolgate-agent";
 
 /// What the `toolgate` object asks for. Every field is optional.
@@ -20,8 +23,10 @@ pub struct Directives {
     /// One group or a list; `[]` asks for no tools, `"*"` for every group.
     #[serde(default, alias = "groups", deserialize_with = "one_or_many")]
     pub group: Option<Vec<String>>,
+    /// The workflow state the conversation is in; none is the initial state.
     #[serde(default)]
     pub state: Option<String>,
+    /// The agent the request speaks for (checked against its tenant's `agents`).
     #[serde(default)]
     pub agent: Option<String>,
 }

@@ -16,6 +16,7 @@ pub struct ExchangeMeta {
     pub request_id: String,
     /// The matched route's path prefix.
     pub route: String,
+    /// The client's request method.
     pub method: Method,
     /// The request path and query as the client sent them.
     pub path_and_query: String,
@@ -30,10 +31,12 @@ pub enum Parsed<T> {
     Absent,
     /// The body was read but is not in a format toolgate understands.
     Unparsable(ParseError),
+    /// The body, read into the format-neutral view.
     Parsed(T),
 }
 
 impl<T> Parsed<T> {
+    /// The view, when the body was read; `None` when absent or unparsable.
     pub fn as_parsed(&self) -> Option<&T> {
         match self {
             Parsed::Parsed(value) => Some(value),
@@ -45,8 +48,11 @@ impl<T> Parsed<T> {
 /// The `pre_request` view: the client's request before it goes upstream.
 #[derive(Debug)]
 pub struct RequestExchange<'a> {
+    /// What every stage shares.
     pub meta: &'a ExchangeMeta,
+    /// The client's request headers (no plugin's header edit is in them).
     pub headers: &'a HeaderMap,
+    /// The request body as read, after the edits of the plugins that ran before.
     pub request: &'a Parsed<ToolRequest>,
 }
 
@@ -55,23 +61,33 @@ pub struct RequestExchange<'a> {
 /// released; text already passed through is not repeated.
 #[derive(Debug)]
 pub struct ResponseExchange<'a> {
+    /// What every stage shares.
     pub meta: &'a ExchangeMeta,
+    /// The client's request headers.
     pub request_headers: &'a HeaderMap,
+    /// The request body as it went upstream (after `pre_request` edits).
     pub request: &'a Parsed<ToolRequest>,
+    /// The upstream's status (always 2xx: other answers skip this stage).
     pub status: StatusCode,
+    /// The answer, or the calls a stream completed so far.
     pub response: &'a Parsed<ToolResponse>,
+    /// Whether the answer is a stream (`pre_response` then runs once per set of calls).
     pub streamed: bool,
 }
 
 /// The `post_response` view: the exchange after the client got its answer (for accounting).
 #[derive(Debug)]
 pub struct CompletedExchange<'a> {
+    /// What every stage shares.
     pub meta: &'a ExchangeMeta,
+    /// The client's request headers.
     pub request_headers: &'a HeaderMap,
+    /// The request body as it went upstream.
     pub request: &'a Parsed<ToolRequest>,
     /// The status the client received (toolgate's own, when it blocked).
     pub status: StatusCode,
     /// Every call the client received (blocked calls are not here).
     pub delivered_calls: &'a [crate::ToolCall],
+    /// Time from the request's arrival to the end of the answer.
     pub elapsed: Duration,
 }

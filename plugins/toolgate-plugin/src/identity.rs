@@ -24,6 +24,7 @@ impl ToolKey {
         ToolKey(name.trim().to_lowercase())
     }
 
+    /// The folded name.
     pub fn as_str(&self) -> &str {
         &self.0
     }

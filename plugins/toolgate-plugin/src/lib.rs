@@ -6,9 +6,9 @@
 //! applies the route's mode (enforce / observe) in one place.
 //!
 //! Design choices:
-//! - Wire formats are parsed in exactly one place, [`format`], so a new format is one adapter and
-//!   every plugin sees it. Parsing types only the fields the checks use; everything else is skipped,
-//!   and an allowed body is forwarded as the original bytes, never re-serialized.
+//! - Wire formats are parsed in exactly one place, [`format`](mod@format), so a new format is one
+//!   adapter and every plugin sees it. Parsing types only the fields the checks use; everything
+//!   else is skipped, and an allowed body is forwarded as the original bytes, never re-serialized.
 //! - Blocking is a verdict, not an error: [`Verdict::Block`] carries [`Violation`]s that the gateway
 //!   turns into the OpenAI error envelope.
 //! - Plugins are built by a [`PluginFactory`] from their per-route settings, once per config load.
@@ -30,7 +30,8 @@
 //! - [`taxonomy`]: tool categories, action types and access levels (seed 003).
 //! - [`tenant`]: the tenant an exchange was authenticated as.
 //! - [`service`]: validator service descriptors (`[services.NAME]`) handed to plugin factories.
-//! - [`format`]: wire-format adapters that turn bodies into tools and calls, and apply edits.
+//! - [`format`](mod@format): wire-format adapters that turn bodies into tools and calls, and
+//!   apply edits.
 //! - [`answer`]: how a guard reads an answer — by its own shape, closed on doubt.
 //! - [`lenient`]: the forgiving reader — the calls a lenient client would read from an answer,
 //!   in any format; asked when the strict readers refuse, and the property tests' oracle.
@@ -40,18 +41,30 @@
 //! - [`store`]: the shared state store (fixed-window counters, once-only markers) and its
 //!   in-memory implementation.
 
+#![warn(missing_docs)]
+
+// documented with the formats split (issue 27)
+#[allow(missing_docs)]
 pub mod answer;
 pub mod catalog;
 pub mod directives;
 pub mod exchange;
+// documented with the formats split (issue 27)
+#[allow(missing_docs)]
 pub mod format;
 pub mod identity;
+// documented with the formats split (issue 27)
+#[allow(missing_docs)]
 pub mod lenient;
 pub mod pattern;
 pub mod plugin;
 pub mod service;
+// documented with the formats split (issue 27)
+#[allow(missing_docs)]
 pub mod sse;
 pub mod store;
+// documented with the formats split (issue 27)
+#[allow(missing_docs)]
 pub mod stream;
 pub mod taxonomy;
 pub mod tenant;

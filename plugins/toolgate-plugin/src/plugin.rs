@@ -18,7 +18,9 @@ use crate::verdict::{RequestEdit, ResponseEdit, Verdict, Violation};
 /// the route needs it; otherwise it streams through untouched.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct BodyNeeds {
+    /// Whether the request body is read and parsed before `pre_request`.
     pub request: bool,
+    /// Whether a 2xx answer is held and parsed before `pre_response`.
     pub response: bool,
 }
 
@@ -76,6 +78,7 @@ pub struct AvailabilityQuery {
     pub groups: Option<Vec<String>>,
     /// The workflow state it would be in (`None`: the initial state).
     pub state: Option<String>,
+    /// The tenant it would be sent as (`None`: no tenant, or tenants are not configured).
     pub tenant: Option<Arc<Tenant>>,
 }
 
@@ -139,10 +142,12 @@ impl Default for BuildContext {
 pub struct SettingsError {
     /// Dotted key path inside `settings` (`judge.timeout_ms`), empty for the table itself.
     pub path: String,
+    /// What is wrong with the value, for people.
     pub message: String,
 }
 
 impl SettingsError {
+    /// An error at `path` (dotted, inside `settings`).
     pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
         SettingsError {
             path: path.into(),

@@ -22,6 +22,7 @@ pub struct ServiceDescriptor {
     /// Headers sent with every call, authentication included. Every value is marked sensitive,
     /// so `Debug` never prints a token.
     pub headers: HeaderMap,
+    /// When calls stop being made after failures, and when one is tried again.
     pub breaker: BreakerSettings,
 }
 
@@ -35,6 +36,7 @@ impl ServiceDescriptor {
 /// A config param a service declares (seed 002's `config-params`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigParam {
+    /// The param's name, as an instance writes it in `config`.
     pub name: String,
     /// Whether every instance must set it.
     pub required: bool,

@@ -14,13 +14,16 @@ use async_trait::async_trait;
 /// Unix epoch (a one-minute window resets at every whole minute of the store's clock).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Window {
+    /// How long one period of the window lasts.
     pub length: Duration,
+    /// The most units counted in one period.
     pub limit: u64,
 }
 
 /// A window's state after a count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WindowUsage {
+    /// The window this is the state of.
     pub window: Window,
     /// Units counted in the current period (after this count, if it was added).
     pub used: u64,
@@ -29,10 +32,12 @@ pub struct WindowUsage {
 }
 
 impl WindowUsage {
+    /// Units left in the current period (0 when exhausted).
     pub fn remaining(&self) -> u64 {
         self.window.limit.saturating_sub(self.used)
     }
 
+    /// Whether the current period has no unit left.
     pub fn is_exhausted(&self) -> bool {
         self.used >= self.window.limit
     }
@@ -74,6 +79,7 @@ pub struct StoreError {
 }
 
 impl StoreError {
+    /// An error whose `message` says what went wrong.
     pub fn new(message: impl Into<String>) -> Self {
         StoreError {
             message: message.into(),

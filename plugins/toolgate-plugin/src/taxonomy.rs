@@ -109,10 +109,12 @@ pub const ACCESS_LEVELS: &[(&str, &[&str])] = &[
     ("custom", &[]),
 ];
 
+/// Whether `name` is one of [`CATEGORIES`].
 pub fn is_category(name: &str) -> bool {
     CATEGORIES.contains(&name)
 }
 
+/// Whether `name` is one of [`ACTION_TYPES`].
 pub fn is_action_type(name: &str) -> bool {
     ACTION_TYPES.contains(&name)
 }

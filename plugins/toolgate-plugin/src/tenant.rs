@@ -5,6 +5,7 @@
 /// One `[tenants.NAME]` entry, without its keys (they never leave the gateway's key table).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Tenant {
+    /// The tenant's name, `[tenants.NAME]`.
     pub name: String,
     /// The tool groups the tenant may ask for; `*` lets it ask for any.
     pub groups: Vec<String>,

@@ -44,7 +44,9 @@ impl ToolKind {
 /// A tool the client declared in its request.
 #[derive(Debug, Clone)]
 pub struct DeclaredTool {
+    /// The name as the client declared it (exact: membership compares it byte for byte).
     pub name: String,
+    /// What kind of tool it is (function, custom, built-in): which calls may dispatch to it.
     pub kind: ToolKind,
     /// The JSON Schema of the arguments exactly as the client wrote it. Kept as raw text so a
     /// schema cache can key on its bytes without building a JSON tree on every request; read
@@ -101,7 +103,9 @@ pub struct ToolCall {
     /// The call's id (`tool_calls[].id`); legacy `function_call` has none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
+    /// The tool's name as the model wrote it.
     pub name: String,
+    /// The kind of call, which says which declared tools it may dispatch to.
     pub kind: ToolKind,
     /// The arguments as the model produced them: a JSON text for functions, free text for custom
     /// tools. Kept verbatim; checks parse it.
@@ -114,8 +118,11 @@ pub struct HistoryCall {
     /// The call's id, which its result refers to.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
+    /// The tool's name as the model wrote it.
     pub name: String,
+    /// The arguments as the model wrote them.
     pub arguments: String,
+    /// Whether the call ran, failed or has no result yet.
     pub outcome: CallOutcome,
 }
 

@@ -93,13 +93,17 @@ impl Serialize for Check {
 /// One failed check on one call (or on the exchange as a whole).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Violation {
+    /// The kind of check that failed.
     pub check: Check,
     /// A stable, machine-readable reason, e.g. `undeclared_tool`, `schema_violation`.
     pub code: String,
+    /// The choice (or output) the call is in.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub choice: Option<u32>,
+    /// The call's id; `None` for a legacy `function_call`, or a violation of the exchange.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// The called tool's name as the model wrote it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool: Option<String>,
     /// JSON Pointer into the arguments (schema violations).
@@ -108,6 +112,7 @@ pub struct Violation {
     /// The JSON Schema keyword that failed (schema violations).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub keyword: Option<String>,
+    /// What failed, for people; the envelope's `message` is the first violation's.
     pub message: String,
 }
 
@@ -146,10 +151,13 @@ impl Violation {
 /// The message and code of the envelope are derived from the first violation.
 #[derive(Debug, Clone)]
 pub struct Rejection {
+    /// The HTTP status of the answer (403 for a guard's block).
     pub status: StatusCode,
     /// The envelope's `type`, e.g. `tool_call_blocked`.
     pub error_type: &'static str,
+    /// What was found; the envelope's `message` and `code` are the first one's.
     pub violations: Vec<Violation>,
+    /// Headers the answer carries besides the body's (`Retry-After` on a 429).
     pub headers: HeaderMap,
 }
 
@@ -164,12 +172,14 @@ impl Rejection {
         }
     }
 
+    /// The same rejection with another status and envelope `type` (a 429, a 503).
     pub fn with_status(mut self, status: StatusCode, error_type: &'static str) -> Self {
         self.status = status;
         self.error_type = error_type;
         self
     }
 
+    /// The same rejection with one more header on the answer.
     pub fn with_header(mut self, name: HeaderName, value: HeaderValue) -> Self {
         self.headers.insert(name, value);
         self
