@@ -6,8 +6,8 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
-use super::Reply;
-use super::upstream::chat_completion;
+use super::answers::status_and_json;
+use super::{Reply, ScriptedUpstream, TestGateway};
 
 /// The reference validator from `examples/`, served in-process on a free loopback port.
 pub struct Validator {
@@ -30,6 +30,19 @@ impl Validator {
     }
 }
 
+/// One exchange on `path`: the client posts `body` (mostly [`request`]) and the upstream
+/// answers with a completion making `calls`; returns the status and JSON body the client gets.
+pub async fn exchange(
+    upstream: &ScriptedUpstream,
+    gateway: &TestGateway,
+    path: &str,
+    body: &Value,
+    calls: &[(&str, &str, &str)],
+) -> (u16, Value) {
+    upstream.push(Reply::chat_calls(calls));
+    status_and_json(gateway.post(path, body).await).await
+}
+
 /// A chat request declaring `run_sql`, `run_shell` and `drop_db`.
 pub fn request() -> Value {
     let tool = |name: &str| {
@@ -44,7 +57,7 @@ pub fn request() -> Value {
 }
 
 pub fn calling(calls: &[(&str, &str, &str)]) -> Reply {
-    Reply::json(200, chat_completion(calls, None))
+    Reply::chat_calls(calls)
 }
 
 /// One route on `path` whose chain is `plugins` (TOML `[[routes.plugins]]` blocks).
@@ -65,9 +78,7 @@ pub fn service(name: &str, url: &str, extra: &str) -> String {
 }
 
 pub async fn answer_of(response: reqwest::Response) -> (u16, Value) {
-    let status = response.status().as_u16();
-    let body = response.json().await.unwrap_or(Value::Null);
-    (status, body)
+    status_and_json(response).await
 }
 
 pub const ARGCHECK_PARAMS: &str = "config-params = [{ name = \"deny_substrings\", required = true }, { name = \"remove_tools\" }]";
