@@ -230,6 +230,21 @@ impl TestGateway {
             .expect("the gateway answers")
     }
 
+    /// POSTs `body` byte for byte with exactly `headers` (no content type unless named): for
+    /// bodies that are not JSON, or whose exact bytes the test follows upstream.
+    pub async fn post_bytes(
+        &self,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: impl Into<reqwest::Body>,
+    ) -> reqwest::Response {
+        self.post_request(path, headers)
+            .body(body)
+            .send()
+            .await
+            .expect("the gateway answers")
+    }
+
     fn post_request(&self, path: &str, headers: &[(&str, &str)]) -> reqwest::RequestBuilder {
         headers.iter().fold(
             reqwest::Client::new().post(format!("{}{path}", self.url())),
