@@ -194,6 +194,13 @@ impl TestGateway {
             .await
     }
 
+    /// POSTs `text` to `path` as a JSON body, byte for byte and with no client key: for tests
+    /// that follow the exact bytes upstream.
+    pub async fn post_json_text(&self, path: &str, text: &'static str) -> reqwest::Response {
+        self.post_bytes(path, &[("content-type", "application/json")], text)
+            .await
+    }
+
     /// POSTs a JSON body to `path` and returns the raw response.
     pub async fn post(&self, path: &str, body: &Value) -> reqwest::Response {
         reqwest::Client::new()
