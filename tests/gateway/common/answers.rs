@@ -28,6 +28,14 @@ pub fn assert_refusal(body: &Value, code: &str, check: &str) {
     assert_eq!(body["error"]["violations"][0]["check"], check, "{body}");
 }
 
+/// A block as the client reads it raw: a 403 that carries an `x-request-id`; returns the
+/// envelope.
+pub async fn blocked_envelope(response: reqwest::Response) -> Value {
+    assert_eq!(response.status(), 403, "expected a block");
+    assert!(response.headers().contains_key("x-request-id"));
+    response.json().await.expect("the envelope is JSON")
+}
+
 /// An answer the gateway made itself (404, 413, 502, 504): `status`, and an envelope whose
 /// `request_id` is the answer's `x-request-id` and whose message says something. Returns it.
 pub async fn gateway_error_envelope(response: reqwest::Response, status: u16) -> Value {
