@@ -30,6 +30,21 @@ impl Validator {
     }
 }
 
+/// A fresh upstream and reference validator, and a gateway whose `/v1` routes run one instance
+/// of that validator (`argcheck`) with `settings`: the set-up of the tests of one instance. The
+/// validator is returned because dropping it stops it.
+pub async fn start_with_argcheck(settings: &str) -> (ScriptedUpstream, Validator, TestGateway) {
+    let upstream = ScriptedUpstream::start().await;
+    let validator = Validator::start().await;
+    let config = format!(
+        "{}{}",
+        service("argcheck", &validator.url, ARGCHECK_PARAMS),
+        route("/v1", &instance("", settings)),
+    );
+    let gateway = TestGateway::start(&upstream, &config).await;
+    (upstream, validator, gateway)
+}
+
 /// One exchange on `path`: the client posts `body` (mostly [`request`]) and the upstream
 /// answers with a completion making `calls`; returns the status and JSON body the client gets.
 pub async fn exchange(
@@ -56,10 +71,6 @@ pub fn request() -> Value {
     })
 }
 
-pub fn calling(calls: &[(&str, &str, &str)]) -> Reply {
-    Reply::chat_calls(calls)
-}
-
 /// One route on `path` whose chain is `plugins` (TOML `[[routes.plugins]]` blocks).
 pub fn route(path: &str, plugins: &str) -> String {
     format!(
@@ -75,10 +86,6 @@ pub fn instance(extra: &str, settings: &str) -> String {
 
 pub fn service(name: &str, url: &str, extra: &str) -> String {
     format!("[services.{name}]\nurl = \"{url}\"\n{extra}\n")
-}
-
-pub async fn answer_of(response: reqwest::Response) -> (u16, Value) {
-    status_and_json(response).await
 }
 
 pub const ARGCHECK_PARAMS: &str = "config-params = [{ name = \"deny_substrings\", required = true }, { name = \"remove_tools\" }]";
