@@ -5,10 +5,11 @@
 //! errors.
 
 use crate::common;
+use crate::common::answers::{config_errors, json_with_status};
 use crate::common::upstream::{chat_completion, chat_stream};
 use crate::common::{Reply, ScriptedUpstream, TestGateway, fixture, fixture_json};
 use serde_json::{Value, json};
-use toolgate::{Config, Runtime};
+use toolgate::Runtime;
 use toolgate_plugin::WireFormat;
 use toolgate_plugin::stream::reassemble;
 
@@ -35,6 +36,25 @@ matches = ""
 action = "redact"
 "#;
 
+/// A fresh upstream behind a gateway whose `/v1` endpoints are guarded by these `rules`.
+async fn start_with_rules(rules: &str) -> (ScriptedUpstream, TestGateway) {
+    let upstream = ScriptedUpstream::start().await;
+    let gateway = TestGateway::start(&upstream, &rules_config(rules)).await;
+    (upstream, gateway)
+}
+
+/// The 403 envelope the client gets when the upstream answers the chat request with `calls`
+/// that the rules refuse.
+async fn refusal_of(
+    upstream: &ScriptedUpstream,
+    gateway: &TestGateway,
+    calls: &[(&str, &str, &str)],
+) -> Value {
+    upstream.push(Reply::chat_calls(calls));
+    let refused = gateway.post_chat(&chat_request(false)).await;
+    json_with_status(refused, 403).await
+}
+
 fn chat_request(stream: bool) -> Value {
     json!({
         "model": "gpt-test",
@@ -52,20 +72,13 @@ const REDACTED_LOGIN: &str = r#"{"password":"[REDACTED]","user":"ada"}"#;
 
 #[tokio::test]
 async fn a_chat_call_that_breaks_a_rule_is_refused_without_echoing_the_value() {
-    let upstream = ScriptedUpstream::start().await;
-    let gateway = TestGateway::start(&upstream, &rules_config(CHAT_RULES)).await;
-    upstream.push(Reply::json(
-        200,
-        chat_completion(
-            &[("call_1", "send_email", r#"{"to":"boss@evil.test"}"#)],
-            None,
-        ),
-    ));
-    let refused = gateway
-        .post("/v1/chat/completions", &chat_request(false))
-        .await;
-    assert_eq!(refused.status(), 403);
-    let body: Value = refused.json().await.unwrap();
+    let (upstream, gateway) = start_with_rules(CHAT_RULES).await;
+    let body = refusal_of(
+        &upstream,
+        &gateway,
+        &[("call_1", "send_email", r#"{"to":"boss@evil.test"}"#)],
+    )
+    .await;
     let violation = &body["error"]["violations"][0];
     assert_eq!(violation["check"], "rule");
     assert_eq!(violation["code"], "argument_rule_violated");
@@ -84,9 +97,7 @@ async fn a_chat_call_that_breaks_a_rule_is_refused_without_echoing_the_value() {
         &[("call_1", "send_email", r#"{"to":"boss@evil.test"}"#)],
         None,
     )));
-    let streamed = gateway
-        .post("/v1/chat/completions", &chat_request(true))
-        .await;
+    let streamed = gateway.post_chat(&chat_request(true)).await;
     assert_eq!(streamed.status(), 403);
 
     // A call within the rule passes byte for byte.
@@ -96,9 +107,7 @@ async fn a_chat_call_that_breaks_a_rule_is_refused_without_echoing_the_value() {
     );
     let allowed_bytes = serde_json::to_vec(&allowed).unwrap();
     upstream.push(Reply::raw(200, "application/json", allowed_bytes.clone()));
-    let passed = gateway
-        .post("/v1/chat/completions", &chat_request(false))
-        .await;
+    let passed = gateway.post_chat(&chat_request(false)).await;
     assert_eq!(passed.status(), 200);
     assert_eq!(
         passed.bytes().await.unwrap().as_ref(),
@@ -108,15 +117,12 @@ async fn a_chat_call_that_breaks_a_rule_is_refused_without_echoing_the_value() {
 
 #[tokio::test]
 async fn a_redacted_chat_value_reaches_the_client_as_valid_json() {
-    let upstream = ScriptedUpstream::start().await;
-    let gateway = TestGateway::start(&upstream, &rules_config(CHAT_RULES)).await;
+    let (upstream, gateway) = start_with_rules(CHAT_RULES).await;
     upstream.push(Reply::json(
         200,
         chat_completion(&[("call_1", "login", LOGIN_ARGUMENTS)], Some("logging in")),
     ));
-    let response = gateway
-        .post("/v1/chat/completions", &chat_request(false))
-        .await;
+    let response = gateway.post_chat(&chat_request(false)).await;
     assert_eq!(response.status(), 200);
     let text = response.text().await.unwrap();
     assert!(!text.contains("hunter2"), "{text}");
@@ -129,16 +135,9 @@ async fn a_redacted_chat_value_reaches_the_client_as_valid_json() {
     assert_eq!(body["usage"]["prompt_tokens"], 142, "untouched fields stay");
 
     // The same through the OpenAI SDK: it parses the edited answer like any other.
-    upstream.push(Reply::json(
-        200,
-        chat_completion(&[("call_1", "login", LOGIN_ARGUMENTS)], None),
-    ));
-    let request: async_openai::types::chat::CreateChatCompletionRequest =
-        serde_json::from_value(chat_request(false)).unwrap();
+    upstream.push(Reply::chat_calls(&[("call_1", "login", LOGIN_ARGUMENTS)]));
     let completion = gateway
-        .openai()
-        .chat()
-        .create(request)
+        .sdk_chat(chat_request(false))
         .await
         .expect("allowed");
     let call = &completion.choices[0].message.tool_calls.as_ref().unwrap()[0];
@@ -150,8 +149,7 @@ async fn a_redacted_chat_value_reaches_the_client_as_valid_json() {
 
 #[tokio::test]
 async fn a_redacted_chat_stream_carries_the_new_arguments_at_every_chunk_size() {
-    let upstream = ScriptedUpstream::start().await;
-    let gateway = TestGateway::start(&upstream, &rules_config(CHAT_RULES)).await;
+    let (upstream, gateway) = start_with_rules(CHAT_RULES).await;
     let stream = chat_stream(
         &[
             ("call_1", "login", LOGIN_ARGUMENTS),
@@ -161,9 +159,7 @@ async fn a_redacted_chat_stream_carries_the_new_arguments_at_every_chunk_size() 
     );
     for chunk in [1, 3, 7, 64, stream.len()] {
         upstream.push(Reply::sse_chunked(&stream, chunk));
-        let response = gateway
-            .post("/v1/chat/completions", &chat_request(true))
-            .await;
+        let response = gateway.post_chat(&chat_request(true)).await;
         assert_eq!(response.status(), 200, "chunk {chunk}");
         let body = response.bytes().await.unwrap();
         let text = String::from_utf8_lossy(&body);
@@ -180,7 +176,11 @@ async fn a_redacted_chat_stream_carries_the_new_arguments_at_every_chunk_size() 
     }
 }
 
-const WEATHER_RULES: &str = r#"
+/// The rules redacting Paris from a weather call, as a literal so that both constants below
+/// can be built from it at compile time.
+macro_rules! redact_paris_rules {
+    () => {
+        r#"
 [[routes.plugins.settings.rules]]
 name = "hide-city"
 tools = "get_weather"
@@ -196,31 +196,24 @@ pointer = "/location"
 deny = ["paris"]
 action = "redact"
 replacement = "somewhere"
+"#
+    };
+}
 
+/// Paris redacted, and any unit but fahrenheit refused.
+const WEATHER_RULES: &str = concat!(
+    redact_paris_rules!(),
+    r#"
 [[routes.plugins.settings.rules]]
 name = "units"
 tools = "get_weather"
 pointer = "/unit"
 allowed = ["fahrenheit"]
-"#;
+"#
+);
 
-const REDACT_ONLY: &str = r#"
-[[routes.plugins.settings.rules]]
-name = "hide-city"
-tools = "get_weather"
-pointer = "/city"
-deny = ["paris"]
-action = "redact"
-replacement = "somewhere"
-
-[[routes.plugins.settings.rules]]
-name = "hide-location"
-tools = "get_weather"
-pointer = "/location"
-deny = ["paris"]
-action = "redact"
-replacement = "somewhere"
-"#;
+/// Paris redacted, nothing refused.
+const REDACT_ONLY: &str = redact_paris_rules!();
 
 /// The answer's text without the tool description the Responses API echoes (it names Paris).
 fn without_description(bytes: &[u8]) -> String {
@@ -244,8 +237,7 @@ async fn responses_api_calls_are_refused_and_redacted_complete_and_streamed() {
     let refused = rejecting
         .post("/v1/responses", &with_stream(request.clone(), false))
         .await;
-    assert_eq!(refused.status(), 403);
-    let body: Value = refused.json().await.unwrap();
+    let body = json_with_status(refused, 403).await;
     assert_eq!(body["error"]["violations"][0]["keyword"], "not_allowed");
     assert_eq!(body["error"]["violations"][0]["instance_path"], "/unit");
 
@@ -283,8 +275,7 @@ async fn responses_api_calls_are_refused_and_redacted_complete_and_streamed() {
 
 #[tokio::test]
 async fn anthropic_tool_use_input_is_redacted_as_an_object_complete_and_streamed() {
-    let upstream = ScriptedUpstream::start().await;
-    let gateway = TestGateway::start(&upstream, &rules_config(REDACT_ONLY)).await;
+    let (upstream, gateway) = start_with_rules(REDACT_ONLY).await;
     let request = fixture_json("anthropic/tool_use_allowed.request.json");
     upstream.push(Reply::raw(
         200,
@@ -294,8 +285,7 @@ async fn anthropic_tool_use_input_is_redacted_as_an_object_complete_and_streamed
     let complete = gateway
         .post("/v1/messages", &with_stream(request.clone(), false))
         .await;
-    assert_eq!(complete.status(), 200);
-    let body: Value = complete.json().await.unwrap();
+    let body = json_with_status(complete, 200).await;
     assert_eq!(body["content"][0]["input"]["location"], "somewhere");
     assert_eq!(body["content"][0]["input"]["unit"], "celsius");
 
@@ -323,35 +313,22 @@ async fn anthropic_tool_use_input_is_redacted_as_an_object_complete_and_streamed
 /// `LOGIN` govern calls the model cased and padded otherwise, refusing and redacting alike.
 #[tokio::test]
 async fn a_rule_covers_case_and_space_variants_of_its_tool() {
-    let upstream = ScriptedUpstream::start().await;
     let rules = CHAT_RULES
         .replace("tools = \"send_email\"", "tools = \"Send_Email \"")
         .replace("tools = \"login\"", "tools = \"LOGIN\"");
-    let gateway = TestGateway::start(&upstream, &rules_config(&rules)).await;
-    upstream.push(Reply::json(
-        200,
-        chat_completion(
-            &[("call_1", " SEND_email", r#"{"to":"boss@evil.test"}"#)],
-            None,
-        ),
-    ));
-    let refused = gateway
-        .post("/v1/chat/completions", &chat_request(false))
-        .await;
-    assert_eq!(refused.status(), 403);
-    let body: Value = refused.json().await.unwrap();
+    let (upstream, gateway) = start_with_rules(&rules).await;
+    let body = refusal_of(
+        &upstream,
+        &gateway,
+        &[("call_1", " SEND_email", r#"{"to":"boss@evil.test"}"#)],
+    )
+    .await;
     assert_eq!(body["error"]["violations"][0]["check"], "rule");
     assert_eq!(body["error"]["violations"][0]["tool"], " SEND_email");
 
-    upstream.push(Reply::json(
-        200,
-        chat_completion(&[("call_2", "Login", LOGIN_ARGUMENTS)], None),
-    ));
-    let redacted = gateway
-        .post("/v1/chat/completions", &chat_request(false))
-        .await;
-    assert_eq!(redacted.status(), 200);
-    let body: Value = redacted.json().await.unwrap();
+    upstream.push(Reply::chat_calls(&[("call_2", "Login", LOGIN_ARGUMENTS)]));
+    let redacted = gateway.post_chat(&chat_request(false)).await;
+    let body = json_with_status(redacted, 200).await;
     assert_eq!(
         body["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"],
         REDACTED_LOGIN
@@ -397,10 +374,7 @@ fn bad_rules_are_located_errors() {
             std::path::Path::new("/dev/null"),
             &rules_config(rules),
         );
-        let errors = match Config::from_toml(&text, "test.toml", &runtime.plugins) {
-            Ok(_) => panic!("loads: {rules}"),
-            Err(errors) => errors.to_string(),
-        };
+        let errors = config_errors(&text, "test.toml", &runtime.plugins);
         let line = text.lines().position(|line| line.contains(needle)).unwrap() + 1;
         assert!(
             errors.contains(&format!("test.toml:{line}:")) && errors.contains(expected),

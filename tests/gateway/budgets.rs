@@ -6,11 +6,12 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::common;
+use crate::common::answers::{assert_refusal, config_errors, function_names, json_with_status};
 use crate::common::redis::RedisServer;
-use crate::common::upstream::{chat_completion, chat_stream};
+use crate::common::upstream::chat_stream;
 use crate::common::{Reply, ScriptedUpstream, TestGateway};
 use serde_json::{Value, json};
-use toolgate::{Config, Runtime};
+use toolgate::Runtime;
 
 /// A chat route guarded by tool_budget with `settings` (TOML lines, budgets last), and a
 /// `[store]` section when `store` is not empty.
@@ -19,6 +20,13 @@ fn budget_config(store: &str, settings: &str) -> String {
         "{store}\n[[routes]]\npath = \"/v1/chat/completions\"\nupstream = \"llm\"\n\
          [[routes.plugins]]\nname = \"tool_budget\"\n[routes.plugins.settings]\n{settings}\n"
     )
+}
+
+/// A fresh upstream behind a gateway whose budgets (`settings`) are kept in memory.
+async fn start_in_memory(settings: &str) -> (ScriptedUpstream, TestGateway) {
+    let upstream = ScriptedUpstream::start().await;
+    let gateway = TestGateway::start(&upstream, &budget_config("", settings)).await;
+    (upstream, gateway)
 }
 
 fn redis_store(redis: &RedisServer, fail_mode: &str) -> String {
@@ -50,44 +58,29 @@ fn request_with_history(executed: usize, stream: bool) -> Value {
     })
 }
 
-fn proposes_pay(index: usize) -> Reply {
-    Reply::json(
-        200,
-        chat_completion(&[(&format!("call_{index}"), "pay", "{\"amount\":5}")], None),
-    )
+/// Posts the chat request whose history holds `executed` calls of `pay` (not streamed).
+async fn post_history(gateway: &TestGateway, executed: usize) -> reqwest::Response {
+    gateway
+        .post_chat(&request_with_history(executed, false))
+        .await
 }
 
-fn declared_names(request: &Value) -> Vec<String> {
-    request["tools"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|tool| tool["function"]["name"].as_str().map(str::to_owned))
-        .collect()
+fn proposes_pay(index: usize) -> Reply {
+    Reply::chat_calls(&[(&format!("call_{index}"), "pay", "{\"amount\":5}")])
 }
 
 #[tokio::test]
 async fn a_budget_of_n_allows_n_executed_calls_and_refuses_the_next_with_429() {
-    let upstream = ScriptedUpstream::start().await;
     // No [store]: the in-memory default. Windows are aligned to the clock, so the tests that do
     // not test rolling over use windows long enough that none rolls over while they run.
-    let gateway = TestGateway::start(
-        &upstream,
-        &budget_config(
-            "",
-            "[[routes.plugins.settings.budgets]]\ntools = \"pay\"\nlimits = [\"3/30d\", \"100/365d\"]\n",
-        ),
+    let (upstream, gateway) = start_in_memory(
+        "[[routes.plugins.settings.budgets]]\ntools = \"pay\"\nlimits = [\"3/30d\", \"100/365d\"]\n",
     )
     .await;
 
     for executed in 0..3 {
         upstream.push(proposes_pay(executed));
-        let response = gateway
-            .post(
-                "/v1/chat/completions",
-                &request_with_history(executed, false),
-            )
-            .await;
+        let response = post_history(&gateway, executed).await;
         assert_eq!(
             response.status(),
             200,
@@ -97,9 +90,7 @@ async fn a_budget_of_n_allows_n_executed_calls_and_refuses_the_next_with_429() {
     // The same history sent again (a retry) counts nothing: call_0 and call_1 were counted once.
     for _ in 0..2 {
         upstream.push(proposes_pay(2));
-        let resent = gateway
-            .post("/v1/chat/completions", &request_with_history(2, false))
-            .await;
+        let resent = post_history(&gateway, 2).await;
         assert_eq!(
             resent.status(),
             200,
@@ -109,9 +100,7 @@ async fn a_budget_of_n_allows_n_executed_calls_and_refuses_the_next_with_429() {
 
     // Three calls executed: the model's fourth call is refused.
     upstream.push(proposes_pay(3));
-    let refused = gateway
-        .post("/v1/chat/completions", &request_with_history(3, false))
-        .await;
+    let refused = post_history(&gateway, 3).await;
     assert_eq!(refused.status(), 429);
     let headers = refused.headers().clone();
     assert_eq!(headers["x-ratelimit-limit"], "3");
@@ -133,49 +122,37 @@ async fn a_budget_of_n_allows_n_executed_calls_and_refuses_the_next_with_429() {
         &[("call_3", "pay", "{\"amount\":5}")],
         None,
     )));
-    let streamed = gateway
-        .post("/v1/chat/completions", &request_with_history(3, true))
-        .await;
+    let streamed = gateway.post_chat(&request_with_history(3, true)).await;
     assert_eq!(streamed.status(), 429);
     assert_eq!(streamed.headers()["x-ratelimit-tool"], "pay");
 
     // Other tools and plain answers are not limited by pay's budget.
-    upstream.push(Reply::json(
-        200,
-        chat_completion(&[("call_s", "search", "{}")], None),
-    ));
-    let other = gateway
-        .post("/v1/chat/completions", &request_with_history(3, false))
-        .await;
+    upstream.push(Reply::chat_calls(&[("call_s", "search", "{}")]));
+    let other = post_history(&gateway, 3).await;
     assert_eq!(other.status(), 200);
 }
 
 #[tokio::test]
 async fn a_spent_tool_is_stripped_from_the_request() {
-    let upstream = ScriptedUpstream::start().await;
-    let gateway = TestGateway::start(
-        &upstream,
-        &budget_config(
-            "",
-            "behaviour = \"strip\"\n[[routes.plugins.settings.budgets]]\ntools = \"pa*\"\nlimits = [\"1/30d\"]\n",
-        ),
+    let (upstream, gateway) = start_in_memory(
+        "behaviour = \"strip\"\n[[routes.plugins.settings.budgets]]\ntools = \"pa*\"\nlimits = [\"1/30d\"]\n",
     )
     .await;
-    upstream.set_default(Reply::json(200, chat_completion(&[], Some("done"))));
+    upstream.set_default(Reply::chat_text("done"));
 
-    let fresh = gateway
-        .post("/v1/chat/completions", &request_with_history(0, false))
-        .await;
+    let fresh = post_history(&gateway, 0).await;
     assert_eq!(fresh.status(), 200);
-    let sent = upstream.last_request().expect("forwarded").json();
-    assert_eq!(declared_names(&sent), ["pay", "search"]);
+    let sent = upstream.forwarded_json();
+    assert_eq!(function_names(&sent["tools"]), ["pay", "search"]);
 
-    let spent = gateway
-        .post("/v1/chat/completions", &request_with_history(1, false))
-        .await;
+    let spent = post_history(&gateway, 1).await;
     assert_eq!(spent.status(), 200);
-    let sent = upstream.last_request().expect("forwarded").json();
-    assert_eq!(declared_names(&sent), ["search"], "the spent tool is gone");
+    let sent = upstream.forwarded_json();
+    assert_eq!(
+        function_names(&sent["tools"]),
+        ["search"],
+        "the spent tool is gone"
+    );
 }
 
 #[tokio::test]
@@ -193,7 +170,7 @@ async fn two_gateways_on_one_redis_admit_exactly_n_proposed_calls_between_them()
     let body = request_with_history(0, false);
     let requests = (0..12).map(|index| {
         let gateway = if index % 2 == 0 { &first } else { &second };
-        gateway.post("/v1/chat/completions", &body)
+        gateway.post_chat(&body)
     });
     let statuses: Vec<u16> = futures_util::future::join_all(requests)
         .await
@@ -217,27 +194,19 @@ async fn two_gateways_on_one_redis_count_one_conversation_once() {
     let second = TestGateway::start(&upstream, &config).await;
 
     upstream.push(proposes_pay(0));
-    let status = first
-        .post("/v1/chat/completions", &request_with_history(0, false))
-        .await
-        .status();
+    let status = post_history(&first, 0).await.status();
     assert_eq!(status, 200);
     // The conversation moves to the other replica, and its history is sent to both.
     for gateway in [&second, &first, &second] {
         upstream.push(proposes_pay(1));
-        let status = gateway
-            .post("/v1/chat/completions", &request_with_history(1, false))
-            .await
-            .status();
+        let status = post_history(gateway, 1).await.status();
         assert_eq!(
             status, 200,
             "call_0 is counted once, whichever replica sees it"
         );
     }
     upstream.push(proposes_pay(2));
-    let refused = first
-        .post("/v1/chat/completions", &request_with_history(2, false))
-        .await;
+    let refused = post_history(&first, 2).await;
     assert_eq!(
         refused.status(),
         429,
@@ -274,11 +243,11 @@ async fn a_window_rolls_over_and_frees_the_budget() {
     align_to_window(Duration::from_secs(2), Duration::from_millis(30)).await;
     for _ in 0..2 {
         assert_eq!(
-            gateway.post("/v1/chat/completions", &body).await.status(),
+            gateway.post_status("/v1/chat/completions", &body).await,
             200
         );
     }
-    let refused = gateway.post("/v1/chat/completions", &body).await;
+    let refused = gateway.post_chat(&body).await;
     assert_eq!(refused.status(), 429);
     let reset: u64 = refused.headers()["x-ratelimit-reset"]
         .to_str()
@@ -289,7 +258,7 @@ async fn a_window_rolls_over_and_frees_the_budget() {
 
     align_to_window(Duration::from_secs(2), Duration::from_millis(30)).await;
     assert_eq!(
-        gateway.post("/v1/chat/completions", &body).await.status(),
+        gateway.post_status("/v1/chat/completions", &body).await,
         200,
         "a new window starts from zero"
     );
@@ -313,18 +282,16 @@ async fn a_redis_outage_is_answered_per_fail_mode_and_the_gateway_recovers() {
     .await;
     let body = request_with_history(0, false);
     assert_eq!(
-        blocking.post("/v1/chat/completions", &body).await.status(),
+        blocking.post_status("/v1/chat/completions", &body).await,
         200
     );
 
     redis.stop();
-    let down = blocking.post("/v1/chat/completions", &body).await;
-    assert_eq!(down.status(), 503);
-    let error: Value = down.json().await.unwrap();
-    assert_eq!(error["error"]["code"], "state_store_unavailable");
-    assert_eq!(error["error"]["violations"][0]["check"], "budget");
+    let down = blocking.post_chat(&body).await;
+    let error = json_with_status(down, 503).await;
+    assert_refusal(&error, "state_store_unavailable", "budget");
     assert_eq!(
-        allowing.post("/v1/chat/completions", &body).await.status(),
+        allowing.post_status("/v1/chat/completions", &body).await,
         200,
         "fail_mode = allow lets calls through while the store is down"
     );
@@ -333,7 +300,7 @@ async fn a_redis_outage_is_answered_per_fail_mode_and_the_gateway_recovers() {
     // The connection is remade on the next calls; no restart of the gateway.
     let mut recovered = false;
     for _ in 0..40 {
-        if blocking.post("/v1/chat/completions", &body).await.status() == 200 {
+        if blocking.post_status("/v1/chat/completions", &body).await == 200 {
             recovered = true;
             break;
         }
@@ -353,10 +320,7 @@ fn bad_limits_and_store_settings_are_located_errors() {
             "[[routes.plugins.settings.budgets]]\ntools = \"pay\"\nlimits = [\"10/minute\", \"ten/day\"]\n",
         ),
     );
-    let errors = match Config::from_toml(&text, "test.toml", &runtime.plugins) {
-        Ok(_) => panic!("invalid limits load"),
-        Err(errors) => errors.to_string(),
-    };
+    let errors = config_errors(&text, "test.toml", &runtime.plugins);
     let line_of = |needle: &str| text.lines().position(|line| line.contains(needle)).unwrap() + 1;
     assert!(
         errors.contains(&format!(
@@ -395,18 +359,17 @@ async fn case_and_space_variants_of_a_tool_spend_one_budget() {
         "tools": [{"type": "function", "function": {"name": "graph-update",
             "parameters": {"type": "object"}}}],
     });
-    let proposes =
-        |id: &str, name: &str| Reply::json(200, chat_completion(&[(id, name, "{}")], None));
+    let proposes = |id: &str, name: &str| Reply::chat_calls(&[(id, name, "{}")]);
 
     upstream.push(proposes("call_1", "graph-update"));
-    let first = gateway.post("/v1/chat/completions", &request).await;
+    let first = gateway.post_chat(&request).await;
     assert_eq!(first.status(), 200);
     upstream.push(proposes("call_2", "GRAPH-UPDATE "));
     let second = gateway.post("/agents/v1/chat/completions", &request).await;
     assert_eq!(second.status(), 200, "the second of two calls");
 
     upstream.push(proposes("call_3", "Graph-Update"));
-    let third = gateway.post("/v1/chat/completions", &request).await;
+    let third = gateway.post_chat(&request).await;
     assert_eq!(
         third.status(),
         429,

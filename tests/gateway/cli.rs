@@ -1,10 +1,10 @@
 //! The `toolgate` binary as a user runs it: `check` with located errors and exit 2, `explain`
 //! on recorded exchanges, `demo`, and `serve` on the shipped gateway.toml.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Output};
 
-use crate::common::temp_audit_path;
+use crate::common::{free_loopback_port, temp_audit_path};
 
 fn toolgate(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_toolgate"))
@@ -13,6 +13,35 @@ fn toolgate(args: &[&str]) -> Output {
         .env_remove("TOOLGATE_CONFIG")
         .output()
         .expect("the binary runs")
+}
+
+/// `toolgate check` on the config file at `path`.
+fn check(path: &Path) -> Output {
+    toolgate(&["check", "--config", path.to_str().expect("utf-8 path")])
+}
+
+/// `toolgate explain` of a recorded exchange (`request`, `response`) on `route` of the shipped
+/// gateway.toml.
+fn explain(route: &str, request: &str, response: &str) -> Output {
+    toolgate(&[
+        "explain",
+        "--config",
+        "gateway.toml",
+        "--route",
+        route,
+        "--request",
+        request,
+        "--response",
+        response,
+    ])
+}
+
+/// Asks the process `pid` to stop as a service manager would.
+fn sigterm(pid: &str) -> ExitStatus {
+    Command::new("kill")
+        .args(["-TERM", pid])
+        .status()
+        .expect("kill runs")
 }
 
 fn write_config(text: &str) -> PathBuf {
@@ -40,7 +69,7 @@ fn check_names_file_line_column_and_key_and_exits_2() {
          [[routes]]\npath = \"/v2\"\nupstream = \"llm\"\n[[routes.plugins]]\nname = \"tool_selection\"\n\
          [routes.plugins.settings]\njudge_timeout_ms = \"soon\"\n",
     );
-    let output = toolgate(&["check", "--config", path.to_str().expect("utf-8 path")]);
+    let output = check(&path);
     assert_eq!(output.status.code(), Some(2));
     let errors = stderr(&output);
     let file = path.display().to_string();
@@ -84,7 +113,7 @@ fn check_reports_unknown_keys_wrong_types_and_unset_variables() {
         ("[server\nlisten = 1\n", ":1:8: "),
     ] {
         let path = write_config(text);
-        let output = toolgate(&["check", "--config", path.to_str().expect("utf-8 path")]);
+        let output = check(&path);
         assert_eq!(output.status.code(), Some(2), "{text}");
         let errors = stderr(&output);
         assert!(
@@ -96,34 +125,22 @@ fn check_reports_unknown_keys_wrong_types_and_unset_variables() {
 
 #[test]
 fn explain_prints_the_verdict_of_a_recorded_exchange() {
-    let blocked = toolgate(&[
-        "explain",
-        "--config",
-        "gateway.toml",
-        "--route",
+    let blocked = explain(
         "/v1/chat/completions",
-        "--request",
         "fixtures/chat/schema_missing_required.request.json",
-        "--response",
         "fixtures/chat/schema_missing_required.response.json",
-    ]);
+    );
     let text = String::from_utf8_lossy(&blocked.stdout);
     assert_eq!(blocked.status.code(), Some(1), "{text}{}", stderr(&blocked));
     assert!(text.contains("verdict: BLOCKED"), "{text}");
     assert!(text.contains("\"keyword\": \"required\""), "{text}");
     assert!(text.contains("declared tools:"), "{text}");
 
-    let allowed = toolgate(&[
-        "explain",
-        "--config",
-        "gateway.toml",
-        "--route",
+    let allowed = explain(
         "/v1/chat/completions",
-        "--request",
         "fixtures/chat/weather_allowed.request.json",
-        "--response",
         "fixtures/streams/text_then_tool_call.sse",
-    ]);
+    );
     let text = String::from_utf8_lossy(&allowed.stdout);
     assert!(allowed.status.success(), "{text}");
     assert!(
@@ -132,17 +149,11 @@ fn explain_prints_the_verdict_of_a_recorded_exchange() {
     );
     assert!(text.contains("verdict: ALLOWED"), "{text}");
 
-    let unguarded = toolgate(&[
-        "explain",
-        "--config",
-        "gateway.toml",
-        "--route",
+    let unguarded = explain(
         "/v1/models",
-        "--request",
         "fixtures/chat/undeclared_tool.request.json",
-        "--response",
         "fixtures/chat/undeclared_tool.response.json",
-    ]);
+    );
     assert!(
         unguarded.status.success(),
         "tool_selection is switched off on /v1/models in gateway.toml"
@@ -180,11 +191,7 @@ fn serve_runs_the_shipped_config_and_stops_on_sigterm() {
     std::thread::sleep(std::time::Duration::from_millis(500));
     assert!(child.try_wait().expect("status").is_none(), "still serving");
     let pid = child.id().to_string();
-    let killed = Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("kill runs");
-    assert!(killed.success());
+    assert!(sigterm(&pid).success());
     let status = child.wait().expect("exits");
     assert!(
         status.success(),
@@ -194,18 +201,11 @@ fn serve_runs_the_shipped_config_and_stops_on_sigterm() {
 
 #[tokio::test]
 async fn secrets_never_reach_the_logs_or_the_audit_lines_even_at_trace_level() {
-    use crate::common::upstream::chat_completion;
     use crate::common::{Reply, ScriptedUpstream};
 
     let upstream = ScriptedUpstream::start().await;
-    upstream.set_default(Reply::json(
-        200,
-        chat_completion(&[("call_1", "undeclared", "{}")], None),
-    ));
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free port")
-        .port();
+    upstream.set_default(Reply::chat_calls(&[("call_1", "undeclared", "{}")]));
+    let port = free_loopback_port();
     let config = write_config(&format!(
         "[server]\nlisten = \"127.0.0.1:{port}\"\nadmin_listen = \"off\"\n\n\
          [upstreams.llm]\nurl = \"{}\"\napi_key = \"sk-upstream-SECRET-1234\"\n\n\
@@ -257,10 +257,7 @@ async fn secrets_never_reach_the_logs_or_the_audit_lines_even_at_trace_level() {
     );
 
     let pid = child.id().expect("running").to_string();
-    std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("kill runs");
+    sigterm(&pid);
     let output = child.wait_with_output().await.expect("exits");
     let everything = format!(
         "{}{}",
@@ -286,7 +283,7 @@ fn check_refuses_two_catalog_entries_for_one_tool_and_an_unknown_unreadable_answ
          [tools.Graph-Update]\ndescription = \"one\"\n[tools.\"graph-update \"]\ndescription = \"two\"\n\n\
          [[routes]]\npath = \"/v1\"\nupstream = \"llm\"\nunreadable_answers = \"maybe\"\n",
     );
-    let output = toolgate(&["check", "--config", path.to_str().expect("utf-8 path")]);
+    let output = check(&path);
     assert_eq!(output.status.code(), Some(2));
     let errors = stderr(&output);
     assert!(

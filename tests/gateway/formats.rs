@@ -2,8 +2,9 @@
 //! streamed and not, on its endpoint and on a route whose format is found from the body, and
 //! the decision must be the same each time and the one its `verdicts.json` records.
 
-use crate::common::upstream::{chat_completion, chat_stream};
-use crate::common::{Reply, ScriptedUpstream, TestGateway, fixture, fixture_json};
+use crate::common::answers::{assert_sdk_error, json_with_status};
+use crate::common::upstream::chat_stream;
+use crate::common::{GUARDED_V1, Reply, ScriptedUpstream, TestGateway, fixture, fixture_json};
 use serde_json::{Value, json};
 
 /// What the client got, reduced to the decision: allowed, or blocked with a code.
@@ -143,7 +144,7 @@ async fn every_format_gets_the_same_decision_streamed_or_not_and_wherever_it_is_
             let reply = if stream {
                 Reply::sse_chunked(&chat_stream(&calls, Some("One moment.")), 7)
             } else {
-                Reply::json(200, chat_completion(&calls, None))
+                Reply::chat_calls(&calls)
             };
             cases += 1;
             let got = send(&gateway, &upstream, "/v1/chat/completions", &request, reply).await;
@@ -177,8 +178,7 @@ async fn anthropic_clients_get_anthropic_errors_from_the_gateway_itself() {
             &json!({"model": "claude", "max_tokens": 10, "messages": []}),
         )
         .await;
-    assert_eq!(response.status(), 404);
-    let body: Value = response.json().await.expect("json");
+    let body = json_with_status(response, 404).await;
     assert_eq!(body["type"], "error");
     assert_eq!(body["error"]["type"], "not_found_error");
     assert_eq!(body["error"]["code"], "route_not_found");
@@ -186,22 +186,25 @@ async fn anthropic_clients_get_anthropic_errors_from_the_gateway_itself() {
 
 #[tokio::test]
 async fn the_openai_sdk_speaks_the_responses_api_through_the_gateway() {
-    use async_openai::error::OpenAIError;
     use async_openai::types::responses::{CreateResponse, OutputItem};
     use futures_util::StreamExt;
 
     let upstream = ScriptedUpstream::start().await;
-    let gateway = TestGateway::start(&upstream, "[[plugins]]\nname = \"tool_selection\"\n\n[[routes]]\npath = \"/v1\"\nupstream = \"llm\"\n").await;
+    let gateway = TestGateway::start(&upstream, GUARDED_V1).await;
     let request = |name: &str| -> CreateResponse {
         serde_json::from_value(fixture_json(&format!("responses/{name}.request.json")))
             .expect("the SDK reads the request")
     };
+    // The recorded answer to the recorded request of the same name.
+    let answer = |name: &str| {
+        Reply::raw(
+            200,
+            "application/json",
+            fixture(&format!("responses/{name}.response.json")).into_bytes(),
+        )
+    };
 
-    upstream.push(Reply::raw(
-        200,
-        "application/json",
-        fixture("responses/function_call_allowed.response.json").into_bytes(),
-    ));
+    upstream.push(answer("function_call_allowed"));
     let response = gateway
         .openai()
         .responses()
@@ -214,22 +217,14 @@ async fn the_openai_sdk_speaks_the_responses_api_through_the_gateway() {
         )
     );
 
-    upstream.push(Reply::raw(
-        200,
-        "application/json",
-        fixture("responses/undeclared_tool.response.json").into_bytes(),
-    ));
+    upstream.push(answer("undeclared_tool"));
     let error = gateway
         .openai()
         .responses()
         .create(request("undeclared_tool"))
         .await
         .expect_err("blocked");
-    let OpenAIError::ApiError(api) = error else {
-        panic!("expected an API error, got {error:?}")
-    };
-    assert_eq!(api.status_code.as_u16(), 403);
-    assert_eq!(api.api_error.code.as_deref(), Some("undeclared_tool"));
+    assert_sdk_error(error, 403, "undeclared_tool");
 
     // Streamed: a blocked call after text ends the SDK's event stream with an error.
     upstream.push(Reply::sse_chunked(
@@ -255,7 +250,7 @@ async fn the_openai_sdk_speaks_the_responses_api_through_the_gateway() {
 #[tokio::test]
 async fn truncated_and_disordered_streams_of_every_format_are_answered_never_hung() {
     let upstream = ScriptedUpstream::start().await;
-    let gateway = TestGateway::start(&upstream, "[[plugins]]\nname = \"tool_selection\"\n\n[[routes]]\npath = \"/v1\"\nupstream = \"llm\"\n").await;
+    let gateway = TestGateway::start(&upstream, GUARDED_V1).await;
     for (folder, path, name) in [
         ("anthropic", "/v1/messages", "tool_use_allowed"),
         ("responses", "/v1/responses", "function_call_allowed"),

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use crate::common::upstream::{chat_completion, judge_verdict};
-use crate::common::{Reply, ScriptedUpstream, TestGateway, guarded_chat};
+use crate::common::answers::{assert_refusal, json_with_status};
+use crate::common::{Reply, ScriptedUpstream, TestGateway, guarded_chat, start_guarded};
 use serde_json::{Value, json};
 
 fn request() -> Value {
@@ -19,10 +19,14 @@ fn request() -> Value {
 }
 
 fn refund(arguments: &str) -> Reply {
-    Reply::json(
-        200,
-        chat_completion(&[("call_r", "refund_order", arguments)], None),
-    )
+    Reply::chat_calls(&[("call_r", "refund_order", arguments)])
+}
+
+/// The status the gateway answers the refund request with.
+async fn status_of_refund_request(gateway: &TestGateway) -> u16 {
+    gateway
+        .post_status("/v1/chat/completions", &request())
+        .await
 }
 
 async fn with_judge(extra: &str) -> (ScriptedUpstream, ScriptedUpstream, TestGateway) {
@@ -39,18 +43,9 @@ async fn with_judge(extra: &str) -> (ScriptedUpstream, ScriptedUpstream, TestGat
 #[tokio::test]
 async fn the_judge_sees_the_request_and_the_call_and_its_allow_lets_it_through() {
     let (upstream, judge, gateway) = with_judge("").await;
-    judge.push(Reply::json(
-        200,
-        judge_verdict("allow", "matches the user's request"),
-    ));
+    judge.push(Reply::judge("allow", "matches the user's request"));
     upstream.push(refund(r#"{"order_id":"1234"}"#));
-    assert_eq!(
-        gateway
-            .post("/v1/chat/completions", &request())
-            .await
-            .status(),
-        200
-    );
+    assert_eq!(status_of_refund_request(&gateway).await, 200);
     let asked = judge.last_request().expect("the judge was asked");
     assert_eq!(asked.path_and_query, "/v1/chat/completions");
     assert_eq!(asked.header("authorization"), Some("Bearer sk-judge"));
@@ -71,16 +66,11 @@ async fn the_judge_sees_the_request_and_the_call_and_its_allow_lets_it_through()
 #[tokio::test]
 async fn a_judge_deny_is_a_semantic_violation_with_its_reason() {
     let (upstream, judge, gateway) = with_judge("").await;
-    judge.push(Reply::json(
-        200,
-        judge_verdict("deny", "the amount exceeds the order total"),
-    ));
+    judge.push(Reply::judge("deny", "the amount exceeds the order total"));
     upstream.push(refund(r#"{"order_id":"1234","amount":99999}"#));
-    let response = gateway.post("/v1/chat/completions", &request()).await;
-    assert_eq!(response.status(), 403);
-    let body: Value = response.json().await.expect("envelope");
-    assert_eq!(body["error"]["code"], "semantic_denied");
-    assert_eq!(body["error"]["violations"][0]["check"], "semantic");
+    let response = gateway.post_chat(&request()).await;
+    let body = json_with_status(response, 403).await;
+    assert_refusal(&body, "semantic_denied", "semantic");
     assert!(
         body["error"]["message"]
             .as_str()
@@ -93,59 +83,38 @@ async fn a_judge_deny_is_a_semantic_violation_with_its_reason() {
 async fn the_judge_is_not_asked_when_a_structural_check_fails() {
     let (upstream, judge, gateway) = with_judge("").await;
     upstream.push(refund(r#"{"amount":5}"#));
-    assert_eq!(
-        gateway
-            .post("/v1/chat/completions", &request())
-            .await
-            .status(),
-        403
-    );
+    assert_eq!(status_of_refund_request(&gateway).await, 403);
     assert_eq!(judge.request_count(), 0);
 }
 
 #[tokio::test]
 async fn an_unavailable_judge_blocks_unless_the_fail_mode_allows() {
     let (upstream, judge, gateway) = with_judge("").await;
-    judge.push(Reply::json(200, judge_verdict("allow", "late")).with_delay(Duration::from_secs(3)));
+    judge.push(Reply::judge("allow", "late").with_delay(Duration::from_secs(3)));
     upstream.push(refund(r#"{"order_id":"1234"}"#));
-    let response = gateway.post("/v1/chat/completions", &request()).await;
-    assert_eq!(response.status(), 403);
-    let body: Value = response.json().await.expect("envelope");
+    let response = gateway.post_chat(&request()).await;
+    let body = json_with_status(response, 403).await;
     assert_eq!(body["error"]["code"], "semantic_unavailable");
 
     let (upstream, judge, gateway) = with_judge("semantic_fail_mode = \"allow\"").await;
     judge.push(Reply::raw(200, "application/json", b"garbage".to_vec()));
     upstream.push(refund(r#"{"order_id":"1234"}"#));
-    assert_eq!(
-        gateway
-            .post("/v1/chat/completions", &request())
-            .await
-            .status(),
-        200
-    );
+    assert_eq!(status_of_refund_request(&gateway).await, 200);
 }
 
 #[tokio::test]
 async fn every_decided_exchange_writes_one_audit_line_without_secrets() {
-    let upstream = ScriptedUpstream::start().await;
-    let gateway = TestGateway::start(&upstream, &guarded_chat("")).await;
-    upstream.push(Reply::json(
-        200,
-        chat_completion(&[("call_x", "wipe_disk", "{}")], None),
-    ));
-    let response = reqwest::Client::new()
-        .post(format!("{}/v1/chat/completions", gateway.url()))
-        .header("authorization", "Bearer sk-very-secret-client-key")
-        .json(&request())
-        .send()
-        .await
-        .expect("answers");
+    let (upstream, gateway) = start_guarded("").await;
+    upstream.push(Reply::chat_calls(&[("call_x", "wipe_disk", "{}")]));
+    let response = gateway
+        .post_json_with(
+            "/v1/chat/completions",
+            &[("authorization", "Bearer sk-very-secret-client-key")],
+            &request(),
+        )
+        .await;
     assert_eq!(response.status(), 403);
-    let request_id = response.headers()["x-request-id"]
-        .to_str()
-        .expect("ascii")
-        .to_owned();
-    let line = gateway.audit_line(&request_id).await;
+    let line = gateway.audit_line_of(&response).await;
     assert_eq!(line["route"], "/v1/chat/completions");
     assert_eq!(line["status"], 403);
     assert_eq!(line["verdict"], "blocked");
@@ -165,60 +134,25 @@ async fn every_decided_exchange_writes_one_audit_line_without_secrets() {
 async fn the_admin_listener_reports_health_readiness_and_metrics() {
     let (upstream, judge, gateway) = with_judge("").await;
     assert_eq!(gateway.admin_get("/health").await.status(), 200);
-    let ready: Value = gateway
-        .admin_get("/ready")
-        .await
-        .json()
-        .await
-        .expect("json");
+    let ready = gateway.admin_json("/ready").await;
     assert_eq!(ready["status"], "ready");
 
-    judge.push(Reply::json(200, judge_verdict("allow", "fine")));
+    judge.push(Reply::judge("allow", "fine"));
     upstream.push(refund(r#"{"order_id":"1"}"#));
-    assert_eq!(
-        gateway
-            .post("/v1/chat/completions", &request())
-            .await
-            .status(),
-        200
-    );
-    upstream.push(Reply::json(
-        200,
-        chat_completion(&[("call_y", "other", "{}")], None),
-    ));
-    assert_eq!(
-        gateway
-            .post("/v1/chat/completions", &request())
-            .await
-            .status(),
-        403
-    );
+    assert_eq!(status_of_refund_request(&gateway).await, 200);
+    upstream.push(Reply::chat_calls(&[("call_y", "other", "{}")]));
+    assert_eq!(status_of_refund_request(&gateway).await, 403);
 
-    let metrics = gateway.metrics_text().await;
-    let has = |needle: &str| metrics.lines().any(|line| line.contains(needle));
-    assert!(
-        has(r#"toolgate_requests_total{route="/v1/chat/completions",status="200"} 1"#),
-        "{metrics}"
-    );
-    assert!(
-        has(r#"toolgate_requests_total{route="/v1/chat/completions",status="403"} 1"#),
-        "{metrics}"
-    );
-    assert!(
-        has(r#"toolgate_tool_calls_checked_total{route="/v1/chat/completions"} 2"#),
-        "{metrics}"
-    );
-    assert!(
-        has(
-            r#"toolgate_tool_calls_blocked_total{route="/v1/chat/completions",check="membership",mode="enforce"} 1"#
-        ),
-        "{metrics}"
-    );
-    assert!(
-        has("toolgate_judge_calls_total{outcome=\"allow\"} 1"),
-        "{metrics}"
-    );
-    assert!(has("toolgate_judge_latency_seconds_count 1"), "{metrics}");
-    assert!(has("toolgate_request_duration_seconds_bucket"), "{metrics}");
+    gateway
+        .assert_metrics_contain(&[
+            r#"toolgate_requests_total{route="/v1/chat/completions",status="200"} 1"#,
+            r#"toolgate_requests_total{route="/v1/chat/completions",status="403"} 1"#,
+            r#"toolgate_tool_calls_checked_total{route="/v1/chat/completions"} 2"#,
+            r#"toolgate_tool_calls_blocked_total{route="/v1/chat/completions",check="membership",mode="enforce"} 1"#,
+            "toolgate_judge_calls_total{outcome=\"allow\"} 1",
+            "toolgate_judge_latency_seconds_count 1",
+            "toolgate_request_duration_seconds_bucket",
+        ])
+        .await;
     assert_eq!(gateway.admin_get("/nope").await.status(), 404);
 }

@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::common::upstream::chat_completion;
+use crate::common::answers::json_with_status;
 use crate::common::{Reply, ScriptedUpstream, TestGateway};
 use http::{HeaderName, HeaderValue, StatusCode};
 use serde_json::{Value, json};
@@ -147,15 +147,9 @@ async fn a_modify_verdict_rewrites_the_request_in_its_own_format_and_later_check
     let (upstream, gateway, factory) = start("enforce").await;
     // The model calls the removed tool anyway: tool_selection (later in the chain) sees the
     // edited request, so the call is undeclared.
-    upstream.push(Reply::json(
-        200,
-        chat_completion(&[("call_1", "delete_user", "{}")], None),
-    ));
+    upstream.push(Reply::chat_calls(&[("call_1", "delete_user", "{}")]));
     let response = gateway
-        .post(
-            "/v1/chat/completions",
-            &request(&["get_weather", "delete_user"]),
-        )
+        .post_chat(&request(&["get_weather", "delete_user"]))
         .await;
     assert_eq!(response.status(), 403);
     let forwarded = upstream.last_request().expect("forwarded");
@@ -169,15 +163,9 @@ async fn a_modify_verdict_rewrites_the_request_in_its_own_format_and_later_check
         ["get_weather", "delete_user"]
     );
 
-    upstream.push(Reply::json(
-        200,
-        chat_completion(&[("call_2", "get_weather", "{}")], None),
-    ));
+    upstream.push(Reply::chat_calls(&[("call_2", "get_weather", "{}")]));
     let response = gateway
-        .post(
-            "/v1/chat/completions",
-            &request(&["get_weather", "delete_user"]),
-        )
+        .post_chat(&request(&["get_weather", "delete_user"]))
         .await;
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["x-toolgate-note"], "edited");
@@ -186,11 +174,8 @@ async fn a_modify_verdict_rewrites_the_request_in_its_own_format_and_later_check
 #[tokio::test]
 async fn a_pre_request_block_is_answered_without_contacting_the_upstream() {
     let (upstream, gateway, _) = start("enforce").await;
-    let response = gateway
-        .post("/v1/chat/completions", &request(&["forbidden_everywhere"]))
-        .await;
-    assert_eq!(response.status(), 403);
-    let body: Value = response.json().await.expect("envelope");
+    let response = gateway.post_chat(&request(&["forbidden_everywhere"])).await;
+    let body = json_with_status(response, 403).await;
     assert_eq!(body["error"]["violations"][0]["check"], "permission");
     assert_eq!(upstream.request_count(), 0);
 }
@@ -198,9 +183,9 @@ async fn a_pre_request_block_is_answered_without_contacting_the_upstream() {
 #[tokio::test]
 async fn observe_mode_neither_blocks_nor_modifies() {
     let (upstream, gateway, _) = start("observe").await;
-    upstream.set_default(Reply::json(200, chat_completion(&[], Some("ok"))));
+    upstream.set_default(Reply::chat_text("ok"));
     let sent = request(&["forbidden_everywhere", "delete_user"]);
-    let response = gateway.post("/v1/chat/completions", &sent).await;
+    let response = gateway.post_chat(&sent).await;
     assert_eq!(response.status(), 200);
     assert_eq!(
         upstream.last_request().expect("forwarded").body,
@@ -211,13 +196,12 @@ async fn observe_mode_neither_blocks_nor_modifies() {
 #[tokio::test]
 async fn post_response_runs_after_the_client_is_answered() {
     let (upstream, gateway, factory) = start("enforce").await;
-    upstream.set_default(Reply::json(200, chat_completion(&[], Some("ok"))));
+    upstream.set_default(Reply::chat_text("ok"));
     for _ in 0..3 {
         assert_eq!(
             gateway
-                .post("/v1/chat/completions", &request(&["get_weather"]))
-                .await
-                .status(),
+                .post_status("/v1/chat/completions", &request(&["get_weather"]))
+                .await,
             200
         );
     }
@@ -242,7 +226,7 @@ async fn removing_a_tool_rewrites_each_format_in_its_own_shape() {
         {"type": "function", "name": "delete_user", "parameters": {"type": "object"}},
         {"type": "web_search_preview"}]});
     gateway.post("/v1/responses", &responses).await;
-    let sent = upstream.last_request().expect("forwarded").json();
+    let sent = upstream.forwarded_json();
     assert_eq!(
         sent["tools"],
         json!([responses["tools"][0], responses["tools"][2]])
@@ -253,7 +237,7 @@ async fn removing_a_tool_rewrites_each_format_in_its_own_shape() {
                   {"name": "get_weather", "input_schema": {"type": "object"}}],
         "tool_choice": {"type": "tool", "name": "delete_user"}});
     gateway.post("/v1/messages", &anthropic).await;
-    let sent = upstream.last_request().expect("forwarded").json();
+    let sent = upstream.forwarded_json();
     assert_eq!(sent["tools"], json!([anthropic["tools"][1]]));
     assert!(
         sent.get("tool_choice").is_none(),

@@ -3,11 +3,11 @@
 
 use std::time::Duration;
 
-use crate::common::upstream::chat_completion;
-use crate::common::{Reply, ScriptedUpstream, TestGateway, guarded_chat};
-use serde_json::{Value, json};
-
-const PASS_THROUGH: &str = "[[routes]]\npath = \"/v1\"\nupstream = \"llm\"\n";
+use crate::common::answers::{gateway_error_envelope, request_id};
+use crate::common::{
+    PASS_THROUGH, Reply, ScriptedUpstream, TestGateway, guarded_chat, start_guarded,
+};
+use serde_json::json;
 
 #[tokio::test]
 async fn method_path_query_headers_and_body_are_forwarded_without_hop_by_hop_headers() {
@@ -94,10 +94,7 @@ async fn the_request_id_is_kept_or_made_and_travels_both_ways() {
         .send()
         .await
         .expect("answers");
-    let id = made.headers()["x-request-id"]
-        .to_str()
-        .expect("ascii")
-        .to_owned();
+    let id = request_id(&made);
     assert_eq!(id.len(), 36, "a fresh UUID: {id}");
     assert_eq!(
         upstream
@@ -108,22 +105,6 @@ async fn the_request_id_is_kept_or_made_and_travels_both_ways() {
     );
 }
 
-async fn envelope(response: reqwest::Response, status: u16) -> Value {
-    assert_eq!(response.status(), status);
-    let request_id = response.headers()["x-request-id"]
-        .to_str()
-        .expect("ascii")
-        .to_owned();
-    let body: Value = response.json().await.expect("an error envelope");
-    assert_eq!(body["error"]["request_id"], request_id.as_str());
-    assert!(
-        body["error"]["message"]
-            .as_str()
-            .is_some_and(|m| !m.is_empty())
-    );
-    body
-}
-
 #[tokio::test]
 async fn an_unknown_route_is_a_404_envelope() {
     let upstream = ScriptedUpstream::start().await;
@@ -132,11 +113,11 @@ async fn an_unknown_route_is_a_404_envelope() {
         "[[routes]]\npath = \"/v1/chat\"\nupstream = \"llm\"\n",
     )
     .await;
-    let body = envelope(gateway.post("/v2/anything", &json!({})).await, 404).await;
+    let body = gateway_error_envelope(gateway.post("/v2/anything", &json!({})).await, 404).await;
     assert_eq!(body["error"]["code"], "route_not_found");
     assert_eq!(body["error"]["type"], "invalid_request_error");
     // Prefixes match whole segments.
-    envelope(gateway.post("/v1/chatter", &json!({})).await, 404).await;
+    gateway_error_envelope(gateway.post("/v1/chatter", &json!({})).await, 404).await;
     assert_eq!(upstream.request_count(), 0);
 }
 
@@ -146,7 +127,7 @@ async fn an_unreachable_upstream_is_a_502_envelope() {
     let body = "[upstreams.down]\nurl = \"http://127.0.0.1:1\"\nconnect_timeout_ms = 1000\n\n\
                 [[routes]]\npath = \"/v1\"\nupstream = \"down\"\n";
     let gateway = TestGateway::start(&upstream, body).await;
-    let body = envelope(gateway.post("/v1/chat/completions", &json!({})).await, 502).await;
+    let body = gateway_error_envelope(gateway.post_chat(&json!({})).await, 502).await;
     assert_eq!(body["error"]["code"], "upstream_unreachable");
     assert_eq!(body["error"]["type"], "upstream_error");
 }
@@ -156,7 +137,7 @@ async fn an_upstream_that_closes_without_answering_is_a_502_envelope() {
     let upstream = ScriptedUpstream::start().await;
     let gateway = TestGateway::start(&upstream, PASS_THROUGH).await;
     upstream.push(Reply::close_connection());
-    let body = envelope(gateway.post("/v1/chat/completions", &json!({})).await, 502).await;
+    let body = gateway_error_envelope(gateway.post_chat(&json!({})).await, 502).await;
     assert_eq!(body["error"]["type"], "upstream_error");
 }
 
@@ -169,7 +150,7 @@ async fn a_slow_upstream_is_a_504_envelope() {
     );
     let gateway = TestGateway::start(&upstream, &body).await;
     upstream.push(Reply::json(200, json!({})).with_delay(Duration::from_secs(3)));
-    let body = envelope(gateway.post("/v1/chat/completions", &json!({})).await, 504).await;
+    let body = gateway_error_envelope(gateway.post_chat(&json!({})).await, 504).await;
     assert_eq!(body["error"]["code"], "upstream_timeout");
 }
 
@@ -183,22 +164,18 @@ async fn a_guarded_request_over_the_size_limit_is_a_413_envelope() {
     )
     .await;
     let large = json!({"model": "m", "messages": [{"role": "user", "content": "x".repeat(4096)}]});
-    let response = reqwest::Client::new()
-        .post(format!("{}/v1/chat/completions", gateway.url()))
-        .json(&large)
-        .send()
-        .await
-        .expect("answers");
-    let body = envelope(response, 413).await;
+    let response = gateway
+        .post_json_with("/v1/chat/completions", &[], &large)
+        .await;
+    let body = gateway_error_envelope(response, 413).await;
     assert_eq!(body["error"]["code"], "request_too_large");
     assert_eq!(upstream.request_count(), 0);
 }
 
 #[tokio::test]
 async fn http2_clients_are_served() {
-    let upstream = ScriptedUpstream::start().await;
-    let gateway = TestGateway::start(&upstream, &guarded_chat("")).await;
-    upstream.push(Reply::json(200, chat_completion(&[], Some("hi"))));
+    let (upstream, gateway) = start_guarded("").await;
+    upstream.push(Reply::chat_text("hi"));
     let client = reqwest::Client::builder()
         .http2_prior_knowledge()
         .build()
@@ -246,7 +223,6 @@ async fn graceful_shutdown_lets_an_in_flight_request_finish() {
 /// waiting for the next (the pass-through gathers only the frames already at hand).
 #[tokio::test]
 async fn a_pass_through_stream_keeps_its_bytes_and_does_not_hold_a_lone_event() {
-    use async_openai::types::chat::CreateChatCompletionRequest;
     use futures_util::StreamExt;
 
     use crate::common::upstream::chat_stream;
@@ -261,12 +237,8 @@ async fn a_pass_through_stream_keeps_its_bytes_and_does_not_hold_a_lone_event() 
     let stream = chat_stream(&[], Some("Hello from upstream."));
 
     upstream.push(Reply::sse_chunked(&stream, 7));
-    let sdk_request: CreateChatCompletionRequest =
-        serde_json::from_value(request.clone()).expect("request");
     let mut events = gateway
-        .openai()
-        .chat()
-        .create_stream(sdk_request)
+        .sdk_chat_stream(request.clone())
         .await
         .expect("stream opens");
     let mut text = String::new();
@@ -279,7 +251,7 @@ async fn a_pass_through_stream_keeps_its_bytes_and_does_not_hold_a_lone_event() 
 
     for chunk_size in [1, 50, stream.len()] {
         upstream.push(Reply::sse_chunked(&stream, chunk_size));
-        let raw = gateway.post("/v1/chat/completions", &request).await;
+        let raw = gateway.post_chat(&request).await;
         assert_eq!(raw.status(), 200);
         assert_eq!(
             raw.text().await.expect("body"),
@@ -290,7 +262,7 @@ async fn a_pass_through_stream_keeps_its_bytes_and_does_not_hold_a_lone_event() 
 
     let event = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n";
     upstream.push(Reply::stall_after([event]));
-    let mut response = gateway.post("/v1/chat/completions", &request).await;
+    let mut response = gateway.post_chat(&request).await;
     assert_eq!(response.status(), 200);
     let first = tokio::time::timeout(Duration::from_secs(2), response.chunk())
         .await

@@ -7,17 +7,17 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::common::upstream::{chat_completion, chat_stream};
+use crate::common::answers::{assert_refusal, json_with_status};
+use crate::common::upstream::chat_stream;
 use crate::common::{
-    Reply, ScriptedUpstream, TestGateway, config_text, guarded_chat, temp_audit_path,
+    PASS_THROUGH, Reply, ScriptedUpstream, TestGateway, config_text, guarded_chat, start_guarded,
+    temp_audit_path,
 };
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use toolgate::state::GatewayState;
 use toolgate::{Config, Gateway, Runtime};
-
-const PASS_THROUGH: &str = "[[routes]]\npath = \"/v1\"\nupstream = \"llm\"\n";
 
 /// A gateway started from a config file, with the file watcher polling every 50 ms.
 struct FileGateway {
@@ -74,7 +74,7 @@ impl FileGateway {
 #[tokio::test]
 async fn a_changed_file_is_reloaded_and_an_invalid_one_is_refused() {
     let upstream = ScriptedUpstream::start().await;
-    upstream.set_default(Reply::json(200, chat_completion(&[], Some("ok"))));
+    upstream.set_default(Reply::chat_text("ok"));
     let audit = temp_audit_path();
     let first = config_text(
         &upstream.url(),
@@ -117,11 +117,7 @@ async fn an_exchange_in_flight_finishes_on_the_config_it_started_with() {
     let guarded = config_text(&upstream.url(), &audit, &guarded_chat(""));
     let gateway = FileGateway::start(&guarded).await;
     upstream.push(
-        Reply::json(
-            200,
-            chat_completion(&[("call_1", "undeclared", "{}")], None),
-        )
-        .with_delay(Duration::from_millis(400)),
+        Reply::chat_calls(&[("call_1", "undeclared", "{}")]).with_delay(Duration::from_millis(400)),
     );
     let url = format!("http://{}/v1/chat/completions", gateway.addr);
     let request = json!({"model": "m", "messages": [], "tools": [{"type": "function", "function": {"name": "declared"}}]});
@@ -197,18 +193,13 @@ fn tools_request(stream: bool) -> Value {
 async fn a_body_cut_short_is_a_502_and_a_stalled_body_a_504() {
     let cut = raw_upstream(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 500\r\n\r\n{\"choices\":[", true).await;
     let gateway = gateway_for(&cut, &guarded_chat("")).await;
-    let response = gateway
-        .post("/v1/chat/completions", &tools_request(false))
-        .await;
-    assert_eq!(response.status(), 502);
-    let body: Value = response.json().await.expect("envelope");
+    let response = gateway.post_chat(&tools_request(false)).await;
+    let body = json_with_status(response, 502).await;
     assert_eq!(body["error"]["type"], "upstream_error");
 
     let stalled = raw_upstream(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 500\r\n\r\n{\"choices\":[", false).await;
     let gateway = gateway_for(&stalled, &guarded_chat("")).await;
-    let response = gateway
-        .post("/v1/chat/completions", &tools_request(false))
-        .await;
+    let response = gateway.post_chat(&tools_request(false)).await;
     assert_eq!(response.status(), 504);
 }
 
@@ -216,18 +207,13 @@ async fn a_body_cut_short_is_a_502_and_a_stalled_body_a_504() {
 async fn an_upstream_that_answers_garbage_or_5xx_gets_a_well_formed_answer() {
     let garbage = raw_upstream(b"SPDY/9 what\r\n\r\n", true).await;
     let gateway = gateway_for(&garbage, &guarded_chat("")).await;
-    let response = gateway
-        .post("/v1/chat/completions", &tools_request(false))
-        .await;
+    let response = gateway.post_chat(&tools_request(false)).await;
     assert_eq!(response.status(), 502);
     assert!(response.json::<Value>().await.expect("envelope")["error"]["message"].is_string());
 
-    let upstream = ScriptedUpstream::start().await;
-    let gateway = TestGateway::start(&upstream, &guarded_chat("strict = true")).await;
+    let (upstream, gateway) = start_guarded("strict = true").await;
     upstream.push(Reply::raw(503, "text/html", b"<h1>down</h1>".to_vec()));
-    let response = gateway
-        .post("/v1/chat/completions", &tools_request(false))
-        .await;
+    let response = gateway.post_chat(&tools_request(false)).await;
     assert_eq!(response.status(), 503, "upstream errors pass through");
     assert_eq!(response.text().await.expect("body"), "<h1>down</h1>");
 }
@@ -247,9 +233,7 @@ async fn a_stream_that_stalls_mid_call_ends_with_an_error_and_never_releases_the
     );
     let cut = stream.find("Par").expect("arguments present");
     upstream.push(Reply::stall_after([stream[..cut].to_owned()]));
-    let response = gateway
-        .post("/v1/chat/completions", &tools_request(true))
-        .await;
+    let response = gateway.post_chat(&tools_request(true)).await;
     assert_eq!(response.status(), 200, "text had already been sent");
     let body = tokio::time::timeout(Duration::from_secs(5), response.text())
         .await
@@ -285,8 +269,7 @@ async fn an_unguarded_body_that_stalls_is_cut_rather_than_pinned() {
 
 #[tokio::test]
 async fn repeated_keys_are_refused_not_guessed() {
-    let upstream = ScriptedUpstream::start().await;
-    let gateway = TestGateway::start(&upstream, &guarded_chat("")).await;
+    let (upstream, gateway) = start_guarded("").await;
     let client = reqwest::Client::new();
     let url = format!("{}/v1/chat/completions", gateway.url());
     let request = r#"{"model":"m","messages":[],"tools":[{"type":"function","function":{"name":"a"}}],"tools":[]}"#;
@@ -296,8 +279,7 @@ async fn repeated_keys_are_refused_not_guessed() {
         .send()
         .await
         .expect("answers");
-    assert_eq!(response.status(), 400);
-    let body: Value = response.json().await.expect("envelope");
+    let body = json_with_status(response, 400).await;
     assert_eq!(body["error"]["code"], "ambiguous_request");
     assert_eq!(upstream.request_count(), 0);
 
@@ -307,13 +289,10 @@ async fn repeated_keys_are_refused_not_guessed() {
         "application/json",
         answer.as_bytes().to_vec(),
     ));
-    let response = gateway
-        .post("/v1/chat/completions", &tools_request(false))
-        .await;
+    let response = gateway.post_chat(&tools_request(false)).await;
     assert_eq!(response.status(), 403, "refused as a block");
     let body: Value = response.json().await.expect("envelope");
-    assert_eq!(body["error"]["code"], "ambiguous_response");
-    assert_eq!(body["error"]["violations"][0]["check"], "parse");
+    assert_refusal(&body, "ambiguous_response", "parse");
 }
 
 async fn raw_exchange(addr: SocketAddr, request: &[u8]) -> String {
@@ -414,8 +393,7 @@ async fn the_connection_cap_holds_new_connections_until_one_frees() {
 
 #[tokio::test]
 async fn answers_the_guard_cannot_read_as_the_client_will_are_refused_by_their_head() {
-    let upstream = ScriptedUpstream::start().await;
-    let gateway = TestGateway::start(&upstream, &guarded_chat("")).await;
+    let (upstream, gateway) = start_guarded("").await;
     // Compressed although toolgate asked for it plain: the client would decompress and read a
     // call the guard only saw as noise.
     upstream.push(
@@ -426,11 +404,8 @@ async fn answers_the_guard_cannot_read_as_the_client_will_are_refused_by_their_h
         )
         .with_header("content-encoding", "gzip"),
     );
-    let response = gateway
-        .post("/v1/chat/completions", &tools_request(false))
-        .await;
-    assert_eq!(response.status(), 403);
-    let body: Value = response.json().await.expect("envelope");
+    let response = gateway.post_chat(&tools_request(false)).await;
+    let body = json_with_status(response, 403).await;
     assert_eq!(body["error"]["code"], "unparsable_response");
     assert!(
         body["error"]["message"]
@@ -443,9 +418,7 @@ async fn answers_the_guard_cannot_read_as_the_client_will_are_refused_by_their_h
         Reply::raw(307, "text/plain", Vec::new())
             .with_header("location", "http://127.0.0.1:9/v1/chat/completions"),
     );
-    let response = gateway
-        .post("/v1/chat/completions", &tools_request(false))
-        .await;
+    let response = gateway.post_chat(&tools_request(false)).await;
     assert_eq!(response.status(), 403);
     assert!(response.headers().get("location").is_none());
     // An error status passes through as before.
@@ -454,9 +427,7 @@ async fn answers_the_guard_cannot_read_as_the_client_will_are_refused_by_their_h
         "application/json",
         br#"{"error":{"message":"slow down"}}"#.to_vec(),
     ));
-    let response = gateway
-        .post("/v1/chat/completions", &tools_request(false))
-        .await;
+    let response = gateway.post_chat(&tools_request(false)).await;
     assert_eq!(response.status(), 429);
 }
 

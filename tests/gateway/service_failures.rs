@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use crate::common::services::{answer_of, calling, instance, request, route, service};
+use crate::common::answers::assert_refusal;
+use crate::common::services::{exchange, instance, request, route, service};
 use crate::common::upstream::judge_verdict;
 use crate::common::{Reply, ScriptedUpstream, TestGateway};
 use bytes::Bytes;
@@ -22,8 +23,10 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
-/// A gateway whose two routes call `checker` with a 150 ms timeout: one fails closed, one open.
-async fn misbehaving(checker: &ScriptedUpstream, extra: &str) -> (ScriptedUpstream, TestGateway) {
+/// A scripted service `flaky` (the `checker`, whose answers a test scripts to misbehave), and
+/// a gateway whose two routes call it with a 150 ms timeout: one fails closed, one open.
+async fn misbehaving(extra: &str) -> (ScriptedUpstream, ScriptedUpstream, TestGateway) {
+    let checker = ScriptedUpstream::start().await;
     let upstream = ScriptedUpstream::start().await;
     let config = format!(
         "{}{}{}",
@@ -39,26 +42,48 @@ async fn misbehaving(checker: &ScriptedUpstream, extra: &str) -> (ScriptedUpstre
         ),
     );
     let gateway = TestGateway::start(&upstream, &config).await;
-    (upstream, gateway)
+    (checker, upstream, gateway)
 }
 
 /// Sends one exchange with a call on each route; returns the statuses and the closed route's body.
 async fn both_routes(upstream: &ScriptedUpstream, gateway: &TestGateway) -> (u16, Value, u16) {
-    upstream.push(calling(&[("call_1", "run_sql", "{}")]));
-    let (closed, closed_body) = answer_of(
-        gateway
-            .post("/closed/v1/chat/completions", &request())
-            .await,
+    let call = [("call_1", "run_sql", "{}")];
+    let (closed, closed_body) = exchange(
+        upstream,
+        gateway,
+        "/closed/v1/chat/completions",
+        &request(),
+        &call,
     )
     .await;
-    upstream.push(calling(&[("call_1", "run_sql", "{}")]));
-    let (open, _) = answer_of(gateway.post("/open/v1/chat/completions", &request()).await).await;
+    let (open, _) = exchange(
+        upstream,
+        gateway,
+        "/open/v1/chat/completions",
+        &request(),
+        &call,
+    )
+    .await;
     (closed, closed_body, open)
 }
 
+/// The `/metrics` series counting the `kind` errors of the service `flaky`, at `count`.
+fn flaky_errors(kind: &str, count: u32) -> String {
+    format!("toolgate_service_errors_total{{service=\"flaky\",kind=\"{kind}\"}} {count}")
+}
+
+/// The `/metrics` series counting the calls of `flaky` that ended in `outcome`, at `count`.
+fn flaky_calls(outcome: &str, count: u32) -> String {
+    format!("toolgate_service_calls_total{{service=\"flaky\",outcome=\"{outcome}\"}} {count}")
+}
+
+/// The `/metrics` series of `flaky`'s breaker state: 0 closed, 1 open.
+fn flaky_breaker(state: u32) -> String {
+    format!("toolgate_service_breaker_state{{service=\"flaky\"}} {state}")
+}
+
 fn assert_unavailable(body: &Value, kind: &str) {
-    assert_eq!(body["error"]["code"], "service_unavailable", "{body}");
-    assert_eq!(body["error"]["violations"][0]["check"], "service", "{body}");
+    assert_refusal(body, "service_unavailable", "service");
     let message = body["error"]["message"].as_str().unwrap_or_default();
     assert!(
         message.contains("'flaky'") && message.contains(kind),
@@ -68,30 +93,22 @@ fn assert_unavailable(body: &Value, kind: &str) {
 
 #[tokio::test]
 async fn a_slow_service_times_out_and_the_fail_mode_decides() {
-    let checker = ScriptedUpstream::start().await;
+    let (checker, upstream, gateway) = misbehaving("").await;
     checker.set_default(
         Reply::json(200, json!({"decision": "allow"})).with_delay(Duration::from_millis(600)),
     );
-    let (upstream, gateway) = misbehaving(&checker, "").await;
     let (closed, closed_body, open) = both_routes(&upstream, &gateway).await;
     assert_eq!(closed, 403);
     assert_unavailable(&closed_body, "timeout");
     assert_eq!(open, 200, "fail_mode = allow lets the call through");
-    let text = gateway.metrics_text().await;
-    assert!(
-        text.contains("toolgate_service_errors_total{service=\"flaky\",kind=\"timeout\"} 2"),
-        "{text}"
-    );
-    assert!(
-        text.contains("toolgate_service_calls_total{service=\"flaky\",outcome=\"unavailable\"} 2"),
-        "{text}"
-    );
+    gateway
+        .assert_metrics_contain(&[flaky_errors("timeout", 2), flaky_calls("unavailable", 2)])
+        .await;
 }
 
 #[tokio::test]
 async fn an_erroring_service_is_unavailable_whether_by_status_or_by_its_error_field() {
-    let checker = ScriptedUpstream::start().await;
-    let (upstream, gateway) = misbehaving(&checker, "").await;
+    let (checker, upstream, gateway) = misbehaving("").await;
     for reply in [
         Reply::json(
             503,
@@ -113,19 +130,14 @@ async fn an_erroring_service_is_unavailable_whether_by_status_or_by_its_error_fi
         };
         assert_unavailable(&closed_body, kind);
     }
-    let text = gateway.metrics_text().await;
-    for expected in [
-        "toolgate_service_errors_total{service=\"flaky\",kind=\"status\"} 2",
-        "toolgate_service_errors_total{service=\"flaky\",kind=\"service_error\"} 2",
-    ] {
-        assert!(text.contains(expected), "{expected} in\n{text}");
-    }
+    gateway
+        .assert_metrics_contain(&[flaky_errors("status", 2), flaky_errors("service_error", 2)])
+        .await;
 }
 
 #[tokio::test]
 async fn garbage_answers_are_unavailable_never_an_allow() {
-    let checker = ScriptedUpstream::start().await;
-    let (upstream, gateway) = misbehaving(&checker, "breaker_failures = 100").await;
+    let (checker, upstream, gateway) = misbehaving("breaker_failures = 100").await;
     let garbage = [
         (
             Reply::raw(200, "text/html", "<html>maintenance</html>"),
@@ -155,25 +167,19 @@ async fn garbage_answers_are_unavailable_never_an_allow() {
         assert_eq!((closed, open), (403, 200), "{closed_body}");
         assert_unavailable(&closed_body, kind);
     }
-    let text = gateway.metrics_text().await;
-    assert!(
-        text.contains("toolgate_service_errors_total{service=\"flaky\",kind=\"invalid_answer\"} 8"),
-        "{text}"
-    );
+    gateway
+        .assert_metrics_contain(&[flaky_errors("invalid_answer", 8)])
+        .await;
 }
 
 #[tokio::test]
 async fn the_breaker_opens_after_consecutive_failures_and_a_probe_closes_it() {
-    let checker = ScriptedUpstream::start().await;
+    let (checker, upstream, gateway) =
+        misbehaving("breaker_failures = 2\nbreaker_cool_down_ms = 1000").await;
     checker.set_default(Reply::json(
         500,
         json!({"error": {"type": "down", "message": ""}}),
     ));
-    let (upstream, gateway) = misbehaving(
-        &checker,
-        "breaker_failures = 2\nbreaker_cool_down_ms = 1000",
-    )
-    .await;
 
     let (closed, _, open) = both_routes(&upstream, &gateway).await;
     assert_eq!((closed, open), (403, 200));
@@ -188,15 +194,9 @@ async fn the_breaker_opens_after_consecutive_failures_and_a_probe_closes_it() {
     assert_eq!((closed, open), (403, 200));
     assert_unavailable(&closed_body, "breaker_open");
     assert_eq!(checker.request_count(), 2);
-    let text = gateway.metrics_text().await;
-    assert!(
-        text.contains("toolgate_service_breaker_state{service=\"flaky\"} 1"),
-        "{text}"
-    );
-    assert!(
-        text.contains("toolgate_service_errors_total{service=\"flaky\",kind=\"breaker_open\"} 2"),
-        "{text}"
-    );
+    gateway
+        .assert_metrics_contain(&[flaky_breaker(1), flaky_errors("breaker_open", 2)])
+        .await;
 
     // After the cool-down one probe goes through; the service has recovered, so it closes.
     // Until then every exchange is refused without a call.
@@ -204,11 +204,12 @@ async fn the_breaker_opens_after_consecutive_failures_and_a_probe_closes_it() {
     let mut attempts = 0;
     loop {
         attempts += 1;
-        upstream.push(calling(&[("call_1", "run_sql", "{}")]));
-        let (status, body) = answer_of(
-            gateway
-                .post("/closed/v1/chat/completions", &request())
-                .await,
+        let (status, body) = exchange(
+            &upstream,
+            &gateway,
+            "/closed/v1/chat/completions",
+            &request(),
+            &[("call_1", "run_sql", "{}")],
         )
         .await;
         if status == 200 {
@@ -223,11 +224,7 @@ async fn the_breaker_opens_after_consecutive_failures_and_a_probe_closes_it() {
     let (closed, closed_body, open) = both_routes(&upstream, &gateway).await;
     assert_eq!((closed, open), (200, 200), "{closed_body}");
     assert_eq!(checker.request_count(), 5);
-    let text = gateway.metrics_text().await;
-    assert!(
-        text.contains("toolgate_service_breaker_state{service=\"flaky\"} 0"),
-        "{text}"
-    );
+    gateway.assert_metrics_contain(&[flaky_breaker(0)]).await;
 }
 
 /// A server where every request waits until `expected` requests are in flight together (for at
@@ -320,8 +317,14 @@ async fn services_are_called_concurrently_with_each_other_and_with_the_judge() {
         ),
     );
     let gateway = TestGateway::start(&upstream, &config).await;
-    upstream.push(calling(&[("call_1", "run_sql", r#"{"q":"select 1"}"#)]));
-    let (status, body) = answer_of(gateway.post("/v1/chat/completions", &request()).await).await;
+    let (status, body) = exchange(
+        &upstream,
+        &gateway,
+        "/v1/chat/completions",
+        &request(),
+        &[("call_1", "run_sql", r#"{"q":"select 1"}"#)],
+    )
+    .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(rendezvous.most_in_flight.load(Ordering::SeqCst), 3);
 }

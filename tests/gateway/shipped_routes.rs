@@ -6,7 +6,6 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use toolgate::Runtime;
 
-use crate::common::upstream::chat_completion;
 use crate::common::{Reply, ScriptedUpstream, TestGateway, fixture, temp_audit_path};
 
 /// gateway.toml as shipped, with loopback addresses, a temp audit file, the scripted upstream
@@ -115,10 +114,11 @@ async fn other_endpoints_pass_through_unchanged_strict_or_not() {
 async fn a_chat_completion_calling_an_undeclared_tool_is_403_strict_or_not() {
     for strict in [false, true] {
         let (upstream, gateway) = start(strict).await;
-        upstream.push(Reply::json(
-            200,
-            chat_completion(&[("call_1", "delete_user", "{\"user_id\": \"u1\"}")], None),
-        ));
+        upstream.push(Reply::chat_calls(&[(
+            "call_1",
+            "delete_user",
+            "{\"user_id\": \"u1\"}",
+        )]));
         let request = json!({"model": "gpt-4o-mini",
             "messages": [{"role": "user", "content": "What's the weather in Paris?"}],
             "tools": [{"type": "function", "function": {"name": "get_weather",

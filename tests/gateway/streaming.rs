@@ -5,8 +5,7 @@
 use std::time::Duration;
 
 use crate::common::upstream::chat_stream;
-use crate::common::{Reply, ScriptedUpstream, TestGateway, guarded_chat};
-use async_openai::types::chat::CreateChatCompletionRequest;
+use crate::common::{Reply, start_guarded};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
@@ -22,26 +21,16 @@ fn streamed_request() -> Value {
     })
 }
 
-async fn guarded() -> (ScriptedUpstream, TestGateway) {
-    let upstream = ScriptedUpstream::start().await;
-    let gateway = TestGateway::start(&upstream, &guarded_chat("")).await;
-    (upstream, gateway)
-}
-
 #[tokio::test]
 async fn an_allowed_stream_reaches_the_sdk_client_whole_and_byte_for_byte() {
-    let (upstream, gateway) = guarded().await;
+    let (upstream, gateway) = start_guarded("").await;
     let stream = chat_stream(
         &[("call_1", "get_weather", r#"{"city":"Paris"}"#)],
         Some("Let me check."),
     );
     upstream.push(Reply::sse_chunked(&stream, 17));
-    let request: CreateChatCompletionRequest =
-        serde_json::from_value(streamed_request()).expect("request");
     let mut events = gateway
-        .openai()
-        .chat()
-        .create_stream(request)
+        .sdk_chat_stream(streamed_request())
         .await
         .expect("stream opens");
     let mut text = String::new();
@@ -64,9 +53,7 @@ async fn an_allowed_stream_reaches_the_sdk_client_whole_and_byte_for_byte() {
     assert_eq!(arguments, r#"{"city":"Paris"}"#);
 
     upstream.push(Reply::sse_chunked(&stream, 5));
-    let raw = gateway
-        .post("/v1/chat/completions", &streamed_request())
-        .await;
+    let raw = gateway.post_chat(&streamed_request()).await;
     assert_eq!(raw.status(), 200);
     assert_eq!(
         raw.text().await.expect("body"),
@@ -77,12 +64,10 @@ async fn an_allowed_stream_reaches_the_sdk_client_whole_and_byte_for_byte() {
 
 #[tokio::test]
 async fn a_stream_that_opens_with_a_bad_call_gets_a_real_403() {
-    let (upstream, gateway) = guarded().await;
+    let (upstream, gateway) = start_guarded("").await;
     let stream = chat_stream(&[("call_1", "delete_user", r#"{"id":1}"#)], None);
     upstream.push(Reply::sse_chunked(&stream, 9));
-    let response = gateway
-        .post("/v1/chat/completions", &streamed_request())
-        .await;
+    let response = gateway.post_chat(&streamed_request()).await;
     assert_eq!(response.status(), 403);
     assert_eq!(response.headers()["content-type"], "application/json");
     let body: Value = response.json().await.expect("an envelope");
@@ -92,15 +77,13 @@ async fn a_stream_that_opens_with_a_bad_call_gets_a_real_403() {
 
 #[tokio::test]
 async fn a_bad_call_after_text_ends_the_stream_with_an_error_frame_and_no_done() {
-    let (upstream, gateway) = guarded().await;
+    let (upstream, gateway) = start_guarded("").await;
     let stream = chat_stream(
         &[("call_1", "get_weather", r#"{"town":"Paris"}"#)],
         Some("Checking now."),
     );
     upstream.push(Reply::sse_chunked(&stream, 11));
-    let response = gateway
-        .post("/v1/chat/completions", &streamed_request())
-        .await;
+    let response = gateway.post_chat(&streamed_request()).await;
     assert_eq!(response.status(), 200);
     let body = response.text().await.expect("body");
     assert!(
@@ -123,12 +106,8 @@ async fn a_bad_call_after_text_ends_the_stream_with_an_error_frame_and_no_done()
 
     // The SDK reports it as an error on the stream.
     upstream.push(Reply::sse_chunked(&stream, 11));
-    let request: CreateChatCompletionRequest =
-        serde_json::from_value(streamed_request()).expect("request");
     let events: Vec<_> = gateway
-        .openai()
-        .chat()
-        .create_stream(request)
+        .sdk_chat_stream(streamed_request())
         .await
         .expect("opens")
         .collect()
@@ -141,7 +120,7 @@ async fn a_bad_call_after_text_ends_the_stream_with_an_error_frame_and_no_done()
 
 #[tokio::test]
 async fn the_verdict_does_not_depend_on_how_the_upstream_chunks_the_stream() {
-    let (upstream, gateway) = guarded().await;
+    let (upstream, gateway) = start_guarded("").await;
     let good = chat_stream(
         &[("call_1", "get_weather", r#"{"city":"Zürich \"old town\""}"#)],
         Some("On it."),
@@ -149,9 +128,7 @@ async fn the_verdict_does_not_depend_on_how_the_upstream_chunks_the_stream() {
     let bad = chat_stream(&[("call_1", "get_weather", r#"{"city":42}"#)], None);
     for chunk_size in [1, 2, 3, 7, 16, 64, 100_000] {
         upstream.push(Reply::sse_chunked(&good, chunk_size));
-        let response = gateway
-            .post("/v1/chat/completions", &streamed_request())
-            .await;
+        let response = gateway.post_chat(&streamed_request()).await;
         assert_eq!(response.status(), 200, "chunk size {chunk_size}");
         assert_eq!(
             response.text().await.expect("body"),
@@ -159,16 +136,14 @@ async fn the_verdict_does_not_depend_on_how_the_upstream_chunks_the_stream() {
             "chunk size {chunk_size}"
         );
         upstream.push(Reply::sse_chunked(&bad, chunk_size));
-        let response = gateway
-            .post("/v1/chat/completions", &streamed_request())
-            .await;
+        let response = gateway.post_chat(&streamed_request()).await;
         assert_eq!(response.status(), 403, "chunk size {chunk_size}");
     }
 }
 
 #[tokio::test]
 async fn text_reaches_the_client_before_the_upstream_finishes() {
-    let (upstream, gateway) = guarded().await;
+    let (upstream, gateway) = start_guarded("").await;
     let chunk = |delta: Value| {
         format!(
             "data: {}\n\n",
@@ -181,9 +156,7 @@ async fn text_reaches_the_client_before_the_upstream_finishes() {
         chunk(json!({"role": "assistant", "content": ""})),
         chunk(json!({"content": "Hello"})),
     ]));
-    let mut response = gateway
-        .post("/v1/chat/completions", &streamed_request())
-        .await;
+    let mut response = gateway.post_chat(&streamed_request()).await;
     assert_eq!(response.status(), 200);
     let first = tokio::time::timeout(Duration::from_secs(2), response.chunk())
         .await
@@ -195,7 +168,7 @@ async fn text_reaches_the_client_before_the_upstream_finishes() {
 
 #[tokio::test]
 async fn a_stream_cut_mid_call_is_an_error_and_its_call_never_released() {
-    let (upstream, gateway) = guarded().await;
+    let (upstream, gateway) = start_guarded("").await;
     let stream = chat_stream(&[("call_1", "get_weather", r#"{"city":"Paris"}"#)], None);
     // Cut inside the arguments: no finish, no [DONE], the JSON never closes.
     let cut_at = stream.find("Par").expect("the arguments are in the stream");
@@ -204,9 +177,7 @@ async fn a_stream_cut_mid_call_is_an_error_and_its_call_never_released() {
         .map(|(kept, _)| format!("{kept}\n\n"))
         .expect("whole events");
     upstream.push(Reply::sse_chunked(&cut, 8));
-    let response = gateway
-        .post("/v1/chat/completions", &streamed_request())
-        .await;
+    let response = gateway.post_chat(&streamed_request()).await;
     assert_eq!(
         response.status(),
         502,
@@ -224,12 +195,10 @@ async fn a_stream_cut_mid_call_is_an_error_and_its_call_never_released() {
 
 #[tokio::test]
 async fn a_text_only_stream_passes_through_untouched() {
-    let (upstream, gateway) = guarded().await;
+    let (upstream, gateway) = start_guarded("").await;
     let stream = chat_stream(&[], Some("Just words, no tools."));
     upstream.push(Reply::sse_chunked(&stream, 3));
-    let response = gateway
-        .post("/v1/chat/completions", &streamed_request())
-        .await;
+    let response = gateway.post_chat(&streamed_request()).await;
     assert_eq!(response.status(), 200);
     assert_eq!(response.text().await.expect("body"), stream);
 }

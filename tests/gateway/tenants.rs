@@ -1,7 +1,7 @@
 //! Tenants end to end: a route that requires a tenant's key answers 401 without one, the key
 //! never reaches the upstream (its own key is injected), and the audit line names the tenant.
 
-use crate::common::upstream::chat_completion;
+use crate::common::answers::config_errors;
 use crate::common::{Reply, ScriptedUpstream, TestGateway};
 use async_openai::error::OpenAIError;
 use async_openai::types::chat::CreateChatCompletionRequestArgs;
@@ -60,12 +60,13 @@ async fn a_tenant_route_refuses_missing_and_unknown_keys_with_401() {
         other => panic!("expected an API error, got {other:?}"),
     }
 
-    let missing = reqwest::Client::new()
-        .post(format!("{}/v1/chat/completions", gateway.url()))
-        .json(&json!({"model": "m", "messages": []}))
-        .send()
-        .await
-        .expect("answers");
+    let missing = gateway
+        .post_json_with(
+            "/v1/chat/completions",
+            &[],
+            &json!({"model": "m", "messages": []}),
+        )
+        .await;
     assert_eq!(missing.status(), 401);
     assert!(missing.headers().contains_key("x-request-id"));
     let body: serde_json::Value = missing.json().await.expect("json");
@@ -77,7 +78,7 @@ async fn a_tenant_route_refuses_missing_and_unknown_keys_with_401() {
 async fn a_tenant_key_is_replaced_by_the_upstream_key_and_audited() {
     let upstream = ScriptedUpstream::start().await;
     let gateway = TestGateway::start(&upstream, &config(&upstream.url())).await;
-    upstream.push(Reply::json(200, chat_completion(&[], Some("hi"))));
+    upstream.push(Reply::chat_text("hi"));
     gateway
         .openai_with_key(ACME_KEY)
         .chat()
@@ -106,28 +107,28 @@ async fn a_tenant_key_is_replaced_by_the_upstream_key_and_audited() {
 async fn a_key_given_as_a_digest_authenticates_and_is_stripped_even_without_an_upstream_key() {
     let upstream = ScriptedUpstream::start().await;
     let gateway = TestGateway::start(&upstream, &config(&upstream.url())).await;
-    upstream.push(Reply::json(200, chat_completion(&[], Some("hi"))));
-    let response = reqwest::Client::new()
-        .post(format!("{}/open/chat/completions", gateway.url()))
-        .header("x-api-key", "sk-globex-tenant-key")
-        .json(&json!({"model": "m", "messages": []}))
-        .send()
-        .await
-        .expect("answers");
+    upstream.push(Reply::chat_text("hi"));
+    let response = gateway
+        .post_json_with(
+            "/open/chat/completions",
+            &[("x-api-key", "sk-globex-tenant-key")],
+            &json!({"model": "m", "messages": []}),
+        )
+        .await;
     assert_eq!(response.status(), 200);
     let seen = upstream.last_request().expect("forwarded");
     assert_eq!(seen.header("x-api-key"), None, "the tenant key stays here");
     assert_eq!(seen.header("authorization"), None);
 
     // On an open route an unknown key is the client's own upstream key: it passes.
-    upstream.push(Reply::json(200, chat_completion(&[], Some("hi"))));
-    let response = reqwest::Client::new()
-        .post(format!("{}/open/chat/completions", gateway.url()))
-        .header("authorization", "Bearer sk-their-own-openai-key")
-        .json(&json!({"model": "m", "messages": []}))
-        .send()
-        .await
-        .expect("answers");
+    upstream.push(Reply::chat_text("hi"));
+    let response = gateway
+        .post_json_with(
+            "/open/chat/completions",
+            &[("authorization", "Bearer sk-their-own-openai-key")],
+            &json!({"model": "m", "messages": []}),
+        )
+        .await;
     assert_eq!(response.status(), 200);
     assert_eq!(
         upstream
@@ -147,10 +148,7 @@ fn tenant_config_errors_are_located() {
                 [tenants.c]\ngroups = [\"x\"]\n\n\
                 [tenants.d]\napi_key_sha256 = [\"not-hex\"]\n\n\
                 [[routes]]\npath = \"/v1\"\nupstream = \"llm\"\nauth = \"tenants\"\n";
-    let errors = match toolgate::Config::from_toml(text, "t.toml", &plugins) {
-        Ok(_) => panic!("the config is wrong in four places"),
-        Err(errors) => errors.to_string(),
-    };
+    let errors = config_errors(text, "t.toml", &plugins);
     assert!(
         errors.contains("t.toml:8:13: tenants.b.api_keys[0]"),
         "{errors}"

@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::common::answers::json_with_status;
 use crate::common::upstream::{
     Reply, ScriptedUpstream, chat_completion, chat_stream, judge_verdict,
 };
@@ -97,8 +98,7 @@ async fn replies_are_served_in_fifo_order_and_requests_are_recorded() {
 async fn an_empty_queue_answers_500_then_the_default_is_served_repeatedly() {
     let upstream = ScriptedUpstream::start().await;
     let unscripted = post(&upstream, "/v1/chat/completions", &json!({})).await;
-    assert_eq!(unscripted.status(), 500);
-    let error: Value = unscripted.json().await.unwrap();
+    let error = json_with_status(unscripted, 500).await;
     assert_eq!(error["error"]["code"], "no_scripted_reply");
     let message = error["error"]["message"].as_str().unwrap();
     assert!(
@@ -324,8 +324,7 @@ async fn invalid_scripted_input_is_a_readable_500_not_a_panic() {
         "invalid header value",
     ] {
         let response = client().get(upstream.url()).send().await.unwrap();
-        assert_eq!(response.status(), 500);
-        let error: Value = response.json().await.unwrap();
+        let error = json_with_status(response, 500).await;
         assert_eq!(error["error"]["code"], "invalid_scripted_reply");
         let message = error["error"]["message"].as_str().unwrap();
         assert!(message.contains(expected), "{message}");

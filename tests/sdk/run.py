@@ -1,4 +1,4 @@
-"""What an SDK user sees through toolgate: the driver of tests/gateway/sdks.rs.
+"""What an SDK user sees through toolgate: the driver of tests/gateway/sdks/.
 
 Usage: python3 tests/sdk/run.py GATEWAY_URL CASES_JSON
 

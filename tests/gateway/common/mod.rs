@@ -2,6 +2,7 @@
 //! reached with a real OpenAI client (async-openai) or plain HTTP (reqwest) when a test needs
 //! the raw status, headers or bytes.
 
+pub mod answers;
 pub mod redis;
 pub mod services;
 pub mod upstream;
@@ -13,6 +14,8 @@ use std::time::Duration;
 
 use async_openai::Client;
 use async_openai::config::OpenAIConfig;
+use async_openai::error::OpenAIError;
+use async_openai::types::chat::{ChatCompletionResponseStream, CreateChatCompletionResponse};
 use serde_json::Value;
 use tokio::sync::oneshot;
 use toolgate::{Config, Gateway, Runtime};
@@ -38,6 +41,15 @@ pub fn temp_audit_path() -> PathBuf {
     ))
 }
 
+/// A loopback port free when asked, for a server a test starts itself; another process taking
+/// it in between makes that server fail to bind, loudly.
+pub fn free_loopback_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free loopback port")
+        .port()
+}
+
 /// A config with one upstream `llm`, the audit log in a temp file, and `body` appended (routes,
 /// plugins). `{upstream}` and `{audit}` in `body` are filled in.
 pub fn config_text(upstream_url: &str, audit_path: &std::path::Path, body: &str) -> String {
@@ -60,6 +72,14 @@ pub fn config_text_with(
     head + &body.replace("{upstream}", upstream_url)
 }
 
+/// Every route under `/v1` forwarded to `llm` with no plugin: the plain reverse proxy.
+pub const PASS_THROUGH: &str = "[[routes]]\npath = \"/v1\"\nupstream = \"llm\"\n";
+
+/// Every route under `/v1` guarded by a gateway-wide tool_selection with its defaults (so
+/// `unreadable_answers = "block"`), whatever the format of the endpoint.
+pub const GUARDED_V1: &str = "[[plugins]]\nname = \"tool_selection\"\n\n\
+                              [[routes]]\npath = \"/v1\"\nupstream = \"llm\"\n";
+
 /// The most common set-up: chat completions guarded by tool_selection with `settings`.
 pub fn guarded_chat(settings: &str) -> String {
     format!(
@@ -67,6 +87,14 @@ pub fn guarded_chat(settings: &str) -> String {
          [[routes.plugins]]\nname = \"tool_selection\"\n[routes.plugins.settings]\n{settings}\n\n\
          [[routes]]\npath = \"/v1\"\nupstream = \"llm\"\n"
     )
+}
+
+/// A fresh scripted upstream with a gateway in front of it whose chat completions are guarded
+/// by tool_selection with `settings` ([`guarded_chat`]): where most checks of one answer start.
+pub async fn start_guarded(settings: &str) -> (ScriptedUpstream, TestGateway) {
+    let upstream = ScriptedUpstream::start().await;
+    let gateway = TestGateway::start(&upstream, &guarded_chat(settings)).await;
+    (upstream, gateway)
 }
 
 impl TestGateway {
@@ -146,6 +174,33 @@ impl TestGateway {
         )
     }
 
+    /// Sends a chat request through the real OpenAI SDK with the client key: what an SDK user
+    /// gets back, the completion or the error the SDK raised.
+    pub async fn sdk_chat(&self, body: Value) -> Result<CreateChatCompletionResponse, OpenAIError> {
+        self.openai()
+            .chat()
+            .create(answers::sdk_chat_request(body))
+            .await
+    }
+
+    /// [`TestGateway::sdk_chat`] streamed: the SDK's stream of chunks, as an SDK user reads it.
+    pub async fn sdk_chat_stream(
+        &self,
+        body: Value,
+    ) -> Result<ChatCompletionResponseStream, OpenAIError> {
+        self.openai()
+            .chat()
+            .create_stream(answers::sdk_chat_request(body))
+            .await
+    }
+
+    /// POSTs `text` to `path` as a JSON body, byte for byte and with no client key: for tests
+    /// that follow the exact bytes upstream.
+    pub async fn post_json_text(&self, path: &str, text: &'static str) -> reqwest::Response {
+        self.post_bytes(path, &[("content-type", "application/json")], text)
+            .await
+    }
+
     /// POSTs a JSON body to `path` and returns the raw response.
     pub async fn post(&self, path: &str, body: &Value) -> reqwest::Response {
         reqwest::Client::new()
@@ -155,6 +210,53 @@ impl TestGateway {
             .send()
             .await
             .expect("the gateway answers")
+    }
+
+    /// POSTs `body` to `/v1/chat/completions`, the endpoint most tests guard, with the client key.
+    pub async fn post_chat(&self, body: &Value) -> reqwest::Response {
+        self.post("/v1/chat/completions", body).await
+    }
+
+    /// The status of [`TestGateway::post`], for checks that need nothing else of the answer.
+    pub async fn post_status(&self, path: &str, body: &Value) -> u16 {
+        self.post(path, body).await.status().as_u16()
+    }
+
+    /// POSTs `body` as JSON to `path` with exactly `headers`: no client key, unlike
+    /// [`TestGateway::post`], so a test of keys, groups or states sends only what it names.
+    pub async fn post_json_with(
+        &self,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &Value,
+    ) -> reqwest::Response {
+        self.post_request(path, headers)
+            .json(body)
+            .send()
+            .await
+            .expect("the gateway answers")
+    }
+
+    /// POSTs `body` byte for byte with exactly `headers` (no content type unless named): for
+    /// bodies that are not JSON, or whose exact bytes the test follows upstream.
+    pub async fn post_bytes(
+        &self,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: impl Into<reqwest::Body>,
+    ) -> reqwest::Response {
+        self.post_request(path, headers)
+            .body(body)
+            .send()
+            .await
+            .expect("the gateway answers")
+    }
+
+    fn post_request(&self, path: &str, headers: &[(&str, &str)]) -> reqwest::RequestBuilder {
+        headers.iter().fold(
+            reqwest::Client::new().post(format!("{}{path}", self.url())),
+            |request, (name, value)| request.header(*name, *value),
+        )
     }
 
     pub async fn admin_get(&self, path: &str) -> reqwest::Response {
@@ -171,6 +273,26 @@ impl TestGateway {
             .text()
             .await
             .expect("metrics text")
+    }
+
+    /// An admin endpoint's answer as JSON (`/health`, `/ready`, `/tools?…`).
+    pub async fn admin_json(&self, path: &str) -> Value {
+        self.admin_get(path)
+            .await
+            .json()
+            .await
+            .expect("the admin endpoint answers JSON")
+    }
+
+    /// Asserts that `/metrics` shows each of `expected`: a series with its labels and value
+    /// (`name{label="x"} 2`), or only a name where the value is not the point.
+    pub async fn assert_metrics_contain<S: AsRef<str>>(&self, expected: &[S]) {
+        answers::assert_contains_all(&self.metrics_text().await, expected);
+    }
+
+    /// The audit line of the exchange `response` answered, found by its `x-request-id`.
+    pub async fn audit_line_of(&self, response: &reqwest::Response) -> Value {
+        self.audit_line(&answers::request_id(response)).await
     }
 
     /// Waits (bounded) until the audit log holds a line for `request_id`, and returns it.

@@ -6,8 +6,8 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
-use super::Reply;
-use super::upstream::chat_completion;
+use super::answers::status_and_json;
+use super::{Reply, ScriptedUpstream, TestGateway};
 
 /// The reference validator from `examples/`, served in-process on a free loopback port.
 pub struct Validator {
@@ -30,6 +30,34 @@ impl Validator {
     }
 }
 
+/// A fresh upstream and reference validator, and a gateway whose `/v1` routes run one instance
+/// of that validator (`argcheck`) with `settings`: the set-up of the tests of one instance. The
+/// validator is returned because dropping it stops it.
+pub async fn start_with_argcheck(settings: &str) -> (ScriptedUpstream, Validator, TestGateway) {
+    let upstream = ScriptedUpstream::start().await;
+    let validator = Validator::start().await;
+    let config = format!(
+        "{}{}",
+        service("argcheck", &validator.url, ARGCHECK_PARAMS),
+        route("/v1", &instance("", settings)),
+    );
+    let gateway = TestGateway::start(&upstream, &config).await;
+    (upstream, validator, gateway)
+}
+
+/// One exchange on `path`: the client posts `body` (mostly [`request`]) and the upstream
+/// answers with a completion making `calls`; returns the status and JSON body the client gets.
+pub async fn exchange(
+    upstream: &ScriptedUpstream,
+    gateway: &TestGateway,
+    path: &str,
+    body: &Value,
+    calls: &[(&str, &str, &str)],
+) -> (u16, Value) {
+    upstream.push(Reply::chat_calls(calls));
+    status_and_json(gateway.post(path, body).await).await
+}
+
 /// A chat request declaring `run_sql`, `run_shell` and `drop_db`.
 pub fn request() -> Value {
     let tool = |name: &str| {
@@ -41,10 +69,6 @@ pub fn request() -> Value {
         "messages": [{"role": "user", "content": "Tidy the staging database."}],
         "tools": [tool("run_sql"), tool("run_shell"), tool("drop_db")],
     })
-}
-
-pub fn calling(calls: &[(&str, &str, &str)]) -> Reply {
-    Reply::json(200, chat_completion(calls, None))
 }
 
 /// One route on `path` whose chain is `plugins` (TOML `[[routes.plugins]]` blocks).
@@ -62,12 +86,6 @@ pub fn instance(extra: &str, settings: &str) -> String {
 
 pub fn service(name: &str, url: &str, extra: &str) -> String {
     format!("[services.{name}]\nurl = \"{url}\"\n{extra}\n")
-}
-
-pub async fn answer_of(response: reqwest::Response) -> (u16, Value) {
-    let status = response.status().as_u16();
-    let body = response.json().await.unwrap_or(Value::Null);
-    (status, body)
 }
 
 pub const ARGCHECK_PARAMS: &str = "config-params = [{ name = \"deny_substrings\", required = true }, { name = \"remove_tools\" }]";

@@ -101,6 +101,11 @@ impl ScriptedUpstream {
         lock(&self.state.requests).last().cloned()
     }
 
+    /// The body of the last request received, as JSON: what the gateway forwarded.
+    pub fn forwarded_json(&self) -> Value {
+        self.last_request().expect("forwarded").json()
+    }
+
     /// Stops the server and waits until its port is closed and its connections are dropped.
     pub async fn shutdown(mut self) {
         self.server.abort();
@@ -248,6 +253,21 @@ impl Reply {
             Some("application/json"),
             Content::Full(body.into().0),
         )
+    }
+
+    /// A 200 `chat.completion` whose message makes `tool_calls` (`(id, name, arguments)`), no text.
+    pub fn chat_calls(tool_calls: &[(&str, &str, &str)]) -> Reply {
+        Reply::json(200, chat_completion(tool_calls, None))
+    }
+
+    /// A 200 `chat.completion` whose message is only `content`, no call.
+    pub fn chat_text(content: &str) -> Reply {
+        Reply::json(200, chat_completion(&[], Some(content)))
+    }
+
+    /// A 200 answer of an LLM judge with this verdict ([`judge_verdict`]).
+    pub fn judge(decision: &str, reason: &str) -> Reply {
+        Reply::json(200, judge_verdict(decision, reason))
     }
 
     /// A complete body with any content type.

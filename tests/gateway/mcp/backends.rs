@@ -1,0 +1,197 @@
+//! MCP backends that fail, and backends of the other transport: a killed stdio backend is
+//! restarted (calls meanwhile get a clear error, open sessions hear its tools changed), a hung
+//! call times out, backends that never start or speak garbage get errors — never a hang — while
+//! the healthy ones answer, and a streamable HTTP backend is proxied like a stdio one.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+
+use crate::common::{ScriptedUpstream, TestGateway, free_loopback_port};
+
+use super::{
+    call, config_with_own_ops_policy, connect, servers_dir, start_config, start_standard, temp_dir,
+    text_of, tool_names, tool_names_of, wait_until_ready,
+};
+
+/// A client that counts `notifications/tools/list_changed`.
+#[derive(Clone, Default)]
+struct ListWatcher(Arc<AtomicUsize>);
+
+impl rmcp::ClientHandler for ListWatcher {
+    async fn on_tool_list_changed(&self, _context: rmcp::service::NotificationContext<RoleClient>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[tokio::test]
+async fn a_killed_backend_is_restarted_and_a_hung_call_times_out() {
+    let Some((_files, _upstream, gateway)) = start_standard("restart").await else {
+        return;
+    };
+    let dev = connect(&gateway, "sk-dev", None).await;
+    let watcher = ListWatcher::default();
+    let config = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", gateway.url()))
+        .auth_header("sk-dev");
+    let watching = watcher
+        .clone()
+        .serve(StreamableHttpClientTransport::from_config(config))
+        .await
+        .expect("a second session");
+    assert!(!tool_names_of(&watching).await.is_empty());
+
+    let error = call(
+        &dev,
+        "everything__trigger-long-running-operation",
+        json!({"duration": 30, "steps": 3}),
+    )
+    .await
+    .expect_err("slower than call_timeout_ms");
+    assert_eq!(error.code.0, -32003, "{error:?}");
+    // The proxy and the backend still answer.
+    call(&dev, "everything__echo", json!({"message": "still here"}))
+        .await
+        .expect("alive");
+
+    let health = wait_until_ready(&gateway, &["memory"]).await;
+    let pid = health["mcp_servers"]["memory"]["pid"]
+        .as_u64()
+        .expect("a stdio backend has a pid");
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+
+    // Until it is back, calls get a clear error, never a hang; then it answers again.
+    let mut restarted = None;
+    for _ in 0..300 {
+        let health = gateway.admin_json("/health").await;
+        let memory = &health["mcp_servers"]["memory"];
+        if memory["state"] == "ready" && memory["pid"].as_u64() != Some(pid) {
+            restarted = Some(memory.clone());
+            break;
+        }
+        if let Err(error) = call(&dev, "memory__read_graph", json!({})).await {
+            assert!([-32002, -32001].contains(&error.code.0), "{error:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let restarted = restarted.expect("memory came back with a new process");
+    assert!(restarted["restarts"].as_u64() >= Some(1), "{restarted}");
+    call(&dev, "memory__read_graph", json!({}))
+        .await
+        .expect("answers after its restart");
+    // Open sessions were told their tools changed (memory's went away, then came back).
+    for _ in 0..100 {
+        if watcher.0.load(Ordering::SeqCst) > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        watcher.0.load(Ordering::SeqCst) > 0,
+        "no tools/list_changed arrived"
+    );
+}
+
+#[tokio::test]
+async fn broken_backends_get_errors_never_a_hang() {
+    let Some(servers) = servers_dir() else { return };
+    let files = temp_dir("broken");
+    let extra = r#"
+[mcp_servers.silent]
+command = "sh"
+args = ["-c", "cat > /dev/null"]
+startup_timeout_ms = 300
+
+[mcp_servers.garbage]
+command = "sh"
+args = ["-c", "read line; echo 'this is not JSON-RPC'; echo '{\"jsonrpc\": 7}'; sleep 30"]
+startup_timeout_ms = 300
+
+[mcp.agent_policies.ops]
+allowed_servers = ["silent", "garbage", "everything"]
+"#;
+    let config = config_with_own_ops_policy(&servers, &files, extra)
+        + "\n[mcp.default_policy]\nallow_unknown_tools = true\n";
+    let (_upstream, gateway) = start_config(&config, &["everything"]).await;
+    let ops = connect(&gateway, "sk-ops", None).await;
+    for server in ["silent", "garbage"] {
+        let error = call(&ops, &format!("{server}__anything"), json!({}))
+            .await
+            .expect_err("not available");
+        assert_eq!(error.code.0, -32002, "{server}: {error:?}");
+    }
+    let mut health = Value::Null;
+    for _ in 0..100 {
+        health = gateway.admin_json("/health").await;
+        if ["silent", "garbage"]
+            .iter()
+            .all(|server| health["mcp_servers"][server]["last_error"].is_string())
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for server in ["silent", "garbage"] {
+        assert_ne!(health["mcp_servers"][server]["state"], "ready", "{health}");
+        assert!(
+            health["mcp_servers"][server]["last_error"].is_string(),
+            "{health}"
+        );
+    }
+    // The good backend is untouched.
+    call(&ops, "everything__echo", json!({"message": "fine"}))
+        .await
+        .expect("the healthy backend answers");
+}
+
+#[tokio::test]
+async fn a_streamable_http_backend_is_proxied_like_a_stdio_one() {
+    let Some(servers) = servers_dir() else { return };
+    let port = free_loopback_port();
+    let mut backend = tokio::process::Command::new("node")
+        .arg(servers.join("server-everything/dist/index.js"))
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("node starts");
+    let config = format!(
+        r#"
+[tenants.ops]
+api_keys = ["sk-ops"]
+
+[mcp_servers.remote]
+url = "http://127.0.0.1:{port}/mcp"
+headers = {{ x-test = "yes" }}
+exposed_tools = ["echo", "get-sum"]
+
+[mcp.agent_policies.ops]
+allowed_servers = ["remote"]
+
+[[routes]]
+path = "/mcp"
+kind = "mcp"
+"#
+    );
+    let upstream = ScriptedUpstream::start().await;
+    let gateway = TestGateway::start(&upstream, &config).await;
+    let health = wait_until_ready(&gateway, &["remote"]).await;
+    assert_eq!(health["mcp_servers"]["remote"]["transport"], "http");
+    let ops = connect(&gateway, "sk-ops", None).await;
+    assert_eq!(tool_names(&ops).await, ["remote__echo", "remote__get-sum"]);
+    let sum = call(&ops, "remote__get-sum", json!({"a": 20, "b": 22}))
+        .await
+        .expect("through HTTP");
+    assert!(text_of(&sum).contains("42"), "{sum:?}");
+    let _ = backend.kill().await;
+}

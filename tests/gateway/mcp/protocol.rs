@@ -1,0 +1,131 @@
+//! JSON-RPC that is not a well-formed call, sent raw to the MCP route: a body that is not JSON,
+//! one over the size limit, an unknown method, a message that is not JSON-RPC, a call without a
+//! name and a session toolgate never issued each get a JSON-RPC error — never a hang.
+
+use serde_json::{Value, json};
+
+use super::{ACCEPT_MCP, servers_dir, standard_config, temp_dir, wait_until_ready};
+use crate::common::{ScriptedUpstream, TestGateway};
+
+/// Sends raw bytes to the MCP route as `dev`, in `session` if given, and returns the status and
+/// the JSON-RPC answer (read from the data line when it comes as SSE).
+async fn raw_post(
+    gateway: &TestGateway,
+    body: impl Into<reqwest::Body>,
+    session: Option<&str>,
+) -> (u16, Value) {
+    let mut headers = vec![
+        ("authorization", "Bearer sk-dev"),
+        ("content-type", "application/json"),
+        ("accept", ACCEPT_MCP),
+    ];
+    if let Some(session) = session {
+        headers.push(("mcp-session-id", session));
+    }
+    let response = gateway.post_bytes("/mcp", &headers, body).await;
+    let status = response.status().as_u16();
+    let text = response.text().await.expect("a body");
+    // An SSE answer carries the JSON-RPC message in its data line.
+    let json_text = text
+        .lines()
+        .find_map(|line| {
+            line.strip_prefix("data:")
+                .map(str::trim)
+                .filter(|data| data.starts_with('{'))
+        })
+        .unwrap_or(text.as_str())
+        .to_owned();
+    let value = serde_json::from_str(&json_text)
+        .unwrap_or_else(|_| panic!("not JSON-RPC ({status}): {text}"));
+    (status, value)
+}
+
+#[tokio::test]
+async fn malformed_messages_unknown_methods_and_oversized_ones_get_json_rpc_errors() {
+    let Some(servers) = servers_dir() else { return };
+    let files = temp_dir("malformed");
+    let upstream = ScriptedUpstream::start().await;
+    let gateway = TestGateway::start_tuned(
+        &upstream,
+        "max_request_body_bytes = 4096",
+        &standard_config(&servers, &files, ""),
+    )
+    .await;
+    wait_until_ready(&gateway, &["everything"]).await;
+
+    let (status, answer) = raw_post(&gateway, "{not json", None).await;
+    assert_eq!(status, 400);
+    assert_eq!(answer["error"]["code"], -32700);
+
+    let (status, answer) = raw_post(
+        &gateway,
+        format!("{{\"pad\":\"{}\"}}", "x".repeat(5000)),
+        None,
+    )
+    .await;
+    assert_eq!(status, 413);
+    assert_eq!(answer["error"]["code"], -32600);
+    assert_eq!(answer["error"]["data"]["code"], "message_too_large");
+
+    // A session, then an unknown method and a message that is not JSON-RPC at all.
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}});
+    let as_dev = [("authorization", "Bearer sk-dev"), ("accept", ACCEPT_MCP)];
+    let response = gateway.post_json_with("/mcp", &as_dev, &initialize).await;
+    assert_eq!(response.status(), 200);
+    let session = response
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|value| value.to_str().ok())
+        .expect("a session id")
+        .to_owned();
+    let _ = response.text().await;
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let in_session = [as_dev[0], as_dev[1], ("mcp-session-id", session.as_str())];
+    gateway
+        .post_json_with("/mcp", &in_session, &initialized)
+        .await;
+
+    let (_, answer) = raw_post(
+        &gateway,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/frobnicate"}).to_string(),
+        Some(&session),
+    )
+    .await;
+    assert_eq!(answer["error"]["code"], -32601, "{answer}");
+    assert_eq!(answer["id"], 2);
+
+    let (status, answer) = raw_post(
+        &gateway,
+        json!({"hello": "world"}).to_string(),
+        Some(&session),
+    )
+    .await;
+    assert!(status >= 400, "{status} {answer}");
+    assert!(answer["error"]["code"].is_i64(), "{answer}");
+
+    // tools/call without a name: rmcp reads a request whose params fit no known method as an
+    // unknown method (-32601), not invalid params; either way an error for that id.
+    let (_, answer) = raw_post(
+        &gateway,
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {}}).to_string(),
+        Some(&session),
+    )
+    .await;
+    assert_eq!(answer["id"], 3, "{answer}");
+    assert!(
+        [-32601, -32602].contains(&answer["error"]["code"].as_i64().unwrap_or_default()),
+        "{answer}"
+    );
+
+    // A session toolgate never issued.
+    let (status, answer) = raw_post(
+        &gateway,
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}).to_string(),
+        Some("no-such-session"),
+    )
+    .await;
+    assert!(status >= 400, "{status} {answer}");
+    assert!(answer["error"]["code"].is_i64(), "{answer}");
+}
