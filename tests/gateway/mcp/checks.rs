@@ -9,8 +9,8 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use toolgate::{PluginRegistry, Runtime};
 use toolgate_plugin::{
-    BuildContext, Check, Plugin, PluginFactory, Rejection, RequestExchange, ResponseExchange,
-    SettingsError, Verdict, Violation, async_trait,
+    BuildContext, Check, Plugin, PluginFactory, Rejection, RequestEdit, RequestExchange,
+    ResponseEdit, ResponseExchange, SettingsError, Verdict, Violation, async_trait,
 };
 
 use super::{
@@ -117,12 +117,12 @@ impl Plugin for LimitSums {
     fn name(&self) -> &str {
         "limit_sums"
     }
-    async fn pre_request(&self, _exchange: &RequestExchange<'_>) -> Verdict {
-        Verdict::Modify(vec![toolgate_plugin::Edit::RemoveDeclaredTools(vec![
+    async fn pre_request(&self, _exchange: &RequestExchange<'_>) -> Verdict<RequestEdit> {
+        Verdict::Modify(vec![RequestEdit::RemoveDeclaredTools(vec![
             "everything__echo".into(),
         ])])
     }
-    async fn pre_response(&self, exchange: &ResponseExchange<'_>) -> Verdict {
+    async fn pre_response(&self, exchange: &ResponseExchange<'_>) -> Verdict<ResponseEdit> {
         let Some(response) = exchange.response.as_parsed() else {
             return Verdict::Continue;
         };
