@@ -136,7 +136,7 @@ impl Exchange {
 
     /// Records calls released to the client, as the checks' edits left them.
     pub fn deliver(&mut self, mut calls: Vec<ToolCall>, edits: &[Edit]) {
-        toolgate_plugin::verdict::replace_arguments(&mut calls, edits);
+        toolgate_plugin::edits::replace_arguments(&mut calls, edits);
         self.delivered_calls.extend(calls);
     }
 

@@ -1,5 +1,5 @@
 //! Hostile mutations of an answer's bytes, for the fuzz targets: the damage the no-bypass
-//! property test (`plugins/toolgate-plugin/tests/no_bypass.rs`) does to the answers it
+//! property test (`crates/toolgate-formats/tests/no_bypass.rs`) does to the answers it
 //! generates, done here to whatever text the fuzzer found — a key repeated with another value,
 //! a value of the wrong type, bytes that are not UTF-8 in a string, keys and strings written
 //! with `\u` escapes, a `type` added to an event, a JSON answer sent as an event, a line SSE

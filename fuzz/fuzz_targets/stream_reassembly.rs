@@ -8,7 +8,7 @@
 
 // Each target uses part of the shared oracle.
 #[allow(dead_code)]
-#[path = "../../plugins/toolgate-plugin/tests/support/oracle.rs"]
+#[path = "../../crates/toolgate-formats/tests/support/oracle.rs"]
 mod oracle;
 
 mod hostile;

@@ -21,9 +21,9 @@ use oracle::{
     body_is_guarded, checked_names, client_reads_body, client_reads_stream, stream_is_guarded,
 };
 use proptest::prelude::*;
-use toolgate_plugin::WireFormat;
-use toolgate_plugin::answer::read_answer;
-use toolgate_plugin::stream::reassemble;
+use toolgate_formats::WireFormat;
+use toolgate_formats::answer::read_answer;
+use toolgate_formats::stream::reassemble;
 
 // ---------------------------------------------------------------------------------------------
 // JSON as written on the wire: unlike `serde_json::Value` it keeps repeated keys, escaped keys

@@ -5,11 +5,13 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::raw_object::RawObject;
-use super::tool_entry::{ToolEntry, declared_tools as read_tools, schema_text, without_tools};
-use super::{ParseError, ToolRequest, ToolResponse, WireFormat, read_json, text_or_raw_json};
+use crate::edits::Edit;
+use crate::format::{
+    ParseError, ToolRequest, ToolResponse, WireFormat, read_json, text_or_raw_json,
+};
+use crate::raw_object::RawObject;
 use crate::tool::{CallOutcome, DeclaredTool, HistoryCall, ToolCall, ToolKind};
-use crate::verdict::Edit;
+use crate::tool_entry::{ToolEntry, declared_tools as read_tools, schema_text, without_tools};
 
 #[derive(Deserialize)]
 struct RequestWire<'a> {
@@ -32,7 +34,7 @@ struct FunctionWire<'a> {
     parameters: Option<&'a RawValue>,
 }
 
-pub(super) fn parse_request(body: Bytes) -> Result<ToolRequest, ParseError> {
+pub(crate) fn parse_request(body: Bytes) -> Result<ToolRequest, ParseError> {
     let wire: RequestWire = read_json(&body)?;
     let mut declared_tools = read_tools(wire.tools.unwrap_or_default(), &body)?;
     for function in wire.functions.into_iter().flatten() {
@@ -115,7 +117,7 @@ struct CustomCallWire {
     input: Option<String>,
 }
 
-pub(super) fn parse_response(body: &[u8]) -> Result<ToolResponse, ParseError> {
+pub(crate) fn parse_response(body: &[u8]) -> Result<ToolResponse, ParseError> {
     let wire: ResponseWire = read_json(body)?;
     let mut response = ToolResponse::default();
     for (position, choice) in wire.choices.into_iter().enumerate() {
@@ -189,7 +191,7 @@ struct ChatMessageWire<'a> {
 
 /// The calls of the conversation so far, each with whether its result was sent back. Chat has
 /// no error flag on a tool result, so a returned result counts as completed.
-pub(super) fn history(body: &[u8]) -> Vec<HistoryCall> {
+pub(crate) fn history(body: &[u8]) -> Vec<HistoryCall> {
     let Ok(conversation) = read_json::<ConversationWire>(body) else {
         return Vec::new();
     };
@@ -248,7 +250,7 @@ struct ContentPartWire {
     text: Option<String>,
 }
 
-pub(super) fn latest_user_text(body: &[u8]) -> Option<String> {
+pub(crate) fn latest_user_text(body: &[u8]) -> Option<String> {
     let conversation: ConversationWire = read_json(body).ok()?;
     let content = conversation
         .messages
@@ -268,11 +270,11 @@ pub(super) fn latest_user_text(body: &[u8]) -> Option<String> {
     (!texts.is_empty()).then(|| texts.join("\n"))
 }
 
-pub(super) fn apply_request_edits(
+pub(crate) fn apply_request_edits(
     body: &[u8],
     edits: &[Edit],
 ) -> Result<Option<Bytes>, ParseError> {
-    let removed = super::removed_tool_names(edits);
+    let removed = crate::format::removed_tool_names(edits);
     if removed.is_empty() {
         return Ok(None);
     }

@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 
 use proptest::prelude::*;
-use toolgate_plugin::WireFormat;
-use toolgate_plugin::stream::reassemble;
+use toolgate_formats::WireFormat;
+use toolgate_formats::stream::reassemble;
 
 /// Every recorded stream with the format it is in.
 fn recorded_streams() -> Vec<(WireFormat, String, Vec<u8>)> {

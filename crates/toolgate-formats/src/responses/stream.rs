@@ -11,9 +11,9 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 
-use super::{StreamAssembler, StreamStep};
 use crate::format::{WireFormat, name_text, text_or_raw_json};
 use crate::sse::SseEvent;
+use crate::stream::{StreamAssembler, StreamStep};
 use crate::tool::{ToolCall, ToolKind};
 
 #[derive(Deserialize, Default)]

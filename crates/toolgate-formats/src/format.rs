@@ -5,25 +5,19 @@
 //! and skips the rest, so the cost is one scan of the body. Edits rewrite only the fields they
 //! touch; every other top-level field keeps its original bytes.
 
-mod anthropic;
-mod chat;
-mod raw_object;
-pub(crate) mod response_edits;
-mod responses;
-mod tool_entry;
-
 use bytes::Bytes;
 use serde::Serialize;
 use serde_json::value::RawValue;
 
 use crate::directives::{DIRECTIVES_FIELD, Directives};
+use crate::edits::Edit;
+use crate::raw_object::RawObject;
 use crate::stream::{
     AnthropicStreamAssembler, ChatStreamAssembler, ResponsesStreamAssembler, StreamAssembler,
 };
 use crate::tool::{DeclaredTool, HistoryCall, ToolCall};
-use crate::verdict::Edit;
-use raw_object::RawObject;
-use tool_entry::ToolEntry;
+use crate::tool_entry::{self, ToolEntry};
+use crate::{anthropic, chat, response_edits, responses};
 
 /// The API shape of an exchange.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -249,7 +243,7 @@ impl RequestHead<'_> {
     }
 }
 
-const NO_MCP_BODIES: &str = "MCP messages are read by the MCP endpoint; build the views with from_declared_tools / from_calls";
+pub(crate) const NO_MCP_BODIES: &str = "MCP messages are read by the MCP endpoint; build the views with from_declared_tools / from_calls";
 
 /// What the checks need from a request.
 #[derive(Debug, Clone)]
@@ -266,7 +260,7 @@ pub struct ToolRequest {
     /// with [`ToolRequest::directives`]; the gateway removes it before forwarding.
     pub directives: Option<Box<RawValue>>,
     /// The original body, kept so rarely needed parts (the conversation) are parsed on demand.
-    body: Bytes,
+    pub(crate) body: Bytes,
 }
 
 impl ToolRequest {

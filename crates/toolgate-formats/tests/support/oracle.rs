@@ -6,10 +6,10 @@
 
 use std::collections::BTreeSet;
 
-use toolgate_plugin::answer::read_answer;
-use toolgate_plugin::lenient::{LenientCall, calls_in_json, calls_in_stream};
-use toolgate_plugin::stream::reassemble;
-use toolgate_plugin::{ToolCall, ToolKind, WireFormat};
+use toolgate_formats::answer::read_answer;
+use toolgate_formats::lenient::{LenientCall, calls_in_json, calls_in_stream};
+use toolgate_formats::stream::reassemble;
+use toolgate_formats::{ToolCall, ToolKind, WireFormat};
 
 /// The `data` of each event, as an SSE client (WHATWG rules) reads it; a last event without
 /// its blank line counts too, as some clients flush it.

@@ -8,16 +8,16 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::raw_object::RawObject;
-use super::tool_entry::{ToolEntry, without_tools};
-use super::{
+use crate::edits::Edit;
+use crate::format::{
     ParseError, RequestHead, ToolRequest, ToolResponse, WireFormat, name_text, read_json,
     text_or_raw_json,
 };
+use crate::raw_object::RawObject;
 use crate::tool::{CallOutcome, DeclaredTool, HistoryCall, ToolCall, ToolKind, builtin_tool_name};
-use crate::verdict::Edit;
+use crate::tool_entry::{ToolEntry, without_tools};
 
-pub(super) fn parse_request(body: Bytes) -> Result<ToolRequest, ParseError> {
+pub(crate) fn parse_request(body: Bytes) -> Result<ToolRequest, ParseError> {
     let mut wire: RequestHead = read_json(&body)?;
     let mut declared_tools = wire.declared_tools(&body)?;
     for tool in &mut declared_tools {
@@ -188,7 +188,7 @@ struct ResponseWire<'a> {
     output: Vec<&'a RawValue>,
 }
 
-pub(super) fn parse_response(body: &[u8]) -> Result<ToolResponse, ParseError> {
+pub(crate) fn parse_response(body: &[u8]) -> Result<ToolResponse, ParseError> {
     let wire: ResponseWire = read_json(body)?;
     let mut response = ToolResponse::default();
     let mut summary = Vec::new();
@@ -215,7 +215,7 @@ fn input_items(body: &[u8]) -> Option<(&RawValue, Vec<&RawValue>)> {
 /// by a later `*_call_output` with its id, failed when that output has `status: "failed"` (the
 /// API defines no other error flag on outputs); a built-in the provider ran reports its own
 /// `status` (`completed`, `failed`, or an `error`). Approval requests are not calls yet.
-pub(super) fn history(body: &[u8]) -> Vec<HistoryCall> {
+pub(crate) fn history(body: &[u8]) -> Vec<HistoryCall> {
     let mut calls: Vec<HistoryCall> = Vec::new();
     for raw in input_items(body)
         .map(|(_, items)| items)
@@ -254,7 +254,7 @@ pub(super) fn history(body: &[u8]) -> Vec<HistoryCall> {
 
 /// A string `input` is the user's text; in a list, the last user message, whose content is a
 /// string or `input_text` parts (joined with newlines).
-pub(super) fn latest_user_text(body: &[u8]) -> Option<String> {
+pub(crate) fn latest_user_text(body: &[u8]) -> Option<String> {
     let (input, items) = input_items(body)?;
     if let Ok(text) = serde_json::from_str::<String>(input.get()) {
         return Some(text);
@@ -275,11 +275,11 @@ pub(super) fn latest_user_text(body: &[u8]) -> Option<String> {
 /// Removes tools by the names `parse_request` reported. A `tool_choice` that forces a removed
 /// tool is dropped (the upstream would refuse a choice of a tool that is not there), an
 /// `allowed_tools` choice loses the removed tools, and no choice is kept once no tool is left.
-pub(super) fn apply_request_edits(
+pub(crate) fn apply_request_edits(
     body: &[u8],
     edits: &[Edit],
 ) -> Result<Option<Bytes>, ParseError> {
-    let removed = super::removed_tool_names(edits);
+    let removed = crate::format::removed_tool_names(edits);
     if removed.is_empty() {
         return Ok(None);
     }

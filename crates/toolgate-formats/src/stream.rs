@@ -2,14 +2,11 @@
 //! the gateway what each event is so it can pass text through and hold tool calls back.
 //! An assembler only reads events; the gateway decides what to forward, hold or replace.
 
-mod anthropic;
-mod chat;
-mod responses;
 mod rewrite;
 
-pub use anthropic::AnthropicStreamAssembler;
-pub use chat::ChatStreamAssembler;
-pub use responses::ResponsesStreamAssembler;
+pub use crate::anthropic::AnthropicStreamAssembler;
+pub use crate::chat::ChatStreamAssembler;
+pub use crate::responses::ResponsesStreamAssembler;
 pub use rewrite::StreamRewriter;
 
 use crate::format::{ParseError, ToolResponse, WireFormat};

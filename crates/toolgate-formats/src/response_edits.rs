@@ -6,9 +6,9 @@
 use bytes::Bytes;
 use serde_json::Value;
 
-use super::raw_object::RawObject;
-use super::{ParseError, WireFormat, read_json};
-use crate::verdict::Edit;
+use crate::edits::Edit;
+use crate::format::{ParseError, WireFormat, read_json};
+use crate::raw_object::RawObject;
 
 /// One `Edit::ReplaceArguments`, borrowed.
 #[derive(Debug, Clone, Copy)]
@@ -59,7 +59,7 @@ pub(super) fn apply(
     }
     if format == WireFormat::Mcp {
         // Refused rather than ignored: an edit that is a redaction must never be skipped.
-        return Err(ParseError::new(super::NO_MCP_BODIES));
+        return Err(ParseError::new(crate::format::NO_MCP_BODIES));
     }
     let object: RawObject = read_json(body)?;
     let field = calls_field(format);
@@ -115,7 +115,7 @@ pub(crate) fn apply_to_calls(
                 }
             }
         }
-        WireFormat::Mcp => return Err(ParseError::new(super::NO_MCP_BODIES)),
+        WireFormat::Mcp => return Err(ParseError::new(crate::format::NO_MCP_BODIES)),
     }
     Ok(changed)
 }

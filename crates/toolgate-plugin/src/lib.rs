@@ -30,45 +30,27 @@
 //! - [`taxonomy`]: tool categories, action types and access levels (seed 003).
 //! - [`tenant`]: the tenant an exchange was authenticated as.
 //! - [`service`]: validator service descriptors (`[services.NAME]`) handed to plugin factories.
-//! - [`format`](mod@format): wire-format adapters that turn bodies into tools and calls, and
-//!   apply edits.
-//! - [`answer`]: how a guard reads an answer — by its own shape, closed on doubt.
-//! - [`lenient`]: the forgiving reader — the calls a lenient client would read from an answer,
-//!   in any format; asked when the strict readers refuse, and the property tests' oracle.
-//! - [`sse`]: an incremental Server-Sent Events parser that keeps each event's exact bytes.
-//! - [`stream`]: stream assemblers that rebuild tool calls from streamed fragments, and the
-//!   rewriter that applies argument edits to a stream's events.
+//! - [`format`](mod@format), [`answer`], [`lenient`], [`sse`], [`stream`], [`tool`],
+//!   [`identity`], [`directives`], [`edits`]: re-exported from `toolgate-formats`, where the
+//!   wire formats are read, one folder per format.
 //! - [`store`]: the shared state store (fixed-window counters, once-only markers) and its
 //!   in-memory implementation.
 
 #![warn(missing_docs)]
 
-// documented with the formats split (issue 27)
-#[allow(missing_docs)]
-pub mod answer;
 pub mod catalog;
-pub mod directives;
+// The wire formats and the nouns they yield live in `toolgate-formats`; they are part of the
+// plugin API, so a plugin depends on this crate alone.
+pub use toolgate_formats::{
+    answer, directives, edits, format, identity, lenient, sse, stream, tool,
+};
 pub mod exchange;
-// documented with the formats split (issue 27)
-#[allow(missing_docs)]
-pub mod format;
-pub mod identity;
-// documented with the formats split (issue 27)
-#[allow(missing_docs)]
-pub mod lenient;
 pub mod pattern;
 pub mod plugin;
 pub mod service;
-// documented with the formats split (issue 27)
-#[allow(missing_docs)]
-pub mod sse;
 pub mod store;
-// documented with the formats split (issue 27)
-#[allow(missing_docs)]
-pub mod stream;
 pub mod taxonomy;
 pub mod tenant;
-pub mod tool;
 pub mod unavailable;
 pub mod verdict;
 
@@ -76,6 +58,7 @@ pub mod verdict;
 pub use bytestring::ByteString;
 pub use catalog::{CatalogTool, KeyCollision, ToolCatalog};
 pub use directives::Directives;
+pub use edits::Edit;
 pub use exchange::{CompletedExchange, ExchangeMeta, Parsed, RequestExchange, ResponseExchange};
 pub use format::{ErrorShape, ParseError, ParseErrorKind, ToolRequest, ToolResponse, WireFormat};
 pub use identity::ToolKey;
@@ -89,7 +72,7 @@ pub use store::{MemoryStore, StateStore, StoreError, StoreFailMode};
 pub use tenant::Tenant;
 pub use tool::{CallOutcome, DeclaredTool, HistoryCall, ToolCall, ToolKind};
 pub use unavailable::{FailureStatus, Unavailable};
-pub use verdict::{Check, Edit, Rejection, RequestEdit, ResponseEdit, Verdict, Violation};
+pub use verdict::{Check, Rejection, RequestEdit, ResponseEdit, Verdict, Violation};
 
 /// Re-exported so plugins register metrics against the same registry type as the gateway.
 pub use prometheus_client;

@@ -10,10 +10,10 @@ use std::collections::HashMap;
 use bytes::Bytes;
 use serde_json::Value;
 
+use crate::edits::Edit;
 use crate::format::WireFormat;
-use crate::format::response_edits::{self, Replacement};
+use crate::response_edits::{self, Replacement};
 use crate::sse::SseEvent;
-use crate::verdict::Edit;
 
 /// An edit kept for the rest of the stream.
 #[derive(Debug)]

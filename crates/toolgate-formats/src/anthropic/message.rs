@@ -8,22 +8,22 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::raw_object::RawObject;
-use super::tool_entry::without_tools;
-use super::{
+use crate::edits::Edit;
+use crate::format::{
     ParseError, RequestHead, ToolRequest, ToolResponse, WireFormat, name_text, read_json,
     text_or_raw_json,
 };
+use crate::raw_object::RawObject;
 use crate::stream::AnthropicStreamAssembler as Blocks;
 use crate::tool::{CallOutcome, DeclaredTool, HistoryCall, ToolCall, ToolKind};
-use crate::verdict::Edit;
+use crate::tool_entry::without_tools;
 
 /// The names a declared `code_execution` server tool (version 20250825 and later) answers
 /// under: it runs as `server_tool_use` calls of its bash and file-editing halves, so declaring
 /// it declares them.
 const CODE_EXECUTION_PARTS: [&str; 2] = ["bash_code_execution", "text_editor_code_execution"];
 
-pub(super) fn parse_request(body: Bytes) -> Result<ToolRequest, ParseError> {
+pub(crate) fn parse_request(body: Bytes) -> Result<ToolRequest, ParseError> {
     let mut wire: RequestHead = read_json(&body)?;
     let mut declared_tools = wire.declared_tools(&body)?;
     let runs_code = declared_tools
@@ -97,7 +97,7 @@ impl BlockWire<'_> {
     }
 }
 
-pub(super) fn parse_response(body: &[u8]) -> Result<ToolResponse, ParseError> {
+pub(crate) fn parse_response(body: &[u8]) -> Result<ToolResponse, ParseError> {
     let message: MessageWire = read_json(body)?;
     if message.kind != "message" {
         return Err(ParseError::new(format!(
@@ -145,7 +145,7 @@ impl TurnWire<'_> {
 /// The text of the latest user turn that has some: a `user` message whose content is a string,
 /// or its `text` blocks joined with newlines. A turn that only returns tool results is the
 /// client speaking, not the user, so the search goes on to the turn before.
-pub(super) fn latest_user_text(body: &[u8]) -> Option<String> {
+pub(crate) fn latest_user_text(body: &[u8]) -> Option<String> {
     let conversation: ConversationWire = read_json(body).ok()?;
     let user_turns = conversation.messages.iter().rev();
     for turn in user_turns.filter(|turn| turn.role.as_deref() == Some("user")) {
@@ -171,7 +171,7 @@ pub(super) fn latest_user_text(body: &[u8]) -> Option<String> {
 /// The calls of the conversation so far: an assistant turn's `tool_use` and `server_tool_use`
 /// blocks, settled by a later `tool_result` (failed when `is_error`) or, for server tools, by
 /// the `*_tool_result` block Anthropic adds to the same turn (failed when it holds an error).
-pub(super) fn history(body: &[u8]) -> Vec<HistoryCall> {
+pub(crate) fn history(body: &[u8]) -> Vec<HistoryCall> {
     let Ok(conversation) = read_json::<ConversationWire>(body) else {
         return Vec::new();
     };
@@ -233,11 +233,11 @@ struct ToolChoiceWire<'a> {
 /// (`{"type":"tool","name":…}`), or any `tool_choice` once no tool is left, is dropped too:
 /// Anthropic rejects a choice naming an absent tool, and `any` / `tool` / `none` without tools,
 /// and the default it falls back to (`auto`) lets the model answer without the removed tool.
-pub(super) fn apply_request_edits(
+pub(crate) fn apply_request_edits(
     body: &[u8],
     edits: &[Edit],
 ) -> Result<Option<Bytes>, ParseError> {
-    let removed = super::removed_tool_names(edits);
+    let removed = crate::format::removed_tool_names(edits);
     if removed.is_empty() {
         return Ok(None);
     }

@@ -9,9 +9,9 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 
-use super::{StreamAssembler, StreamStep};
 use crate::format::{name_text, text_or_raw_json};
 use crate::sse::SseEvent;
+use crate::stream::{StreamAssembler, StreamStep};
 use crate::tool::{ToolCall, ToolKind};
 
 /// Every event's data; the fields that depend on `type` stay raw until the type says which.

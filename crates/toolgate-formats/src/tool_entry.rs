@@ -9,7 +9,7 @@ use bytestring::ByteString;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::ParseError;
+use crate::format::ParseError;
 use crate::tool::{DeclaredTool, ToolKind};
 
 #[derive(Deserialize)]

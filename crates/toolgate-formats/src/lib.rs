@@ -1,0 +1,52 @@
+//! toolgate-formats: the wire formats, read the way a guard must read them.
+//!
+//! Every format toolgate speaks is one folder here — a request's declared tools, an answer's
+//! tool calls, the same calls rebuilt from a stream, and the edits written back in the body's
+//! own shape — and nothing outside this crate parses a body. Plugins see the results through
+//! the plugin API (`toolgate-plugin`), which re-exports what they need.
+//!
+//! Design choices:
+//! - Parsing types only what the checks use and skips the rest, so the cost is one scan of the
+//!   body; an allowed body is forwarded as its original bytes, never re-serialized.
+//! - A guard reads an answer by its own shape ([`answer`]), not by what the request or the
+//!   route said, and refuses what it cannot read unambiguously when a forgiving client could
+//!   still read a call from it ([`lenient`] is that client, and the property tests' oracle).
+//!
+//! # Layout
+//! - [`tool`]: `DeclaredTool`, `ToolCall` and their kinds, the nouns of every check.
+//! - [`identity`]: `ToolKey`, a tool name trimmed and case-folded.
+//! - [`directives`]: the client's `toolgate` object and `x-toolgate-*` headers.
+//! - [`format`](mod@format): `WireFormat`, `ToolRequest`, `ToolResponse`, `ParseError`, and the
+//!   dispatch to each format's adapter.
+//! - `chat/`, `responses/`, `anthropic/`: one folder per format, its `message` (request and
+//!   answer bodies) and its `stream` (the assembler of its events) side by side.
+//! - [`edits`]: body edits as the adapters apply them; `response_edits` and
+//!   `stream::StreamRewriter` write them into answers and streams.
+//! - [`answer`]: how a guard reads an answer — by its own shape, closed on doubt.
+//! - [`lenient`]: the forgiving reader.
+//! - [`sse`]: an incremental Server-Sent Events parser that keeps each event's exact bytes.
+//! - [`stream`]: what an event is to the guard, the assembler trait, and whole-stream reading.
+
+mod anthropic;
+mod chat;
+mod raw_object;
+mod response_edits;
+mod responses;
+mod tool_entry;
+
+// The items below are documented with their formats; `missing_docs` is the plugin API's lint.
+pub mod answer;
+pub mod directives;
+pub mod edits;
+pub mod format;
+pub mod identity;
+pub mod lenient;
+pub mod sse;
+pub mod stream;
+pub mod tool;
+
+pub use directives::Directives;
+pub use edits::Edit;
+pub use format::{ErrorShape, ParseError, ParseErrorKind, ToolRequest, ToolResponse, WireFormat};
+pub use identity::ToolKey;
+pub use tool::{CallOutcome, DeclaredTool, HistoryCall, ToolCall, ToolKind};
