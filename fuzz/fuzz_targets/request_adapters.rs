@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use toolgate_plugin::{Edit, WireFormat};
+use toolgate_formats::{Edit, WireFormat};
 
 fuzz_target!(|data: &[u8]| {
     let _ = WireFormat::from_body(data);

@@ -12,7 +12,7 @@ mod oracle;
 mod hostile;
 
 use libfuzzer_sys::fuzz_target;
-use toolgate_plugin::WireFormat;
+use toolgate_formats::WireFormat;
 
 fuzz_target!(|data: &[u8]| {
     for format in WireFormat::ALL {

@@ -14,8 +14,8 @@ mod oracle;
 mod hostile;
 
 use libfuzzer_sys::fuzz_target;
-use toolgate_plugin::WireFormat;
-use toolgate_plugin::stream::reassemble;
+use toolgate_formats::WireFormat;
+use toolgate_formats::stream::reassemble;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&first, stream)) = data.split_first() else {
