@@ -298,8 +298,7 @@ impl ErrorReport<'_> {
     /// from it read them.
     pub fn sse_frame(&self, format: WireFormat, sequence_number: u64) -> Bytes {
         let text = match format {
-            // MCP answers are JSON-RPC, never an LLM stream; chat's frame is the neutral choice.
-            WireFormat::ChatCompletions | WireFormat::Mcp => {
+            WireFormat::ChatCompletions => {
                 format!("data: {}\n\n", self.body(ErrorShape::OpenAi))
             }
             WireFormat::Responses => {

@@ -140,6 +140,11 @@ impl Exchange {
         self.delivered_calls.extend(calls);
     }
 
+    /// Whether this exchange is an MCP request (its HTTP request is the MCP endpoint's).
+    fn on_mcp_route(&self) -> bool {
+        matches!(self.route.kind, crate::router::RouteKind::Mcp)
+    }
+
     /// The shape of toolgate's own answers for this exchange's clients.
     pub fn error_shape(&self) -> ErrorShape {
         self.format.error_shape()
@@ -256,7 +261,7 @@ impl Exchange {
         }
         // An MCP route's HTTP requests are counted by its endpoint: one may carry several
         // exchanges, or none.
-        if self.format != WireFormat::Mcp {
+        if !self.on_mcp_route() {
             state
                 .metrics
                 .record_request(&route_path, status.as_u16(), self.started.elapsed());
@@ -265,7 +270,7 @@ impl Exchange {
         // too.
         let authenticated =
             self.meta.tenant.is_some() || self.route.auth == crate::tenants::RouteAuth::Tenant;
-        if self.route.chain.is_empty() && !authenticated && self.format != WireFormat::Mcp {
+        if self.route.chain.is_empty() && !authenticated && !self.on_mcp_route() {
             return;
         }
         state

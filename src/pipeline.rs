@@ -187,16 +187,16 @@ impl Chain {
                             // A body-less (MCP) request is edited in place; others through
                             // their adapter below, then read again.
                             RequestEdit::RemoveDeclaredTools(names) => {
-                                if format == WireFormat::Mcp
-                                    && let Parsed::Parsed(parsed) = request
+                                if let Parsed::Parsed(parsed) = request
+                                    && parsed.format.is_none()
                                 {
                                     parsed.remove_declared_tools(&names);
                                 }
                                 body_edits.push(Edit::RemoveDeclaredTools(names));
                             }
                             RequestEdit::StripToolFields => {
-                                if format == WireFormat::Mcp
-                                    && let Parsed::Parsed(parsed) = request
+                                if let Parsed::Parsed(parsed) = request
+                                    && parsed.format.is_none()
                                 {
                                     parsed.declared_tools.clear();
                                 }
@@ -204,7 +204,9 @@ impl Chain {
                             }
                         }
                     }
-                    if body_edits.is_empty() {
+                    let bodiless =
+                        matches!(request, Parsed::Parsed(parsed) if parsed.format.is_none());
+                    if body_edits.is_empty() || bodiless {
                         continue;
                     }
                     match format.apply_request_edits(body, &body_edits) {

@@ -84,7 +84,7 @@ impl Route {
             path,
             kind: RouteKind::Mcp,
             chain,
-            format: RouteFormat::Fixed(WireFormat::Mcp),
+            format: RouteFormat::Auto,
             auth: RouteAuth::None,
             unreadable: UnreadableAnswers::Block,
         }

@@ -14,7 +14,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use rmcp::model::{ErrorCode, ErrorData, JsonRpcError, JsonRpcVersion2_0};
 use serde_json::json;
-use toolgate_plugin::{ExchangeMeta, Tenant, WireFormat};
+use toolgate_plugin::{ExchangeMeta, Tenant};
 
 use super::handler::{RequestScope, codes};
 use super::{AGENT_HEADER, Caller};
@@ -201,7 +201,6 @@ async fn audit_refused(
         tenant,
     };
     let mut exchange = Exchange::new(meta, route.clone(), HeaderMap::new(), Instant::now());
-    exchange.format = WireFormat::Mcp;
     exchange.blocked = true;
     exchange
         .annotations

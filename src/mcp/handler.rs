@@ -21,7 +21,7 @@ use rmcp::{RoleServer, ServerHandler};
 use serde_json::json;
 use toolgate_plugin::{
     DeclaredTool, ErrorShape, ExchangeMeta, Parsed, Rejection, ToolCall, ToolRequest, ToolResponse,
-    Violation, WireFormat,
+    Violation,
 };
 
 use super::backend::{Backend, CallFailure, Connection};
@@ -169,7 +169,6 @@ fn open_exchange(scope: &RequestScope, method: &'static str) -> Exchange {
         scope.headers.clone(),
         Instant::now(),
     );
-    exchange.format = WireFormat::Mcp;
     exchange.mcp = Some(Box::new(McpAudit {
         method,
         server: None,

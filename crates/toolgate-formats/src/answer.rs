@@ -1,30 +1,16 @@
 //! Reading an answer as a guard must: by its own shape, whatever the request's format, route
 //! setting or `stream` flag said, and closed on doubt. An answer is read as a stream when its
 //! bytes are events and as JSON otherwise; a JSON answer is read by every format whose
-//! call-bearing field it has (`choices`, `output`, `content`), so an answer in another format
+//! call-bearing field it has (each adapter names its own: `choices`, `output`, `content`), so an
+//! answer in another format
 //! than expected is still checked. What the strict readers refuse is refused as a whole when a
 //! forgiving client could still read a call from it ([`crate::lenient`]); an answer that carries
 //! no call field at all (embeddings, a token count, a model list) reads as "no calls".
 
-use serde::Deserialize;
-use serde::de::IgnoredAny;
-
 use crate::format::{ParseError, ParseErrorKind, ToolResponse, WireFormat, read_json};
 use crate::lenient;
+use crate::raw_object::RawObject;
 use crate::stream;
-
-/// The top-level fields that carry calls in some format. Only their presence is read here; a
-/// repeated one is refused by serde, as the formats' own readers refuse theirs.
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct CallFields {
-    /// Chat completions.
-    choices: Option<IgnoredAny>,
-    /// Responses.
-    output: Option<IgnoredAny>,
-    /// Anthropic messages.
-    content: Option<IgnoredAny>,
-}
 
 /// The calls of a complete answer body, for checking. `Err` means the answer must not reach
 /// the client: a client could read a call from it that toolgate cannot read unambiguously.
@@ -58,7 +44,8 @@ fn read_json_answer(body: &[u8]) -> Result<ToolResponse, ParseError> {
             )),
         };
     }
-    let fields: CallFields = match read_json(body) {
+    // Only the keys are read here: which formats' call fields the answer has.
+    let fields: RawObject = match read_json(body) {
         Ok(fields) => fields,
         Err(error) => {
             let error = ParseError::from(error);
@@ -78,14 +65,17 @@ fn read_json_answer(body: &[u8]) -> Result<ToolResponse, ParseError> {
         }
     };
     let mut response = ToolResponse::default();
-    let formats = [
-        (fields.choices.is_some(), WireFormat::ChatCompletions),
-        (fields.output.is_some(), WireFormat::Responses),
-        (fields.content.is_some(), WireFormat::AnthropicMessages),
-    ];
-    for (present, format) in formats {
-        if !present {
-            continue;
+    for format in WireFormat::ALL {
+        let field = format.calls_field();
+        match fields.0.iter().filter(|(key, _)| key == field).count() {
+            0 => continue,
+            1 => {}
+            _ => {
+                return Err(ParseError::with_kind(
+                    ParseErrorKind::Ambiguous,
+                    format!("the answer repeats its '{field}'"),
+                ));
+            }
         }
         let read = format
             .parse_response(body)

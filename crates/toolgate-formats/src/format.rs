@@ -12,14 +12,13 @@ use serde_json::value::RawValue;
 use crate::directives::{DIRECTIVES_FIELD, Directives};
 use crate::edits::Edit;
 use crate::raw_object::RawObject;
-use crate::stream::{
-    AnthropicStreamAssembler, ChatStreamAssembler, ResponsesStreamAssembler, StreamAssembler,
-};
+use crate::stream::StreamAssembler;
 use crate::tool::{DeclaredTool, HistoryCall, ToolCall};
 use crate::tool_entry::{self, ToolEntry};
 use crate::{anthropic, chat, response_edits, responses};
 
-/// The API shape of an exchange.
+/// The API shape of an LLM exchange. Everything a format means to toolgate is its
+/// [`Adapter`], in the format's own folder; [`WireFormat::adapter`] is the registry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WireFormat {
@@ -29,10 +28,6 @@ pub enum WireFormat {
     Responses,
     /// Anthropic `/v1/messages`.
     AnthropicMessages,
-    /// An MCP `tools/list` or `tools/call` on an MCP route. Its JSON-RPC messages are read by
-    /// the MCP SDK, not by an adapter here: requests and responses in this format are built with
-    /// [`ToolRequest::from_declared_tools`] and [`ToolResponse::from_calls`], and have no body.
-    Mcp,
 }
 
 /// How toolgate's own errors are shaped for a format's clients, so their SDKs raise the
@@ -45,24 +40,58 @@ pub enum ErrorShape {
     Anthropic,
 }
 
+/// One wire format, as its folder implements it: how its request names tools, where its answer
+/// carries calls, and how its stream is rebuilt. A new format is a folder with one of these and
+/// a line in [`WireFormat::adapter`].
+pub(crate) trait Adapter: Sync {
+    /// The name used in configuration (`format = "…"`).
+    fn name(&self) -> &'static str;
+    /// The last segments of the endpoint path that speaks it (`/chat/completions`).
+    fn path_suffix(&self) -> &'static str;
+    /// How toolgate's own errors are shaped for its clients.
+    fn error_shape(&self) -> ErrorShape;
+    /// The top-level request fields that declare or steer tools.
+    fn tool_fields(&self) -> &'static [&'static str];
+    /// The top-level answer field that carries its calls (`choices`, `output`, `content`).
+    fn calls_field(&self) -> &'static str;
+    /// Reads the declared tools and the stream flag of a request body.
+    fn parse_request(&self, body: Bytes) -> Result<ToolRequest, ParseError>;
+    /// Reads the tool calls of a complete answer.
+    fn parse_response(&self, body: &[u8]) -> Result<ToolResponse, ParseError>;
+    /// A fresh assembler for one streamed answer.
+    fn stream_assembler(&self) -> Box<dyn StreamAssembler>;
+    /// Removes declared tools from a request body; `None` when nothing changed.
+    fn apply_request_edits(&self, body: &[u8], edits: &[Edit])
+    -> Result<Option<Bytes>, ParseError>;
+    /// The text of the latest user turn.
+    fn latest_user_text(&self, body: &[u8]) -> Option<String>;
+    /// The tool calls of the conversation so far.
+    fn history(&self, body: &[u8]) -> Vec<HistoryCall>;
+}
+
 impl WireFormat {
-    /// The formats a route's `format` key may name (MCP routes are `kind = "mcp"` instead).
+    /// Every format, in the order answers are read by their call fields.
     pub const ALL: [WireFormat; 3] = [
         WireFormat::ChatCompletions,
         WireFormat::Responses,
         WireFormat::AnthropicMessages,
     ];
 
-    /// The name used in configuration (`format = "…"`).
-    pub fn name(self) -> &'static str {
+    /// The registry: the adapter of each format.
+    pub(crate) fn adapter(self) -> &'static dyn Adapter {
         match self {
-            WireFormat::ChatCompletions => "chat_completions",
-            WireFormat::Responses => "responses",
-            WireFormat::AnthropicMessages => "anthropic_messages",
-            WireFormat::Mcp => "mcp",
+            WireFormat::ChatCompletions => &chat::Chat,
+            WireFormat::Responses => &responses::Responses,
+            WireFormat::AnthropicMessages => &anthropic::Anthropic,
         }
     }
 
+    /// The name used in configuration (`format = "…"`).
+    pub fn name(self) -> &'static str {
+        self.adapter().name()
+    }
+
+    /// The format a configuration name means.
     pub fn from_name(name: &str) -> Option<WireFormat> {
         WireFormat::ALL
             .into_iter()
@@ -72,15 +101,9 @@ impl WireFormat {
     /// The format an endpoint path speaks, judged by its last segments.
     pub fn from_path(path: &str) -> Option<WireFormat> {
         let path = path.trim_end_matches('/');
-        if path.ends_with("/chat/completions") {
-            Some(WireFormat::ChatCompletions)
-        } else if path.ends_with("/responses") {
-            Some(WireFormat::Responses)
-        } else if path.ends_with("/messages") {
-            Some(WireFormat::AnthropicMessages)
-        } else {
-            None
-        }
+        WireFormat::ALL
+            .into_iter()
+            .find(|format| path.ends_with(format.adapter().path_suffix()))
     }
 
     /// The format a request body has the shape of: `input` without `messages` is the Responses
@@ -114,43 +137,29 @@ impl WireFormat {
         }
     }
 
+    /// How toolgate's own errors are shaped for this format's clients.
     pub fn error_shape(self) -> ErrorShape {
-        match self {
-            WireFormat::AnthropicMessages => ErrorShape::Anthropic,
-            WireFormat::ChatCompletions | WireFormat::Responses | WireFormat::Mcp => {
-                ErrorShape::OpenAi
-            }
-        }
+        self.adapter().error_shape()
+    }
+
+    /// The top-level answer field that carries this format's calls.
+    pub fn calls_field(self) -> &'static str {
+        self.adapter().calls_field()
     }
 
     /// Reads the declared tools and the stream flag of a request body.
     pub fn parse_request(self, body: Bytes) -> Result<ToolRequest, ParseError> {
-        match self {
-            WireFormat::ChatCompletions => chat::parse_request(body),
-            WireFormat::Responses => responses::parse_request(body),
-            WireFormat::AnthropicMessages => anthropic::parse_request(body),
-            WireFormat::Mcp => Err(ParseError::new(NO_MCP_BODIES)),
-        }
+        self.adapter().parse_request(body)
     }
 
     /// Reads the tool calls of a complete (non-streamed) response body.
     pub fn parse_response(self, body: &[u8]) -> Result<ToolResponse, ParseError> {
-        match self {
-            WireFormat::ChatCompletions => chat::parse_response(body),
-            WireFormat::Responses => responses::parse_response(body),
-            WireFormat::AnthropicMessages => anthropic::parse_response(body),
-            WireFormat::Mcp => Err(ParseError::new(NO_MCP_BODIES)),
-        }
+        self.adapter().parse_response(body)
     }
 
-    /// A fresh assembler for one streamed response in this format. MCP results are never
-    /// streamed as LLM events; its assembler is chat's, which finds no call in them.
+    /// A fresh assembler for one streamed response in this format.
     pub fn stream_assembler(self) -> Box<dyn StreamAssembler> {
-        match self {
-            WireFormat::ChatCompletions | WireFormat::Mcp => Box::new(ChatStreamAssembler::new()),
-            WireFormat::Responses => Box::new(ResponsesStreamAssembler::new()),
-            WireFormat::AnthropicMessages => Box::new(AnthropicStreamAssembler::new()),
-        }
+        self.adapter().stream_assembler()
     }
 
     /// Applies response edits (replaced arguments) to a complete response body and returns the
@@ -165,42 +174,17 @@ impl WireFormat {
 
     /// Applies request edits (removing declared tools) and returns the new body, or `None`
     /// when no edit changed anything, so an untouched body is forwarded as its original bytes.
-    /// MCP requests have no body: use [`ToolRequest::remove_declared_tools`] on them.
+    /// A request built without a body (an MCP call's) is edited with
+    /// [`ToolRequest::remove_declared_tools`] instead.
     pub fn apply_request_edits(
         self,
         body: &[u8],
         edits: &[Edit],
     ) -> Result<Option<Bytes>, ParseError> {
-        if self == WireFormat::Mcp {
-            return Ok(None);
-        }
         if edits.contains(&Edit::StripToolFields) {
-            return strip_fields(body, self.tool_fields());
+            return strip_fields(body, self.adapter().tool_fields());
         }
-        match self {
-            WireFormat::ChatCompletions => chat::apply_request_edits(body, edits),
-            WireFormat::Responses => responses::apply_request_edits(body, edits),
-            WireFormat::AnthropicMessages => anthropic::apply_request_edits(body, edits),
-            WireFormat::Mcp => Ok(None),
-        }
-    }
-}
-
-impl WireFormat {
-    /// The top-level request fields that declare or steer tools.
-    fn tool_fields(self) -> &'static [&'static str] {
-        match self {
-            WireFormat::ChatCompletions => &[
-                "tools",
-                "functions",
-                "tool_choice",
-                "function_call",
-                "parallel_tool_calls",
-            ],
-            WireFormat::Responses => &["tools", "tool_choice", "parallel_tool_calls"],
-            WireFormat::AnthropicMessages => &["tools", "tool_choice"],
-            WireFormat::Mcp => &[],
-        }
+        self.adapter().apply_request_edits(body, edits)
     }
 }
 
@@ -243,12 +227,12 @@ impl RequestHead<'_> {
     }
 }
 
-pub(crate) const NO_MCP_BODIES: &str = "MCP messages are read by the MCP endpoint; build the views with from_declared_tools / from_calls";
-
 /// What the checks need from a request.
 #[derive(Debug, Clone)]
 pub struct ToolRequest {
-    pub format: WireFormat,
+    /// The wire format the body was read in; `None` for a request built without a body (an MCP
+    /// `tools/list` or `tools/call`, whose JSON-RPC the MCP SDK reads).
+    pub format: Option<WireFormat>,
     pub declared_tools: Vec<DeclaredTool>,
     /// The client asked for a streamed answer.
     pub stream: bool,
@@ -269,7 +253,7 @@ impl ToolRequest {
     /// text and no history.
     pub fn from_declared_tools(declared_tools: Vec<DeclaredTool>) -> Self {
         ToolRequest {
-            format: WireFormat::Mcp,
+            format: None,
             declared_tools,
             stream: false,
             background: false,
@@ -308,23 +292,15 @@ impl ToolRequest {
 
     /// The text of the latest user turn, for the judge. Parsed only when asked.
     pub fn user_request(&self) -> Option<String> {
-        match self.format {
-            WireFormat::ChatCompletions => chat::latest_user_text(&self.body),
-            WireFormat::Responses => responses::latest_user_text(&self.body),
-            WireFormat::AnthropicMessages => anthropic::latest_user_text(&self.body),
-            WireFormat::Mcp => None,
-        }
+        self.format?.adapter().latest_user_text(&self.body)
     }
 
     /// The tool calls of the conversation so far, in order, each with whether its result came
     /// back. Parsed only when asked.
     pub fn history(&self) -> Vec<HistoryCall> {
-        match self.format {
-            WireFormat::ChatCompletions => chat::history(&self.body),
-            WireFormat::Responses => responses::history(&self.body),
-            WireFormat::AnthropicMessages => anthropic::history(&self.body),
-            WireFormat::Mcp => Vec::new(),
-        }
+        self.format
+            .map(|format| format.adapter().history(&self.body))
+            .unwrap_or_default()
     }
 
     pub fn body(&self) -> &Bytes {

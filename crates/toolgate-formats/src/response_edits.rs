@@ -36,19 +36,8 @@ pub(crate) fn replacements(edits: &[Edit]) -> Vec<Replacement<'_>> {
         .collect()
 }
 
-/// The top-level field that holds a complete response's calls.
-fn calls_field(format: WireFormat) -> &'static str {
-    match format {
-        WireFormat::ChatCompletions => "choices",
-        WireFormat::Responses => "output",
-        WireFormat::AnthropicMessages => "content",
-        // MCP bodies are not read as responses here; the MCP endpoint answers for itself.
-        WireFormat::Mcp => "",
-    }
-}
-
 /// Applies argument edits to a complete response body; `None` when nothing changed.
-pub(super) fn apply(
+pub(crate) fn apply(
     format: WireFormat,
     body: &[u8],
     edits: &[Edit],
@@ -57,12 +46,8 @@ pub(super) fn apply(
     if wanted.is_empty() {
         return Ok(None);
     }
-    if format == WireFormat::Mcp {
-        // Refused rather than ignored: an edit that is a redaction must never be skipped.
-        return Err(ParseError::new(crate::format::NO_MCP_BODIES));
-    }
     let object: RawObject = read_json(body)?;
-    let field = calls_field(format);
+    let field = format.calls_field();
     let Some((_, raw)) = object.0.iter().find(|(key, _)| key == field) else {
         return Ok(None);
     };
@@ -115,7 +100,6 @@ pub(crate) fn apply_to_calls(
                 }
             }
         }
-        WireFormat::Mcp => return Err(ParseError::new(crate::format::NO_MCP_BODIES)),
     }
     Ok(changed)
 }

@@ -47,7 +47,7 @@ impl ServicePlugin {
             user: meta.tenant.as_deref().map(|tenant| tenant.name.as_str()),
             config: &self.settings.config,
             stage: stage.as_str(),
-            format: request.map(|request| request.format),
+            format: request.and_then(|request| request.format),
             declared_tools: request
                 .map(|request| {
                     request

@@ -39,7 +39,7 @@ pub(crate) fn parse_request(body: Bytes) -> Result<ToolRequest, ParseError> {
         }
     }
     Ok(ToolRequest {
-        format: WireFormat::AnthropicMessages,
+        format: Some(WireFormat::AnthropicMessages),
         declared_tools,
         stream: wire.stream.unwrap_or(false),
         background: false,

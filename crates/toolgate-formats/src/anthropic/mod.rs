@@ -5,7 +5,64 @@
 pub(crate) mod message;
 pub(crate) mod stream;
 
-pub(crate) use message::{
-    apply_request_edits, history, latest_user_text, parse_request, parse_response,
-};
 pub use stream::AnthropicStreamAssembler;
+
+use bytes::Bytes;
+
+use crate::edits::Edit;
+use crate::format::{Adapter, ErrorShape, ParseError, ToolRequest, ToolResponse};
+use crate::stream::StreamAssembler;
+use crate::tool::HistoryCall;
+
+/// This format's [`Adapter`].
+pub(crate) struct Anthropic;
+
+impl Adapter for Anthropic {
+    fn name(&self) -> &'static str {
+        "anthropic_messages"
+    }
+
+    fn path_suffix(&self) -> &'static str {
+        "/messages"
+    }
+
+    fn error_shape(&self) -> ErrorShape {
+        ErrorShape::Anthropic
+    }
+
+    fn tool_fields(&self) -> &'static [&'static str] {
+        &["tools", "tool_choice"]
+    }
+
+    fn calls_field(&self) -> &'static str {
+        "content"
+    }
+
+    fn parse_request(&self, body: Bytes) -> Result<ToolRequest, ParseError> {
+        message::parse_request(body)
+    }
+
+    fn parse_response(&self, body: &[u8]) -> Result<ToolResponse, ParseError> {
+        message::parse_response(body)
+    }
+
+    fn stream_assembler(&self) -> Box<dyn StreamAssembler> {
+        Box::new(AnthropicStreamAssembler::new())
+    }
+
+    fn apply_request_edits(
+        &self,
+        body: &[u8],
+        edits: &[Edit],
+    ) -> Result<Option<Bytes>, ParseError> {
+        message::apply_request_edits(body, edits)
+    }
+
+    fn latest_user_text(&self, body: &[u8]) -> Option<String> {
+        message::latest_user_text(body)
+    }
+
+    fn history(&self, body: &[u8]) -> Vec<HistoryCall> {
+        message::history(body)
+    }
+}

@@ -45,7 +45,7 @@ pub(crate) fn parse_request(body: Bytes) -> Result<ToolRequest, ParseError> {
         });
     }
     Ok(ToolRequest {
-        format: WireFormat::ChatCompletions,
+        format: Some(WireFormat::ChatCompletions),
         declared_tools,
         stream: wire.stream.unwrap_or(false),
         background: false,

@@ -24,7 +24,7 @@ pub(crate) fn parse_request(body: Bytes) -> Result<ToolRequest, ParseError> {
         tool.name = reported_name(tool).to_owned();
     }
     Ok(ToolRequest {
-        format: WireFormat::Responses,
+        format: Some(WireFormat::Responses),
         declared_tools,
         stream: wire.stream.unwrap_or(false),
         background: wire.background.unwrap_or(false),

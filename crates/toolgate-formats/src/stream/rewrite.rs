@@ -76,8 +76,6 @@ impl StreamRewriter {
             WireFormat::ChatCompletions => self.chat(&mut value),
             WireFormat::Responses => self.responses(&mut value),
             WireFormat::AnthropicMessages => self.anthropic(&mut value),
-            // MCP answers are not relayed as streams of this kind.
-            WireFormat::Mcp => false,
         };
         if !changed {
             return None;
