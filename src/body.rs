@@ -10,7 +10,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Empty, Full};
+use http_body_util::{BodyExt, Full};
 use tokio::sync::mpsc;
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -24,8 +24,12 @@ pub fn full(bytes: impl Into<Bytes>) -> ProxyBody {
         .boxed()
 }
 
+/// An empty body, for the tests that need a response without one.
+#[cfg(test)]
 pub fn empty() -> ProxyBody {
-    Empty::new().map_err(|never| match never {}).boxed()
+    http_body_util::Empty::new()
+        .map_err(|never| match never {})
+        .boxed()
 }
 
 /// Passes a body through with its bytes untouched (streamed, never buffered beyond a burst),

@@ -17,8 +17,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 pub use build::PluginRegistry;
-pub use env::expand as expand_env;
-pub use source::{ConfigError, ConfigErrors, KeyPath};
+pub use source::{ConfigError, ConfigErrors};
 
 use toolgate_plugin::ToolCatalog;
 

@@ -16,8 +16,7 @@ use crate::common::{
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use toolgate::state::GatewayState;
-use toolgate::{Config, Gateway, Runtime};
+use toolgate::{Config, Gateway, GatewayState, Runtime};
 
 /// A gateway started from a config file, with the file watcher polling every 50 ms.
 struct FileGateway {
@@ -36,7 +35,7 @@ impl FileGateway {
         let gateway = Gateway::bind(config, runtime).await.expect("binds");
         let addr = gateway.local_addr().expect("bound");
         let state = gateway.state();
-        toolgate::reload::watch(state.clone(), path.clone(), Duration::from_millis(50));
+        toolgate::watch(state.clone(), path.clone(), Duration::from_millis(50));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(gateway.run(async {
             let _ = stopped.await;
@@ -107,7 +106,7 @@ async fn a_changed_file_is_reloaded_and_an_invalid_one_is_refused() {
         404,
         "nothing of the invalid file applies"
     );
-    assert!(toolgate::reload::reload(&gateway.state, &gateway.path).is_err());
+    assert!(toolgate::reload(&gateway.state, &gateway.path).is_err());
 }
 
 #[tokio::test]
@@ -138,7 +137,7 @@ async fn an_exchange_in_flight_finishes_on_the_config_it_started_with() {
         "[[routes]]\npath = \"/v1\"\nupstream = \"llm\"\n",
     );
     std::fs::write(&gateway.path, &unguarded).expect("rewrites");
-    toolgate::reload::reload(&gateway.state, &gateway.path).expect("the new config is valid");
+    toolgate::reload(&gateway.state, &gateway.path).expect("the new config is valid");
     let response = in_flight.await.expect("joins").expect("answered");
     assert_eq!(
         response.status(),

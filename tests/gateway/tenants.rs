@@ -21,7 +21,7 @@ fn config(upstream_url: &str) -> String {
 }
 
 fn sha256_hex(key: &str) -> String {
-    toolgate::tenants::digest(key.as_bytes())
+    toolgate::digest(key.as_bytes())
         .iter()
         .map(|byte| format!("{byte:02x}"))
         .collect()
