@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use toolgate_plugin::prometheus_client::registry::Registry;
+use toolgate_plugin::schema::SchemaChecker;
 use toolgate_plugin::taxonomy;
 use toolgate_plugin::{
     BuildContext, CatalogTool, MemoryStore, PluginFactory, StateStore, StoreFailMode, Tenant,
@@ -30,7 +31,7 @@ pub struct PluginRegistry {
     /// reload keeps the counters (memory) and the connection (Redis).
     store: Mutex<Option<(StoreKey, Arc<dyn StateStore>)>>,
     /// tool_selection's schema checks, for the MCP endpoint (arguments and results).
-    schemas: toolgate_tool_selection::SchemaChecker,
+    schemas: SchemaChecker,
 }
 
 /// What identifies a store across loads: its URL (none = memory) and timeout.
@@ -42,16 +43,18 @@ impl PluginRegistry {
         PluginRegistry {
             factories: BTreeMap::new(),
             store: Mutex::new(None),
-            schemas: toolgate_tool_selection::SchemaChecker::standalone(),
+            schemas: SchemaChecker::standalone(),
         }
     }
 
     /// Every plugin shipped with toolgate.
     pub fn builtin(metrics: &mut Registry) -> Self {
         let (groups, permission) = toolgate_access_control::factories(metrics);
-        let tool_selection = toolgate_tool_selection::ToolSelectionFactory::new(metrics);
+        let schemas = SchemaChecker::new(metrics);
+        let tool_selection =
+            toolgate_tool_selection::ToolSelectionFactory::new(metrics, schemas.clone());
         let mut registry = PluginRegistry::empty();
-        registry.schemas = tool_selection.schema_checker();
+        registry.schemas = schemas;
         registry
             .with(Arc::new(tool_selection))
             .with(Arc::new(groups))
@@ -65,8 +68,8 @@ impl PluginRegistry {
             .with(Arc::new(toolgate_service::ServiceFactory::new(metrics)))
     }
 
-    /// The JSON Schema checks of tool_selection, sharing its compiled schemas when it is built in.
-    pub fn schema_checker(&self) -> &toolgate_tool_selection::SchemaChecker {
+    /// The process's JSON Schema checks, whose compiled schemas tool_selection shares.
+    pub fn schema_checker(&self) -> &SchemaChecker {
         &self.schemas
     }
 

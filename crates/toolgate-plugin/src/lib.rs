@@ -22,6 +22,8 @@
 //!   `ResponseEdit`) and the body `Edit` the adapters apply.
 //! - [`unavailable`]: `Unavailable`, the one table of what a client is answered when the judge,
 //!   a validator service, the state store or the upstream cannot answer.
+//! - [`schema`]: the JSON Schema checks of arguments and results, with the process-wide cache
+//!   of compiled schemas that tool_selection and the MCP endpoint share.
 //! - [`plugin`]: the `Plugin` trait (one method per stage), `PluginFactory` and `BuildContext`.
 //! - [`catalog`]: the tool catalog (groups, workflow states, categories, action types), indexed
 //!   by `ToolKey`.
@@ -47,6 +49,7 @@ pub use toolgate_formats::{
 pub mod exchange;
 pub mod pattern;
 pub mod plugin;
+pub mod schema;
 pub mod service;
 pub mod store;
 pub mod taxonomy;

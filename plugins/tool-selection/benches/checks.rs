@@ -84,7 +84,10 @@ fn verdict(plugin: &dyn Plugin, exchange: &Exchange) -> Verdict<ResponseEdit> {
 }
 
 fn plugin() -> Arc<dyn Plugin> {
-    let factory = ToolSelectionFactory::new(&mut Registry::default());
+    let factory = ToolSelectionFactory::new(
+        &mut Registry::default(),
+        toolgate_plugin::schema::SchemaChecker::standalone(),
+    );
     match factory.build(
         &serde_json::json!({}),
         &toolgate_plugin::BuildContext::default(),

@@ -2,27 +2,19 @@
 //! (they are JSON when the tool has a schema) and schema (they satisfy it). Each check returns
 //! violations; it never decides how they are enforced.
 
-use jsonschema::ValidationError;
-use jsonschema::error::ValidationErrorKind;
-use toolgate_plugin::{Check, DeclaredTool, ToolCall, ToolKind, ToolRequest, Violation};
-
-use crate::schema::SchemaCache;
-
-/// Past this many schema errors on one call the rest add noise, not information.
-pub const MAX_SCHEMA_VIOLATIONS_PER_CALL: usize = 16;
-/// Messages quote argument values; a long value must not turn a 403 into a megabyte.
-const MAX_MESSAGE_CHARS: usize = 512;
+use toolgate_plugin::schema::SchemaChecker;
+use toolgate_plugin::{Check, ToolCall, ToolKind, ToolRequest, Violation};
 
 /// Every violation of every call, in call order. An empty result means all calls passed.
 pub fn check_calls(
     request: &ToolRequest,
     calls: &[ToolCall],
-    schemas: &SchemaCache,
+    schemas: &SchemaChecker,
 ) -> Vec<Violation> {
     let mut violations = Vec::new();
     for call in calls {
         match request.declared_tool_for(call) {
-            Some(tool) => check_arguments(tool, call, schemas, &mut violations),
+            Some(tool) => violations.extend(schemas.check_arguments(tool, call)),
             None => violations.push(Violation::on_call(
                 Check::Membership,
                 "undeclared_tool",
@@ -77,194 +69,18 @@ pub fn no_tools_declared(calls: &[ToolCall]) -> Vec<Violation> {
         .collect()
 }
 
-/// Checks a call's arguments against the declared tool's schema, if it has one.
-///
-/// The call's kind is not consulted here: membership has already paired the call with a tool
-/// it dispatches to (a custom call never reaches a function's schema, it is undeclared), and a
-/// tool's schema binds every call that reaches it, whatever the call says it is.
-fn check_arguments(
-    tool: &DeclaredTool,
-    call: &ToolCall,
-    schemas: &SchemaCache,
-    violations: &mut Vec<Violation>,
-) {
-    let Some(schema_text) = tool.schema_text() else {
-        return;
-    };
-    let validator = match schemas.get(schema_text) {
-        Ok(validator) => validator,
-        Err(error) => {
-            // We cannot vouch for what we cannot check.
-            violations.push(Violation::on_call(
-                Check::Schema,
-                "invalid_schema",
-                call,
-                truncate(format!(
-                    "the declared schema of '{}' cannot be compiled: {error}",
-                    tool.name
-                )),
-            ));
-            return;
-        }
-    };
-    // Models emit "" for a call without parameters; that means an empty object.
-    let text = call.arguments.trim();
-    let text = if text.is_empty() { "{}" } else { text };
-    let arguments: serde_json::Value = match serde_json::from_str(text) {
-        Ok(arguments) => arguments,
-        Err(error) => {
-            violations.push(Violation::on_call(
-                Check::Arguments,
-                "invalid_arguments",
-                call,
-                format!(
-                    "the arguments of '{}' are not valid JSON: {error}",
-                    call.name
-                ),
-            ));
-            return;
-        }
-    };
-    violations.extend(
-        validator
-            .iter_errors(&arguments)
-            .take(MAX_SCHEMA_VIOLATIONS_PER_CALL)
-            .map(|error| schema_violation(call, &error, Subject::Arguments)),
-    );
-}
-
-/// What a schema was checked against: a call's arguments, or a tool's result.
-#[derive(Debug, Clone, Copy)]
-enum Subject {
-    Arguments,
-    Result,
-}
-
-impl Subject {
-    fn describe(self, tool: &str) -> String {
-        match self {
-            Subject::Arguments => format!("the arguments of '{tool}'"),
-            Subject::Result => format!("the result of '{tool}'"),
-        }
-    }
-
-    fn code(self) -> &'static str {
-        match self {
-            Subject::Arguments => "schema_violation",
-            Subject::Result => "output_schema_violation",
-        }
-    }
-}
-
-/// The schema checks for a caller outside a plugin chain — the MCP endpoint, which validates a
-/// call's arguments against the backend tool's `inputSchema` and its structured result against
-/// the `outputSchema` — with the same compiled-schema cache and the same violations as the
-/// plugin, so there is one schema validation in toolgate.
-#[derive(Clone)]
-pub struct SchemaChecker {
-    schemas: SchemaCache,
-}
-
-impl SchemaChecker {
-    pub(crate) fn new(schemas: SchemaCache) -> Self {
-        SchemaChecker { schemas }
-    }
-
-    /// A checker with its own cache whose compilations are counted nowhere (for a gateway
-    /// built without the tool_selection factory, and for tests).
-    pub fn standalone() -> Self {
-        let metrics = crate::metrics::Metrics::register(
-            &mut prometheus_client::registry::Registry::default(),
-        );
-        SchemaChecker::new(SchemaCache::new(metrics))
-    }
-
-    /// The arguments and schema checks of `call` against `tool` (the plugin's own checks).
-    pub fn check_arguments(&self, tool: &DeclaredTool, call: &ToolCall) -> Vec<Violation> {
-        let mut violations = Vec::new();
-        check_arguments(tool, call, &self.schemas, &mut violations);
-        violations
-    }
-
-    /// Checks what `call` returned against the tool's output schema (`schema_text`). A schema
-    /// that does not compile fails the result: what cannot be checked is not vouched for.
-    pub fn check_result(
-        &self,
-        call: &ToolCall,
-        schema_text: &str,
-        result: &serde_json::Value,
-    ) -> Vec<Violation> {
-        let validator = match self.schemas.get(schema_text) {
-            Ok(validator) => validator,
-            Err(error) => {
-                return vec![Violation::on_call(
-                    Check::Schema,
-                    "invalid_schema",
-                    call,
-                    truncate(format!(
-                        "the output schema of '{}' cannot be compiled: {error}",
-                        call.name
-                    )),
-                )];
-            }
-        };
-        validator
-            .iter_errors(result)
-            .take(MAX_SCHEMA_VIOLATIONS_PER_CALL)
-            .map(|error| schema_violation(call, &error, Subject::Result))
-            .collect()
-    }
-}
-
-fn schema_violation(call: &ToolCall, error: &ValidationError<'_>, subject: Subject) -> Violation {
-    let mut path = error.instance_path().as_str().to_owned();
-    // A missing property is located where it should be (`/to`), as the 403 contract shows, not
-    // at the object that lacks it: that is the place a person or a program must fill.
-    if let ValidationErrorKind::Required { property } = error.kind()
-        && let Some(name) = property.as_str()
-    {
-        path.push('/');
-        path.push_str(&name.replace('~', "~0").replace('/', "~1"));
-    }
-    let location = if path.is_empty() {
-        subject.describe(&call.name)
-    } else {
-        format!("{} at {path}", subject.describe(&call.name))
-    };
-    Violation {
-        instance_path: Some(path),
-        keyword: Some(error.kind().keyword().to_owned()),
-        ..Violation::on_call(
-            Check::Schema,
-            subject.code(),
-            call,
-            truncate(format!("{location}: {error}")),
-        )
-    }
-}
-
-/// Cuts a message to `MAX_MESSAGE_CHARS` characters on a character boundary.
-pub fn truncate(mut message: String) -> String {
-    if let Some((cut, _)) = message.char_indices().nth(MAX_MESSAGE_CHARS) {
-        message.truncate(cut);
-        message.push('…');
-    }
-    message
-}
-
 #[cfg(test)]
 mod tests {
-    use prometheus_client::registry::Registry;
     use serde_json::json;
 
     use toolgate_plugin::WireFormat;
 
     use super::*;
-    use crate::metrics::Metrics;
     use crate::testing::{parse_request, parse_response};
+    use toolgate_plugin::schema::{MAX_MESSAGE_CHARS, MAX_SCHEMA_VIOLATIONS_PER_CALL, truncate};
 
     fn check(request: serde_json::Value, response: serde_json::Value) -> Vec<Violation> {
-        let schemas = SchemaCache::new(Metrics::register(&mut Registry::default()));
+        let schemas = SchemaChecker::standalone();
         let request = parse_request(&request);
         let response = parse_response(&response);
         check_calls(&request, &response.calls, &schemas)
@@ -494,7 +310,7 @@ mod tests {
 
     /// Checks a response against a request, both read in `format`.
     fn check_in(format: WireFormat, request: &str, response: &str) -> Vec<Violation> {
-        let schemas = SchemaCache::new(Metrics::register(&mut Registry::default()));
+        let schemas = SchemaChecker::standalone();
         let request = format
             .parse_request(bytes::Bytes::copy_from_slice(request.as_bytes()))
             .expect("the request parses");

@@ -11,10 +11,10 @@ use quick_cache::sync::Cache;
 use tokio::sync::Semaphore;
 use toolgate_plugin::{Check, ToolCall, Unavailable, Violation};
 
-use crate::checks::truncate;
 use crate::judge_client::{Decision, JudgeClient};
 use crate::metrics::{JudgeOutcome, Metrics};
 use crate::settings::{JudgeSettings, SemanticFailMode};
+use toolgate_plugin::schema::truncate;
 
 /// What the judge is told about the exchange, besides the call itself.
 #[derive(Debug, Clone, Copy)]

@@ -32,9 +32,8 @@
 //! # Layout
 //! - `settings`: the settings table, its defaults and validation.
 //! - `plugin`: the `Plugin` impl — the order of the checks and the `strict` rules.
-//! - `checks`: membership, arguments and schema checks that turn calls into violations, and
-//!   `SchemaChecker`, the same schema checks for the MCP endpoint (arguments and results).
-//! - `schema`: the bounded, shared cache of compiled JSON Schemas.
+//! - `checks`: membership, then the arguments and schema checks of the plugin API's shared
+//!   `SchemaChecker` (the MCP endpoint uses the same one), turned into violations.
 //! - `judge`: the semantic judge — concurrency, timeout, verdict cache, fail mode.
 //! - `judge_client`: how the judge is asked (client, prompt, response format) and how its
 //!   answer is read.
@@ -45,7 +44,6 @@ mod judge;
 mod judge_client;
 mod metrics;
 mod plugin;
-mod schema;
 mod settings;
 #[cfg(test)]
 mod testing;
@@ -53,39 +51,31 @@ mod testing;
 use std::sync::Arc;
 
 use prometheus_client::registry::Registry;
+use toolgate_plugin::schema::SchemaChecker;
 use toolgate_plugin::{BuildContext, Plugin, PluginFactory, SettingsError};
 
-pub use crate::checks::SchemaChecker;
 use crate::metrics::Metrics;
 use crate::plugin::ToolSelection;
-use crate::schema::SchemaCache;
 use crate::settings::Settings;
 
 /// The name users write in `[[plugins]] name = "…"`.
 const PLUGIN_NAME: &str = "tool_selection";
 
 /// Builds `tool_selection` plugins. Create one per process: it registers the plugin's metrics
-/// and owns the schema cache every plugin it builds shares.
+/// and hands every plugin it builds the process's shared schema checker.
 pub struct ToolSelectionFactory {
-    schemas: SchemaCache,
+    schemas: SchemaChecker,
     metrics: Metrics,
 }
 
 impl ToolSelectionFactory {
-    /// Registers `toolgate_judge_calls_total{outcome}`, `toolgate_judge_latency_seconds` and
-    /// `toolgate_schema_compilations_total` in `registry`.
-    pub fn new(registry: &mut Registry) -> Self {
-        let metrics = Metrics::register(registry);
+    /// Registers `toolgate_judge_calls_total{outcome}` and `toolgate_judge_latency_seconds` in
+    /// `registry`; the plugins it builds check schemas with `schemas`, the process's shared cache.
+    pub fn new(registry: &mut Registry, schemas: SchemaChecker) -> Self {
         ToolSelectionFactory {
-            schemas: SchemaCache::new(metrics.clone()),
-            metrics,
+            schemas,
+            metrics: Metrics::register(registry),
         }
-    }
-
-    /// The schema checks of the plugins this factory builds, sharing their compiled schemas,
-    /// for a caller outside a plugin chain (the MCP endpoint).
-    pub fn schema_checker(&self) -> SchemaChecker {
-        SchemaChecker::new(self.schemas.clone())
     }
 }
 
@@ -128,7 +118,8 @@ mod tests {
 
     #[test]
     fn the_factory_names_the_plugin_and_its_place_in_the_chain() {
-        let factory = ToolSelectionFactory::new(&mut Registry::default());
+        let factory =
+            ToolSelectionFactory::new(&mut Registry::default(), SchemaChecker::standalone());
         assert_eq!(factory.name(), "tool_selection");
         assert_eq!(factory.default_priority(), 100);
         let plugin = factory
@@ -139,7 +130,8 @@ mod tests {
 
     #[test]
     fn build_refuses_bad_settings_with_their_path() {
-        let factory = ToolSelectionFactory::new(&mut Registry::default());
+        let factory =
+            ToolSelectionFactory::new(&mut Registry::default(), SchemaChecker::standalone());
         let error = factory
             .build(&json!({"judge_concurrency": 0}), &BuildContext::default())
             .err()
@@ -154,7 +146,8 @@ mod tests {
 
     #[tokio::test]
     async fn plugins_of_one_factory_share_compiled_schemas() {
-        let factory = ToolSelectionFactory::new(&mut Registry::default());
+        let factory =
+            ToolSelectionFactory::new(&mut Registry::default(), SchemaChecker::standalone());
         let first = factory
             .build(&json!({}), &BuildContext::default())
             .expect("valid");
@@ -171,7 +164,6 @@ mod tests {
             let verdict = run(plugin.as_ref(), &request, &response).await;
             assert!(matches!(verdict, Verdict::Continue), "{verdict:?}");
         }
-        assert_eq!(factory.metrics.schema_compilations(), 1);
-        assert_eq!(factory.schemas.len(), 1);
+        assert_eq!(factory.schemas.compilations(), 1);
     }
 }

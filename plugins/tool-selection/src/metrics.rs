@@ -1,4 +1,5 @@
-//! The plugin's Prometheus metrics: judge outcomes and latency, and schema compilations.
+//! The plugin's Prometheus metrics: judge outcomes and latency (schema compilations are the
+//! shared schema checker's).
 //! Registered once by the factory; every plugin instance it builds shares the handles.
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -42,7 +43,6 @@ struct JudgeCallLabels {
 pub struct Metrics {
     judge_calls: Family<JudgeCallLabels, Counter>,
     judge_latency: Histogram,
-    schema_compilations: Counter,
 }
 
 impl Metrics {
@@ -51,7 +51,6 @@ impl Metrics {
             judge_calls: Family::default(),
             // 5 ms … ~10 s: a cached-nothing judge call to a hosted model sits in the middle.
             judge_latency: Histogram::new(exponential_buckets(0.005, 2.0, 12)),
-            schema_compilations: Counter::default(),
         };
         registry.register(
             "toolgate_judge_calls",
@@ -63,11 +62,6 @@ impl Metrics {
             "Time the semantic judge added to a tool call it was asked about (cache misses)",
             Unit::Seconds,
             metrics.judge_latency.clone(),
-        );
-        registry.register(
-            "toolgate_schema_compilations",
-            "JSON Schemas compiled (each distinct schema text once while it stays cached)",
-            metrics.schema_compilations.clone(),
         );
         metrics
     }
@@ -84,10 +78,6 @@ impl Metrics {
         self.judge_latency.observe(seconds);
     }
 
-    pub fn schema_compiled(&self) {
-        self.schema_compilations.inc();
-    }
-
     #[cfg(test)]
     pub fn judge_calls(&self, outcome: JudgeOutcome) -> u64 {
         self.judge_calls
@@ -95,11 +85,6 @@ impl Metrics {
                 outcome: outcome.as_str(),
             })
             .get()
-    }
-
-    #[cfg(test)]
-    pub fn schema_compilations(&self) -> u64 {
-        self.schema_compilations.get()
     }
 }
 
@@ -116,7 +101,6 @@ mod tests {
         metrics.judge_call(JudgeOutcome::CachedDeny);
         metrics.judge_call(JudgeOutcome::CachedDeny);
         metrics.judge_latency(0.2);
-        metrics.schema_compiled();
 
         let mut text = String::new();
         encode(&mut text, &registry).expect("encoding into a String cannot fail");
@@ -126,10 +110,6 @@ mod tests {
         );
         assert!(
             text.contains("toolgate_judge_latency_seconds_count 1"),
-            "{text}"
-        );
-        assert!(
-            text.contains("toolgate_schema_compilations_total 1"),
             "{text}"
         );
         assert_eq!(metrics.judge_calls(JudgeOutcome::CachedDeny), 2);

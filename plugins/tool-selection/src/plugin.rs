@@ -8,21 +8,22 @@ use toolgate_plugin::{
     Violation,
 };
 
-use crate::checks::{check_calls, no_tools_declared, truncate};
+use toolgate_plugin::schema::{SchemaChecker, truncate};
+
+use crate::checks::{check_calls, no_tools_declared};
 use crate::judge::{Judge, ReviewContext};
 use crate::metrics::Metrics;
-use crate::schema::SchemaCache;
 use crate::settings::Settings;
 
 /// One configured instance of the plugin (one per route entry and config load).
 pub struct ToolSelection {
     strict: bool,
-    schemas: SchemaCache,
+    schemas: SchemaChecker,
     judge: Option<Judge>,
 }
 
 impl ToolSelection {
-    pub fn new(settings: Settings, schemas: SchemaCache, metrics: Metrics) -> Self {
+    pub fn new(settings: Settings, schemas: SchemaChecker, metrics: Metrics) -> Self {
         ToolSelection {
             strict: settings.strict,
             schemas,
@@ -114,7 +115,7 @@ mod tests {
     fn plugin(settings: serde_json::Value) -> ToolSelection {
         let metrics = Metrics::register(&mut Default::default());
         let settings = Settings::parse(&settings).expect("valid settings");
-        ToolSelection::new(settings, SchemaCache::new(metrics.clone()), metrics)
+        ToolSelection::new(settings, SchemaChecker::standalone(), metrics)
     }
 
     fn unparsable<T>() -> Parsed<T> {

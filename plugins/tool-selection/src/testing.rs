@@ -32,7 +32,10 @@ pub struct Harness {
 
 impl Harness {
     pub fn new(settings: Value) -> Self {
-        let factory = ToolSelectionFactory::new(&mut Registry::default());
+        let factory = ToolSelectionFactory::new(
+            &mut Registry::default(),
+            toolgate_plugin::schema::SchemaChecker::standalone(),
+        );
         let plugin = match factory.build(&settings, &toolgate_plugin::BuildContext::default()) {
             Ok(plugin) => plugin,
             Err(error) => panic!("settings refused: {error}"),
