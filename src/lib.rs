@@ -14,6 +14,7 @@
 //! - [`proxy`]: the request path: route, read, `pre_request`, forward, check, answer.
 //! - [`reload`]: hot reload on SIGHUP and on a change of the config file.
 //! - [`streaming`]: the stream guard that holds tool calls back until they are checked.
+//! - [`plugins`]: the plugin crates built in, one line each.
 //! - [`pipeline`]: a route's plugin chain and how its verdicts are enforced.
 //! - [`router`]: longest-prefix routes.
 //! - [`route_table`]: the route table `serve` logs, and the generation endpoints it leaves
@@ -38,6 +39,7 @@ mod exchange;
 mod explain;
 mod mcp;
 mod pipeline;
+mod plugins;
 mod proxy;
 mod reload;
 mod route_table;

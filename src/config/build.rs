@@ -11,8 +11,8 @@ use toolgate_plugin::prometheus_client::registry::Registry;
 use toolgate_plugin::schema::SchemaChecker;
 use toolgate_plugin::taxonomy;
 use toolgate_plugin::{
-    BuildContext, CatalogTool, MemoryStore, PluginFactory, StateStore, StoreFailMode, Tenant,
-    ToolCatalog, WireFormat,
+    BuildContext, CatalogTool, FactoryContext, MemoryStore, PluginFactory, StateStore,
+    StoreFailMode, Tenant, ToolCatalog, WireFormat,
 };
 
 use super::source::{ConfigError, ConfigErrors, KeyPath, Source};
@@ -47,25 +47,23 @@ impl PluginRegistry {
         }
     }
 
-    /// Every plugin shipped with toolgate.
+    /// Every plugin shipped with toolgate: the factories of each crate in
+    /// [`crate::plugins::BUILTIN`].
     pub fn builtin(metrics: &mut Registry) -> Self {
-        let (groups, permission) = toolgate_access_control::factories(metrics);
         let schemas = SchemaChecker::new(metrics);
-        let tool_selection =
-            toolgate_tool_selection::ToolSelectionFactory::new(metrics, schemas.clone());
+        let mut context = FactoryContext {
+            metrics,
+            schemas: &schemas,
+        };
+        let factories: Vec<_> = crate::plugins::BUILTIN
+            .iter()
+            .flat_map(|crate_factories| crate_factories(&mut context))
+            .collect();
         let mut registry = PluginRegistry::empty();
-        registry.schemas = schemas;
-        registry
-            .with(Arc::new(tool_selection))
-            .with(Arc::new(groups))
-            .with(Arc::new(permission))
-            .with(Arc::new(toolgate_tool_budget::ToolBudgetFactory::new(
-                metrics,
-            )))
-            .with(Arc::new(
-                toolgate_tool_arguments::ToolArgumentsFactory::new(metrics),
-            ))
-            .with(Arc::new(toolgate_service::ServiceFactory::new(metrics)))
+        registry.schemas = schemas.clone();
+        factories
+            .into_iter()
+            .fold(registry, |registry, factory| registry.with(factory))
     }
 
     /// The process's JSON Schema checks, whose compiled schemas tool_selection shares.

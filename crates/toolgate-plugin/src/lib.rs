@@ -67,8 +67,8 @@ pub use format::{ErrorShape, ParseError, ParseErrorKind, ToolRequest, ToolRespon
 pub use identity::ToolKey;
 pub use pattern::ToolPattern;
 pub use plugin::{
-    AvailabilityQuery, BodyNeeds, BuildContext, Plugin, PluginFactory, SettingsError,
-    parse_settings,
+    AvailabilityQuery, BodyNeeds, BuildContext, CrateFactories, FactoryContext, Plugin,
+    PluginFactory, SettingsError, parse_settings,
 };
 pub use service::{BreakerSettings, ConfigParam, ServiceDescriptor};
 pub use store::{MemoryStore, StateStore, StoreError, StoreFailMode};

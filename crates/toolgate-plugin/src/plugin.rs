@@ -102,6 +102,19 @@ pub trait PluginFactory: Send + Sync + 'static {
     ) -> Result<Arc<dyn Plugin>, SettingsError>;
 }
 
+/// What a plugin crate's factories are made with, once per process: the registry their
+/// metrics go into, and the schema checks every part of toolgate shares.
+pub struct FactoryContext<'a> {
+    /// The Prometheus registry of the process (`/metrics`).
+    pub metrics: &'a mut prometheus_client::registry::Registry,
+    /// The process's JSON Schema checks and compiled-schema cache.
+    pub schemas: &'a crate::schema::SchemaChecker,
+}
+
+/// The one function a plugin crate exports for the gateway's registry: its factories, made
+/// once per process. A crate of plugins is built in by one line naming this function.
+pub type CrateFactories = fn(&mut FactoryContext<'_>) -> Vec<Arc<dyn PluginFactory>>;
+
 /// The gateway-wide sections of one config load that a plugin may read while it is built.
 /// The gateway fills it in; a test or a tool builds one with `Default` and sets what it needs.
 #[derive(Debug, Clone)]

@@ -19,8 +19,9 @@ mod selection;
 
 use std::sync::Arc;
 
-use prometheus_client::registry::Registry;
-use toolgate_plugin::{BuildContext, Plugin, PluginFactory, SettingsError, ToolCatalog};
+use toolgate_plugin::{
+    BuildContext, FactoryContext, Plugin, PluginFactory, SettingsError, ToolCatalog,
+};
 
 pub use filtering::OnEmpty;
 pub use selection::{Selection, Transition};
@@ -38,15 +39,15 @@ pub struct ToolPermissionFactory {
     metrics: Arc<AccessMetrics>,
 }
 
-/// Both factories, sharing one set of metrics.
-pub fn factories(registry: &mut Registry) -> (ToolGroupsFactory, ToolPermissionFactory) {
-    let metrics = Arc::new(AccessMetrics::register(registry));
-    (
-        ToolGroupsFactory {
+/// Both factories, sharing one set of metrics, for the gateway's registry.
+pub fn factories(context: &mut FactoryContext<'_>) -> Vec<Arc<dyn PluginFactory>> {
+    let metrics = Arc::new(AccessMetrics::register(context.metrics));
+    vec![
+        Arc::new(ToolGroupsFactory {
             metrics: metrics.clone(),
-        },
-        ToolPermissionFactory { metrics },
-    )
+        }),
+        Arc::new(ToolPermissionFactory { metrics }),
+    ]
 }
 
 impl PluginFactory for ToolGroupsFactory {

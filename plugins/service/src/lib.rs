@@ -48,7 +48,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use prometheus_client::registry::Registry;
-use toolgate_plugin::{BuildContext, Plugin, PluginFactory, ServiceDescriptor, SettingsError};
+use toolgate_plugin::{
+    BuildContext, FactoryContext, Plugin, PluginFactory, ServiceDescriptor, SettingsError,
+};
 
 use crate::client::ServiceClient;
 use crate::metrics::Metrics;
@@ -90,6 +92,11 @@ impl ServiceFactory {
             }
         }
     }
+}
+
+/// This crate's factories, for the gateway's registry.
+pub fn factories(context: &mut FactoryContext<'_>) -> Vec<Arc<dyn PluginFactory>> {
+    vec![Arc::new(ServiceFactory::new(context.metrics))]
 }
 
 impl PluginFactory for ServiceFactory {

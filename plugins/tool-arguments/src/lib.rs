@@ -30,7 +30,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
-use toolgate_plugin::{BuildContext, Plugin, PluginFactory, SettingsError};
+use toolgate_plugin::{BuildContext, FactoryContext, Plugin, PluginFactory, SettingsError};
 
 pub use plugin::{CallFindings, Offence, apply_rules};
 pub use settings::{Action, Rule, parse as parse_rules};
@@ -46,6 +46,11 @@ impl ToolArgumentsFactory {
             metrics: Metrics::register(registry),
         }
     }
+}
+
+/// This crate's factories, for the gateway's registry.
+pub fn factories(context: &mut FactoryContext<'_>) -> Vec<Arc<dyn PluginFactory>> {
+    vec![Arc::new(ToolArgumentsFactory::new(context.metrics))]
 }
 
 impl PluginFactory for ToolArgumentsFactory {

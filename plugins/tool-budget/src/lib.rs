@@ -29,7 +29,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
-use toolgate_plugin::{BuildContext, Plugin, PluginFactory, SettingsError};
+use toolgate_plugin::{BuildContext, FactoryContext, Plugin, PluginFactory, SettingsError};
 
 pub use settings::{Behaviour, Counting, Settings};
 
@@ -44,6 +44,11 @@ impl ToolBudgetFactory {
             metrics: Metrics::register(registry),
         }
     }
+}
+
+/// This crate's factories, for the gateway's registry.
+pub fn factories(context: &mut FactoryContext<'_>) -> Vec<Arc<dyn PluginFactory>> {
+    vec![Arc::new(ToolBudgetFactory::new(context.metrics))]
 }
 
 impl PluginFactory for ToolBudgetFactory {

@@ -52,7 +52,7 @@ use std::sync::Arc;
 
 use prometheus_client::registry::Registry;
 use toolgate_plugin::schema::SchemaChecker;
-use toolgate_plugin::{BuildContext, Plugin, PluginFactory, SettingsError};
+use toolgate_plugin::{BuildContext, FactoryContext, Plugin, PluginFactory, SettingsError};
 
 use crate::metrics::Metrics;
 use crate::plugin::ToolSelection;
@@ -77,6 +77,14 @@ impl ToolSelectionFactory {
             metrics: Metrics::register(registry),
         }
     }
+}
+
+/// This crate's factories, for the gateway's registry.
+pub fn factories(context: &mut FactoryContext<'_>) -> Vec<Arc<dyn PluginFactory>> {
+    vec![Arc::new(ToolSelectionFactory::new(
+        context.metrics,
+        context.schemas.clone(),
+    ))]
 }
 
 impl PluginFactory for ToolSelectionFactory {
