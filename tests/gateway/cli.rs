@@ -295,3 +295,33 @@ fn check_refuses_two_catalog_entries_for_one_tool_and_an_unknown_unreadable_answ
         "{errors}"
     );
 }
+
+/// Every gateway configuration the docs show (a ```toml block with a `[[routes]]`) loads, so the
+/// docs cannot drift from the code.
+#[test]
+fn every_config_example_in_docs_loads() {
+    let docs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs");
+    let runtime = toolgate::Runtime::new();
+    let mut loaded = 0;
+    for entry in std::fs::read_dir(&docs).expect("docs/ exists") {
+        let path = entry.expect("a readable entry").path();
+        if path.extension().is_none_or(|extension| extension != "md") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("readable");
+        for block in text.split("```toml\n").skip(1) {
+            let Some((config, _)) = block.split_once("```") else {
+                continue;
+            };
+            if !config.contains("[[routes]]") {
+                continue;
+            }
+            let name = path.display().to_string();
+            if let Err(errors) = toolgate::Config::from_toml(config, &name, &runtime.plugins) {
+                panic!("{name}: an example does not load:\n{errors}\n{config}");
+            }
+            loaded += 1;
+        }
+    }
+    assert!(loaded >= 1, "the docs show at least one configuration");
+}

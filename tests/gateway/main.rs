@@ -9,6 +9,7 @@ mod common;
 mod access_control;
 mod arguments;
 mod budgets;
+mod call_limit;
 mod cli;
 mod fixtures;
 mod formats;
