@@ -12,7 +12,8 @@ use serde_json::value::RawValue;
 use crate::directives::{DIRECTIVES_FIELD, Directives};
 use crate::edits::Edit;
 use crate::raw_object::RawObject;
-use crate::stream::StreamAssembler;
+use crate::response_edits::Replacement;
+use crate::stream::{StreamAssembler, StreamRewriter};
 use crate::tool::{DeclaredTool, HistoryCall, ToolCall};
 use crate::tool_entry::{self, ToolEntry};
 use crate::{anthropic, chat, response_edits, responses};
@@ -67,6 +68,14 @@ pub(crate) trait Adapter: Sync {
     fn latest_user_text(&self, body: &[u8]) -> Option<String>;
     /// The tool calls of the conversation so far.
     fn history(&self, body: &[u8]) -> Vec<HistoryCall>;
+    /// Writes the edited calls' new arguments into the items of an answer's calls field.
+    fn replace_arguments(
+        &self,
+        items: &mut [serde_json::Value],
+        wanted: &[Replacement<'_>],
+    ) -> Result<bool, ParseError>;
+    /// Rewrites one stream event for the edits `rewriter` holds; true when it changed.
+    fn rewrite_event(&self, rewriter: &mut StreamRewriter, event: &mut serde_json::Value) -> bool;
 }
 
 impl WireFormat {

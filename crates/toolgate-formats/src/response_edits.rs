@@ -1,7 +1,7 @@
-//! Argument edits on responses: where each format keeps a call's arguments, and how a
-//! replacement is written there. Complete bodies rewrite only the top-level field that holds
-//! the calls (`choices`, `output`, `content`); every other top-level field keeps its bytes.
-//! Stream events reuse the per-item functions below through the stream rewriter.
+//! Argument edits on complete answers: the edits a check made, and the rewrite of the one
+//! top-level field that holds an answer's calls (its adapter names it and writes the new
+//! arguments in its own shape, in its folder's `rewrite`); every other top-level field keeps its
+//! bytes.
 
 use bytes::Bytes;
 use serde_json::Value;
@@ -70,122 +70,7 @@ pub(crate) fn apply_to_calls(
     let Some(items) = calls.as_array_mut() else {
         return Ok(false);
     };
-    let mut changed = false;
-    match format {
-        WireFormat::ChatCompletions => {
-            for (position, choice) in items.iter_mut().enumerate() {
-                let index = choice
-                    .get("index")
-                    .and_then(Value::as_u64)
-                    .map_or(position as u32, |index| index as u32);
-                let Some(message) = choice.get_mut("message") else {
-                    continue;
-                };
-                for edit in wanted.iter().filter(|edit| edit.choice == index) {
-                    changed |= set_chat_call(message, edit.call_id, edit.arguments);
-                }
-            }
-        }
-        WireFormat::Responses => {
-            for item in items.iter_mut() {
-                for edit in wanted {
-                    changed |= set_responses_item(item, edit);
-                }
-            }
-        }
-        WireFormat::AnthropicMessages => {
-            for block in items.iter_mut() {
-                for edit in wanted {
-                    changed |= set_anthropic_block(block, edit)?;
-                }
-            }
-        }
-    }
-    Ok(changed)
-}
-
-/// A chat message's call: `tool_calls[]` by id (function `arguments` or custom `input`), or the
-/// legacy `function_call` when the edit names no id.
-fn set_chat_call(message: &mut Value, call_id: Option<&str>, arguments: &str) -> bool {
-    match call_id {
-        None => match message.get_mut("function_call") {
-            Some(function) if function.is_object() => {
-                function["arguments"] = Value::String(arguments.to_owned());
-                true
-            }
-            _ => false,
-        },
-        Some(id) => {
-            let Some(calls) = message.get_mut("tool_calls").and_then(Value::as_array_mut) else {
-                return false;
-            };
-            let mut changed = false;
-            for call in calls
-                .iter_mut()
-                .filter(|call| call.get("id").and_then(Value::as_str) == Some(id))
-            {
-                if let Some(custom) = call.get_mut("custom").filter(|custom| custom.is_object()) {
-                    custom["input"] = Value::String(arguments.to_owned());
-                    changed = true;
-                } else if let Some(function) = call
-                    .get_mut("function")
-                    .filter(|function| function.is_object())
-                {
-                    function["arguments"] = Value::String(arguments.to_owned());
-                    changed = true;
-                }
-            }
-            changed
-        }
-    }
-}
-
-/// The id a Responses item's call is known by: its `call_id`, else its `id` (as the adapter).
-pub(crate) fn responses_call_key(item: &Value) -> Option<&str> {
-    item.get("call_id")
-        .and_then(Value::as_str)
-        .or_else(|| item.get("id").and_then(Value::as_str))
-}
-
-/// A Responses output item: `function_call` `arguments`, `custom_tool_call` `input`.
-pub(crate) fn set_responses_item(item: &mut Value, edit: &Replacement<'_>) -> bool {
-    if edit.call_id.is_none() || responses_call_key(item) != edit.call_id {
-        return false;
-    }
-    let field = match item.get("type").and_then(Value::as_str) {
-        Some("function_call") => "arguments",
-        Some("custom_tool_call") => "input",
-        _ => return false,
-    };
-    item[field] = Value::String(edit.arguments.to_owned());
-    true
-}
-
-/// An Anthropic `tool_use` / `server_tool_use` block: `input` is an object, so the new
-/// arguments must be JSON.
-pub(crate) fn set_anthropic_block(
-    block: &mut Value,
-    edit: &Replacement<'_>,
-) -> Result<bool, ParseError> {
-    let is_call = matches!(
-        block.get("type").and_then(Value::as_str),
-        Some("tool_use" | "server_tool_use")
-    );
-    if !is_call || edit.call_id.is_none() || block.get("id").and_then(Value::as_str) != edit.call_id
-    {
-        return Ok(false);
-    }
-    block["input"] = anthropic_input(edit.arguments)?;
-    Ok(true)
-}
-
-/// Arguments as the JSON value an Anthropic `input` holds.
-pub(crate) fn anthropic_input(arguments: &str) -> Result<Value, ParseError> {
-    serde_json::from_str(arguments).map_err(|error| {
-        ParseError::new(format!(
-            "replacement arguments for an Anthropic tool_use are not JSON: {error}"
-        ))
-    })
+    format.adapter().replace_arguments(items, wanted)
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! the gateway what each event is so it can pass text through and hold tool calls back.
 //! An assembler only reads events; the gateway decides what to forward, hold or replace.
 
-mod rewrite;
+pub(crate) mod rewrite;
 
 pub use crate::anthropic::AnthropicStreamAssembler;
 pub use crate::chat::ChatStreamAssembler;

@@ -3,6 +3,7 @@
 //! same calls rebuilt from `delta` fragments in a stream (`stream`).
 
 pub(crate) mod message;
+pub(crate) mod rewrite;
 pub(crate) mod stream;
 
 pub use stream::ChatStreamAssembler;
@@ -11,7 +12,8 @@ use bytes::Bytes;
 
 use crate::edits::Edit;
 use crate::format::{Adapter, ErrorShape, ParseError, ToolRequest, ToolResponse};
-use crate::stream::StreamAssembler;
+use crate::response_edits::Replacement;
+use crate::stream::{StreamAssembler, StreamRewriter};
 use crate::tool::HistoryCall;
 
 /// This format's [`Adapter`].
@@ -70,5 +72,17 @@ impl Adapter for Chat {
 
     fn history(&self, body: &[u8]) -> Vec<HistoryCall> {
         message::history(body)
+    }
+
+    fn replace_arguments(
+        &self,
+        items: &mut [serde_json::Value],
+        wanted: &[Replacement<'_>],
+    ) -> Result<bool, ParseError> {
+        rewrite::replace_arguments(items, wanted)
+    }
+
+    fn rewrite_event(&self, rewriter: &mut StreamRewriter, event: &mut serde_json::Value) -> bool {
+        rewriter.chat(event)
     }
 }

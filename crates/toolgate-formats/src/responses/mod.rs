@@ -2,6 +2,7 @@
 //! of a response (`message`), and the same items rebuilt from `response.*` events (`stream`).
 
 pub(crate) mod message;
+pub(crate) mod rewrite;
 pub(crate) mod stream;
 
 pub use stream::ResponsesStreamAssembler;
@@ -10,7 +11,8 @@ use bytes::Bytes;
 
 use crate::edits::Edit;
 use crate::format::{Adapter, ErrorShape, ParseError, ToolRequest, ToolResponse};
-use crate::stream::StreamAssembler;
+use crate::response_edits::Replacement;
+use crate::stream::{StreamAssembler, StreamRewriter};
 use crate::tool::HistoryCall;
 
 /// This format's [`Adapter`].
@@ -63,5 +65,17 @@ impl Adapter for Responses {
 
     fn history(&self, body: &[u8]) -> Vec<HistoryCall> {
         message::history(body)
+    }
+
+    fn replace_arguments(
+        &self,
+        items: &mut [serde_json::Value],
+        wanted: &[Replacement<'_>],
+    ) -> Result<bool, ParseError> {
+        rewrite::replace_arguments(items, wanted)
+    }
+
+    fn rewrite_event(&self, rewriter: &mut StreamRewriter, event: &mut serde_json::Value) -> bool {
+        rewriter.responses(event)
     }
 }

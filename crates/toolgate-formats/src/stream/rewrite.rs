@@ -3,7 +3,8 @@
 //! edited call carries the whole new arguments and its later fragments carry nothing, so a
 //! client that concatenates fragments rebuilds exactly the new arguments; events that repeat
 //! the whole arguments (`….done`, `response.completed`) carry them whole. Events that touch no
-//! edited call are not rewritten: the caller forwards their original bytes.
+//! edited call are not rewritten: the caller forwards their original bytes. Each format's
+//! events are rewritten in its folder (`chat/rewrite.rs`, …); this file keeps the edits.
 
 use std::collections::HashMap;
 
@@ -12,17 +13,17 @@ use serde_json::Value;
 
 use crate::edits::Edit;
 use crate::format::WireFormat;
-use crate::response_edits::{self, Replacement};
+use crate::response_edits;
 use crate::sse::SseEvent;
 
 /// An edit kept for the rest of the stream.
 #[derive(Debug)]
-struct StreamEdit {
-    choice: u32,
-    call_id: Option<String>,
-    arguments: String,
+pub(crate) struct StreamEdit {
+    pub(crate) choice: u32,
+    pub(crate) call_id: Option<String>,
+    pub(crate) arguments: String,
     /// The new arguments went out in a fragment; later fragments of the call carry nothing.
-    written: bool,
+    pub(crate) written: bool,
 }
 
 /// Rewrites a stream's events for the argument edits made so far. Feed it, in stream order,
@@ -30,11 +31,11 @@ struct StreamEdit {
 #[derive(Debug)]
 pub struct StreamRewriter {
     format: WireFormat,
-    edits: Vec<StreamEdit>,
+    pub(crate) edits: Vec<StreamEdit>,
     /// Chat: (choice, tool-call index) → call id; Anthropic: (0, block index) → block id.
-    slots: HashMap<(u32, u64), String>,
+    pub(crate) slots: HashMap<(u32, u64), String>,
     /// Responses: output item id → the id its call is known by (`call_id`, else `id`).
-    items: HashMap<String, String>,
+    pub(crate) items: HashMap<String, String>,
 }
 
 impl StreamRewriter {
@@ -72,11 +73,7 @@ impl StreamRewriter {
             return None;
         }
         let mut value: Value = serde_json::from_str(data).ok()?;
-        let changed = match self.format {
-            WireFormat::ChatCompletions => self.chat(&mut value),
-            WireFormat::Responses => self.responses(&mut value),
-            WireFormat::AnthropicMessages => self.anthropic(&mut value),
-        };
+        let changed = self.format.adapter().rewrite_event(self, &mut value);
         if !changed {
             return None;
         }
@@ -84,7 +81,11 @@ impl StreamRewriter {
         Some(with_data(&event.raw, &text))
     }
 
-    fn edit_for(&mut self, choice: u32, call_id: Option<&str>) -> Option<&mut StreamEdit> {
+    pub(crate) fn edit_for(
+        &mut self,
+        choice: u32,
+        call_id: Option<&str>,
+    ) -> Option<&mut StreamEdit> {
         self.edits
             .iter_mut()
             .rev()
@@ -92,190 +93,12 @@ impl StreamRewriter {
     }
 
     /// The text a fragment of an edited call carries: everything the first time, then nothing.
-    fn fragment(edit: &mut StreamEdit) -> String {
+    pub(crate) fn fragment(edit: &mut StreamEdit) -> String {
         if edit.written {
             String::new()
         } else {
             edit.written = true;
             edit.arguments.clone()
-        }
-    }
-
-    fn chat(&mut self, value: &mut Value) -> bool {
-        let Some(choices) = value.get_mut("choices").and_then(Value::as_array_mut) else {
-            return false;
-        };
-        let mut changed = false;
-        for (position, choice) in choices.iter_mut().enumerate() {
-            let index = choice
-                .get("index")
-                .and_then(Value::as_u64)
-                .map_or(position as u32, |index| index as u32);
-            let Some(delta) = choice.get_mut("delta") else {
-                continue;
-            };
-            if let Some(calls) = delta.get_mut("tool_calls").and_then(Value::as_array_mut) {
-                for (slot_position, call) in calls.iter_mut().enumerate() {
-                    let slot = call
-                        .get("index")
-                        .and_then(Value::as_u64)
-                        .unwrap_or(slot_position as u64);
-                    if let Some(id) = call.get("id").and_then(Value::as_str) {
-                        self.slots.insert((index, slot), id.to_owned());
-                    }
-                    let Some(id) = self.slots.get(&(index, slot)).cloned() else {
-                        continue;
-                    };
-                    let (object, field) = if call.get("custom").is_some() {
-                        ("custom", "input")
-                    } else if call.get("function").is_some() {
-                        ("function", "arguments")
-                    } else {
-                        continue;
-                    };
-                    let Some(edit) = self.edit_for(index, Some(&id)) else {
-                        continue;
-                    };
-                    call[object][field] = Value::String(Self::fragment(edit));
-                    changed = true;
-                }
-            }
-            if delta.get("function_call").is_some_and(Value::is_object)
-                && let Some(edit) = self.edit_for(index, None)
-            {
-                delta["function_call"]["arguments"] = Value::String(Self::fragment(edit));
-                changed = true;
-            }
-        }
-        changed
-    }
-
-    fn responses(&mut self, value: &mut Value) -> bool {
-        let kind = value
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
-        match kind.as_str() {
-            "response.output_item.added" | "response.output_item.done" => {
-                let Some(item) = value.get_mut("item") else {
-                    return false;
-                };
-                let Some(key) = response_edits::responses_call_key(item).map(str::to_owned) else {
-                    return false;
-                };
-                if let Some(id) = item.get("id").and_then(Value::as_str) {
-                    self.items.insert(id.to_owned(), key.clone());
-                }
-                let Some(edit) = self.edit_for(0, Some(&key)) else {
-                    return false;
-                };
-                let arguments = if kind.ends_with(".added") {
-                    String::new()
-                } else {
-                    edit.arguments.clone()
-                };
-                response_edits::set_responses_item(
-                    item,
-                    &Replacement {
-                        choice: 0,
-                        call_id: Some(&key),
-                        arguments: &arguments,
-                    },
-                )
-            }
-            "response.function_call_arguments.delta" | "response.custom_tool_call_input.delta" => {
-                let Some(edit) = self.item_edit(value) else {
-                    return false;
-                };
-                value["delta"] = Value::String(Self::fragment(edit));
-                true
-            }
-            "response.function_call_arguments.done" | "response.custom_tool_call_input.done" => {
-                let field = if kind.starts_with("response.function_call") {
-                    "arguments"
-                } else {
-                    "input"
-                };
-                let Some(edit) = self.item_edit(value) else {
-                    return false;
-                };
-                value[field] = Value::String(edit.arguments.clone());
-                true
-            }
-            _ => {
-                // `response.completed` and its kin repeat the whole output.
-                let Some(output) = value
-                    .get_mut("response")
-                    .and_then(|response| response.get_mut("output"))
-                else {
-                    return false;
-                };
-                let wanted: Vec<Replacement<'_>> = self
-                    .edits
-                    .iter()
-                    .map(|edit| Replacement {
-                        choice: edit.choice,
-                        call_id: edit.call_id.as_deref(),
-                        arguments: &edit.arguments,
-                    })
-                    .collect();
-                response_edits::apply_to_calls(WireFormat::Responses, output, &wanted)
-                    .unwrap_or(false)
-            }
-        }
-    }
-
-    /// The edit of the call a Responses fragment event names by `item_id`.
-    fn item_edit(&mut self, value: &Value) -> Option<&mut StreamEdit> {
-        let item_id = value.get("item_id").and_then(Value::as_str)?;
-        let key = self
-            .items
-            .get(item_id)
-            .cloned()
-            .unwrap_or_else(|| item_id.to_owned());
-        self.edit_for(0, Some(&key))
-    }
-
-    fn anthropic(&mut self, value: &mut Value) -> bool {
-        let index = value.get("index").and_then(Value::as_u64).unwrap_or(0);
-        match value.get("type").and_then(Value::as_str) {
-            Some("content_block_start") => {
-                let Some(block) = value.get_mut("content_block") else {
-                    return false;
-                };
-                let Some(id) = block.get("id").and_then(Value::as_str).map(str::to_owned) else {
-                    return false;
-                };
-                self.slots.insert((0, index), id.clone());
-                let Some(edit) = self.edit_for(0, Some(&id)) else {
-                    return false;
-                };
-                let Ok(input) = response_edits::anthropic_input(&edit.arguments) else {
-                    return false;
-                };
-                block["input"] = input;
-                true
-            }
-            Some("content_block_delta") => {
-                let is_json = value
-                    .get("delta")
-                    .and_then(|delta| delta.get("type"))
-                    .and_then(Value::as_str)
-                    == Some("input_json_delta");
-                let Some(id) = self.slots.get(&(0, index)).cloned() else {
-                    return false;
-                };
-                if !is_json {
-                    return false;
-                }
-                let Some(edit) = self.edit_for(0, Some(&id)) else {
-                    return false;
-                };
-                value["delta"]["partial_json"] = Value::String(Self::fragment(edit));
-                true
-            }
-            _ => false,
         }
     }
 }

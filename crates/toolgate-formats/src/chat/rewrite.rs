@@ -1,0 +1,117 @@
+//! Chat completions, edited: a call's new arguments written into a complete answer's
+//! `message` and into the `delta` fragments of a stream.
+
+use serde_json::Value;
+
+use crate::format::ParseError;
+use crate::response_edits::Replacement;
+use crate::stream::StreamRewriter;
+
+/// Replaces the arguments of the edited calls among `items`, the answer's calls field.
+pub(super) fn replace_arguments(
+    items: &mut [Value],
+    wanted: &[Replacement<'_>],
+) -> Result<bool, ParseError> {
+    let mut changed = false;
+    for (position, choice) in items.iter_mut().enumerate() {
+        let index = choice
+            .get("index")
+            .and_then(Value::as_u64)
+            .map_or(position as u32, |index| index as u32);
+        let Some(message) = choice.get_mut("message") else {
+            continue;
+        };
+        for edit in wanted.iter().filter(|edit| edit.choice == index) {
+            changed |= set_chat_call(message, edit.call_id, edit.arguments);
+        }
+    }
+    Ok(changed)
+}
+
+/// A chat message's call: `tool_calls[]` by id (function `arguments` or custom `input`), or the
+/// legacy `function_call` when the edit names no id.
+fn set_chat_call(message: &mut Value, call_id: Option<&str>, arguments: &str) -> bool {
+    match call_id {
+        None => match message.get_mut("function_call") {
+            Some(function) if function.is_object() => {
+                function["arguments"] = Value::String(arguments.to_owned());
+                true
+            }
+            _ => false,
+        },
+        Some(id) => {
+            let Some(calls) = message.get_mut("tool_calls").and_then(Value::as_array_mut) else {
+                return false;
+            };
+            let mut changed = false;
+            for call in calls
+                .iter_mut()
+                .filter(|call| call.get("id").and_then(Value::as_str) == Some(id))
+            {
+                if let Some(custom) = call.get_mut("custom").filter(|custom| custom.is_object()) {
+                    custom["input"] = Value::String(arguments.to_owned());
+                    changed = true;
+                } else if let Some(function) = call
+                    .get_mut("function")
+                    .filter(|function| function.is_object())
+                {
+                    function["arguments"] = Value::String(arguments.to_owned());
+                    changed = true;
+                }
+            }
+            changed
+        }
+    }
+}
+
+impl StreamRewriter {
+    /// Rewrites one of this format's events for the edits made so far; true when it changed.
+    pub(crate) fn chat(&mut self, value: &mut Value) -> bool {
+        let Some(choices) = value.get_mut("choices").and_then(Value::as_array_mut) else {
+            return false;
+        };
+        let mut changed = false;
+        for (position, choice) in choices.iter_mut().enumerate() {
+            let index = choice
+                .get("index")
+                .and_then(Value::as_u64)
+                .map_or(position as u32, |index| index as u32);
+            let Some(delta) = choice.get_mut("delta") else {
+                continue;
+            };
+            if let Some(calls) = delta.get_mut("tool_calls").and_then(Value::as_array_mut) {
+                for (slot_position, call) in calls.iter_mut().enumerate() {
+                    let slot = call
+                        .get("index")
+                        .and_then(Value::as_u64)
+                        .unwrap_or(slot_position as u64);
+                    if let Some(id) = call.get("id").and_then(Value::as_str) {
+                        self.slots.insert((index, slot), id.to_owned());
+                    }
+                    let Some(id) = self.slots.get(&(index, slot)).cloned() else {
+                        continue;
+                    };
+                    let (object, field) = if call.get("custom").is_some() {
+                        ("custom", "input")
+                    } else if call.get("function").is_some() {
+                        ("function", "arguments")
+                    } else {
+                        continue;
+                    };
+                    let Some(edit) = self.edit_for(index, Some(&id)) else {
+                        continue;
+                    };
+                    call[object][field] = Value::String(Self::fragment(edit));
+                    changed = true;
+                }
+            }
+            if delta.get("function_call").is_some_and(Value::is_object)
+                && let Some(edit) = self.edit_for(index, None)
+            {
+                delta["function_call"]["arguments"] = Value::String(Self::fragment(edit));
+                changed = true;
+            }
+        }
+        changed
+    }
+}
