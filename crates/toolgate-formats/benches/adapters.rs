@@ -7,9 +7,10 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use toolgate_formats::ChatStreamAssembler;
 use toolgate_formats::WireFormat;
 use toolgate_formats::sse::SseParser;
-use toolgate_formats::stream::{ChatStreamAssembler, StreamAssembler};
+use toolgate_formats::stream::StreamAssembler;
 
 // The requests and answers of bench/ (one definition of the traffic for load and micro runs);
 // this target uses part of it.

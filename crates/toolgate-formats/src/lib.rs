@@ -16,8 +16,8 @@
 //! - [`tool`]: `DeclaredTool`, `ToolCall` and their kinds, the nouns of every check.
 //! - [`identity`]: `ToolKey`, a tool name trimmed and case-folded.
 //! - [`directives`]: the client's `toolgate` object and `x-toolgate-*` headers.
-//! - [`format`](mod@format): `WireFormat`, `ToolRequest`, `ToolResponse`, `ParseError`, and the
-//!   dispatch to each format's adapter.
+//! - [`format`](mod@format): `WireFormat`, `ToolRequest`, `ToolResponse`, `ParseError` and the
+//!   `Adapter` trait each format implements; `registry` maps a `WireFormat` to its adapter.
 //! - `chat/`, `responses/`, `anthropic/`: one folder per format, its `message` (request and
 //!   answer bodies) and its `stream` (the assembler of its events) side by side.
 //! - [`edits`]: body edits as the adapters apply them; `response_edits` and
@@ -27,9 +27,11 @@
 //! - [`sse`]: an incremental Server-Sent Events parser that keeps each event's exact bytes.
 //! - [`stream`]: what an event is to the guard, the assembler trait, and whole-stream reading.
 
+mod adapter;
 mod anthropic;
 mod chat;
 mod raw_object;
+mod registry;
 mod response_edits;
 mod responses;
 mod tool_entry;
@@ -45,8 +47,11 @@ pub mod sse;
 pub mod stream;
 pub mod tool;
 
+pub use anthropic::AnthropicStreamAssembler;
+pub use chat::ChatStreamAssembler;
 pub use directives::Directives;
 pub use edits::Edit;
 pub use format::{ErrorShape, ParseError, ParseErrorKind, ToolRequest, ToolResponse, WireFormat};
 pub use identity::ToolKey;
+pub use responses::ResponsesStreamAssembler;
 pub use tool::{CallOutcome, DeclaredTool, HistoryCall, ToolCall, ToolKind};

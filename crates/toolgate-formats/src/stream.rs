@@ -4,9 +4,6 @@
 
 pub(crate) mod rewrite;
 
-pub use crate::anthropic::AnthropicStreamAssembler;
-pub use crate::chat::ChatStreamAssembler;
-pub use crate::responses::ResponsesStreamAssembler;
 pub use rewrite::StreamRewriter;
 
 use crate::format::{ParseError, ToolResponse, WireFormat};
@@ -142,6 +139,7 @@ pub(crate) mod tests {
     use bytes::Bytes;
 
     use super::*;
+    use crate::chat::ChatStreamAssembler;
     use crate::format::{ToolResponse, WireFormat};
     use crate::sse::SseParser;
     use crate::sse::tests::chunkings;

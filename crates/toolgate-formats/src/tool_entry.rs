@@ -12,6 +12,31 @@ use serde_json::value::RawValue;
 use crate::format::ParseError;
 use crate::tool::{DeclaredTool, ToolKind};
 
+/// The top-level request fields the Responses and Anthropic formats share: tools of any shape,
+/// the stream flag and the model. (Chat adds its legacy `functions[]` and reads its own.)
+#[derive(serde::Deserialize)]
+pub(crate) struct RequestHead<'a> {
+    /// Read in the same pass as the rest of the body: no second scan of the tools.
+    #[serde(borrow, default)]
+    tools: Option<Vec<ToolEntry<'a>>>,
+    #[serde(default)]
+    pub stream: Option<bool>,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(borrow, default)]
+    pub toolgate: Option<&'a RawValue>,
+    /// Responses: run in the background, the answer fetched later by id.
+    #[serde(default)]
+    pub background: Option<bool>,
+}
+
+impl RequestHead<'_> {
+    /// The declared tools, their schemas sharing `body`, the buffer this head was read from.
+    pub(crate) fn declared_tools(&mut self, body: &Bytes) -> Result<Vec<DeclaredTool>, ParseError> {
+        declared_tools(self.tools.take().unwrap_or_default(), body)
+    }
+}
+
 #[derive(Deserialize)]
 pub(crate) struct ToolEntry<'a> {
     #[serde(rename = "type", borrow, default)]

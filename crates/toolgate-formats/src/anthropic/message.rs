@@ -8,15 +8,14 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::stream::AnthropicStreamAssembler as Blocks;
 use crate::edits::Edit;
 use crate::format::{
-    ParseError, RequestHead, ToolRequest, ToolResponse, WireFormat, name_text, read_json,
-    text_or_raw_json,
+    ParseError, ToolRequest, ToolResponse, WireFormat, name_text, read_json, text_or_raw_json,
 };
 use crate::raw_object::RawObject;
-use crate::stream::AnthropicStreamAssembler as Blocks;
 use crate::tool::{CallOutcome, DeclaredTool, HistoryCall, ToolCall, ToolKind};
-use crate::tool_entry::without_tools;
+use crate::tool_entry::{RequestHead, without_tools};
 
 /// The names a declared `code_execution` server tool (version 20250825 and later) answers
 /// under: it runs as `server_tool_use` calls of its bash and file-editing halves, so declaring

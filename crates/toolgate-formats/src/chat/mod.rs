@@ -10,8 +10,9 @@ pub use stream::ChatStreamAssembler;
 
 use bytes::Bytes;
 
+use crate::adapter::Adapter;
 use crate::edits::Edit;
-use crate::format::{Adapter, ErrorShape, ParseError, ToolRequest, ToolResponse};
+use crate::format::{ErrorShape, ParseError, ToolRequest, ToolResponse};
 use crate::response_edits::Replacement;
 use crate::stream::{StreamAssembler, StreamRewriter};
 use crate::tool::HistoryCall;

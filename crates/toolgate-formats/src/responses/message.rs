@@ -10,12 +10,11 @@ use serde_json::value::RawValue;
 
 use crate::edits::Edit;
 use crate::format::{
-    ParseError, RequestHead, ToolRequest, ToolResponse, WireFormat, name_text, read_json,
-    text_or_raw_json,
+    ParseError, ToolRequest, ToolResponse, WireFormat, name_text, read_json, text_or_raw_json,
 };
 use crate::raw_object::RawObject;
 use crate::tool::{CallOutcome, DeclaredTool, HistoryCall, ToolCall, ToolKind, builtin_tool_name};
-use crate::tool_entry::{ToolEntry, without_tools};
+use crate::tool_entry::{RequestHead, ToolEntry, without_tools};
 
 pub(crate) fn parse_request(body: Bytes) -> Result<ToolRequest, ParseError> {
     let mut wire: RequestHead = read_json(&body)?;

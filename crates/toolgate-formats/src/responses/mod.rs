@@ -9,8 +9,9 @@ pub use stream::ResponsesStreamAssembler;
 
 use bytes::Bytes;
 
+use crate::adapter::Adapter;
 use crate::edits::Edit;
-use crate::format::{Adapter, ErrorShape, ParseError, ToolRequest, ToolResponse};
+use crate::format::{ErrorShape, ParseError, ToolRequest, ToolResponse};
 use crate::response_edits::Replacement;
 use crate::stream::{StreamAssembler, StreamRewriter};
 use crate::tool::HistoryCall;

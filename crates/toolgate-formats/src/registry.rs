@@ -1,0 +1,146 @@
+//! The registry of wire formats: which adapter each [`WireFormat`] is, and the format-neutral
+//! entry points that dispatch to it. Adding a format is its folder and a line in
+//! [`WireFormat::adapter`].
+
+use bytes::Bytes;
+use serde_json::value::RawValue;
+
+use crate::adapter::Adapter;
+use crate::edits::Edit;
+use crate::format::{ErrorShape, ParseError, ToolRequest, ToolResponse, WireFormat, read_json};
+use crate::raw_object::RawObject;
+use crate::stream::StreamAssembler;
+use crate::{anthropic, chat, response_edits, responses};
+
+impl WireFormat {
+    /// Every format, in the order answers are read by their call fields.
+    pub const ALL: [WireFormat; 3] = [
+        WireFormat::ChatCompletions,
+        WireFormat::Responses,
+        WireFormat::AnthropicMessages,
+    ];
+
+    /// The registry: the adapter of each format.
+    pub(crate) fn adapter(self) -> &'static dyn Adapter {
+        match self {
+            WireFormat::ChatCompletions => &chat::Chat,
+            WireFormat::Responses => &responses::Responses,
+            WireFormat::AnthropicMessages => &anthropic::Anthropic,
+        }
+    }
+
+    /// The name used in configuration (`format = "…"`).
+    pub fn name(self) -> &'static str {
+        self.adapter().name()
+    }
+
+    /// The format a configuration name means.
+    pub fn from_name(name: &str) -> Option<WireFormat> {
+        WireFormat::ALL
+            .into_iter()
+            .find(|format| format.name() == name)
+    }
+
+    /// The format an endpoint path speaks, judged by its last segments.
+    pub fn from_path(path: &str) -> Option<WireFormat> {
+        let path = path.trim_end_matches('/');
+        WireFormat::ALL
+            .into_iter()
+            .find(|format| path.ends_with(format.adapter().path_suffix()))
+    }
+
+    /// The format a request body has the shape of: `input` without `messages` is the Responses
+    /// API; `messages` with a top-level `system`, or tools declared with `input_schema`, is
+    /// Anthropic; other `messages` are chat completions.
+    pub fn from_body(body: &[u8]) -> Option<WireFormat> {
+        #[derive(serde::Deserialize)]
+        struct Shape<'a> {
+            #[serde(borrow, default)]
+            input: Option<&'a RawValue>,
+            #[serde(borrow, default)]
+            messages: Option<&'a RawValue>,
+            #[serde(borrow, default)]
+            system: Option<&'a RawValue>,
+            #[serde(borrow, default)]
+            tools: Option<&'a RawValue>,
+        }
+        let shape: Shape = read_json(body).ok()?;
+        match (shape.input, shape.messages) {
+            (Some(_), None) => Some(WireFormat::Responses),
+            (_, Some(_))
+                if shape.system.is_some()
+                    || shape
+                        .tools
+                        .is_some_and(|tools| tools.get().contains("\"input_schema\"")) =>
+            {
+                Some(WireFormat::AnthropicMessages)
+            }
+            (_, Some(_)) => Some(WireFormat::ChatCompletions),
+            (None, None) => None,
+        }
+    }
+
+    /// How toolgate's own errors are shaped for this format's clients.
+    pub fn error_shape(self) -> ErrorShape {
+        self.adapter().error_shape()
+    }
+
+    /// The top-level answer field that carries this format's calls.
+    pub fn calls_field(self) -> &'static str {
+        self.adapter().calls_field()
+    }
+
+    /// Reads the declared tools and the stream flag of a request body.
+    pub fn parse_request(self, body: Bytes) -> Result<ToolRequest, ParseError> {
+        self.adapter().parse_request(body)
+    }
+
+    /// Reads the tool calls of a complete (non-streamed) response body.
+    pub fn parse_response(self, body: &[u8]) -> Result<ToolResponse, ParseError> {
+        self.adapter().parse_response(body)
+    }
+
+    /// A fresh assembler for one streamed response in this format.
+    pub fn stream_assembler(self) -> Box<dyn StreamAssembler> {
+        self.adapter().stream_assembler()
+    }
+
+    /// Applies response edits (replaced arguments) to a complete response body and returns the
+    /// new body, or `None` when no edit changed anything (the original bytes then go as they are).
+    pub fn apply_response_edits(
+        self,
+        body: &[u8],
+        edits: &[Edit],
+    ) -> Result<Option<Bytes>, ParseError> {
+        response_edits::apply(self, body, edits)
+    }
+
+    /// Applies request edits (removing declared tools) and returns the new body, or `None`
+    /// when no edit changed anything, so an untouched body is forwarded as its original bytes.
+    /// A request built without a body (an MCP call's) is edited with
+    /// [`ToolRequest::remove_declared_tools`] instead.
+    pub fn apply_request_edits(
+        self,
+        body: &[u8],
+        edits: &[Edit],
+    ) -> Result<Option<Bytes>, ParseError> {
+        if edits.contains(&Edit::StripToolFields) {
+            return strip_fields(body, self.adapter().tool_fields());
+        }
+        self.adapter().apply_request_edits(body, edits)
+    }
+}
+
+/// Removes top-level fields; `None` when none of them is there.
+fn strip_fields(body: &[u8], fields: &[&str]) -> Result<Option<Bytes>, ParseError> {
+    let object: RawObject = read_json(body)?;
+    let present: Vec<(&str, Option<String>)> = fields
+        .iter()
+        .filter(|field| object.0.iter().any(|(key, _)| key == *field))
+        .map(|field| (*field, None))
+        .collect();
+    if present.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(Bytes::from(object.write(&present))))
+}
