@@ -9,7 +9,6 @@
 
 use crate::format::{ParseError, ParseErrorKind, ToolResponse, WireFormat, read_json};
 use crate::lenient;
-use crate::raw_object::RawObject;
 use crate::stream;
 
 /// The calls of a complete answer body, for checking. `Err` means the answer must not reach
@@ -29,6 +28,71 @@ pub fn read_answer(hint: WireFormat, body: &[u8]) -> Result<ToolResponse, ParseE
     read_json_answer(body)
 }
 
+/// How many times each format's call field is a top-level key of an answer: read without
+/// copying a key or a value (the answer's hot path reads it on every guarded exchange).
+#[derive(Default)]
+struct CallFields([u8; WireFormat::ALL.len()]);
+
+impl CallFields {
+    fn count(&self, field: &str) -> u8 {
+        WireFormat::ALL
+            .iter()
+            .position(|format| format.calls_field() == field)
+            .and_then(|at| self.0.get(at).copied())
+            .unwrap_or(0)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for CallFields {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Keys;
+        impl<'de> serde::de::Visitor<'de> for Keys {
+            type Value = CallFields;
+            fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+                formatter.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<CallFields, A::Error> {
+                let mut fields = CallFields::default();
+                while let Some(FieldKey(format)) = map.next_key::<FieldKey>()? {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                    if let Some(seen) = format.and_then(|at| fields.0.get_mut(at)) {
+                        *seen = seen.saturating_add(1);
+                    }
+                }
+                Ok(fields)
+            }
+        }
+        deserializer.deserialize_map(Keys)
+    }
+}
+
+/// A top-level key, as the position of the format whose call field it is: compared where it
+/// lies in the body, never copied.
+struct FieldKey(Option<usize>);
+
+impl<'de> serde::Deserialize<'de> for FieldKey {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Key;
+        impl serde::de::Visitor<'_> for Key {
+            type Value = FieldKey;
+            fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+                formatter.write_str("a key")
+            }
+            fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<FieldKey, E> {
+                Ok(FieldKey(
+                    WireFormat::ALL
+                        .iter()
+                        .position(|format| format.calls_field() == key),
+                ))
+            }
+        }
+        deserializer.deserialize_str(Key)
+    }
+}
+
 /// A JSON answer: refused when a call-bearing field it has cannot be read strictly, or when it
 /// is not JSON but holds a call's fields; read as carrying no call otherwise.
 fn read_json_answer(body: &[u8]) -> Result<ToolResponse, ParseError> {
@@ -45,7 +109,7 @@ fn read_json_answer(body: &[u8]) -> Result<ToolResponse, ParseError> {
         };
     }
     // Only the keys are read here: which formats' call fields the answer has.
-    let fields: RawObject = match read_json(body) {
+    let fields: CallFields = match read_json(body) {
         Ok(fields) => fields,
         Err(error) => {
             let error = ParseError::from(error);
@@ -67,7 +131,7 @@ fn read_json_answer(body: &[u8]) -> Result<ToolResponse, ParseError> {
     let mut response = ToolResponse::default();
     for format in WireFormat::ALL {
         let field = format.calls_field();
-        match fields.0.iter().filter(|(key, _)| key == field).count() {
+        match fields.count(field) {
             0 => continue,
             1 => {}
             _ => {
