@@ -45,3 +45,91 @@ pub(crate) trait Adapter: Sync {
     /// Rewrites one stream event for the edits `rewriter` holds; true when it changed.
     fn rewrite_event(&self, rewriter: &mut StreamRewriter, event: &mut serde_json::Value) -> bool;
 }
+
+/// The [`Adapter`] of a format folder. Every folder names its parts alike (`message`'s
+/// parsers and edits, `stream`'s assembler, `rewrite`'s writers), so an adapter is the folder's
+/// constants (`chat/mod.rs` shows one).
+macro_rules! folder_adapter {
+    (
+        $adapter:ident, $assembler:ident, $rewrite_event:ident,
+        name: $name:literal, path: $path:literal, errors: $shape:expr,
+        tool_fields: $fields:expr, calls: $calls:literal $(,)?
+    ) => {
+        /// This format's [`Adapter`](crate::adapter::Adapter).
+        pub(crate) struct $adapter;
+
+        impl crate::adapter::Adapter for $adapter {
+            fn name(&self) -> &'static str {
+                $name
+            }
+
+            fn path_suffix(&self) -> &'static str {
+                $path
+            }
+
+            fn error_shape(&self) -> crate::format::ErrorShape {
+                $shape
+            }
+
+            fn tool_fields(&self) -> &'static [&'static str] {
+                $fields
+            }
+
+            fn calls_field(&self) -> &'static str {
+                $calls
+            }
+
+            fn parse_request(
+                &self,
+                body: bytes::Bytes,
+            ) -> Result<crate::format::ToolRequest, crate::format::ParseError> {
+                message::parse_request(body)
+            }
+
+            fn parse_response(
+                &self,
+                body: &[u8],
+            ) -> Result<crate::format::ToolResponse, crate::format::ParseError> {
+                message::parse_response(body)
+            }
+
+            fn stream_assembler(&self) -> Box<dyn crate::stream::StreamAssembler> {
+                Box::new($assembler::new())
+            }
+
+            fn apply_request_edits(
+                &self,
+                body: &[u8],
+                edits: &[crate::edits::Edit],
+            ) -> Result<Option<bytes::Bytes>, crate::format::ParseError> {
+                message::apply_request_edits(body, edits)
+            }
+
+            fn latest_user_text(&self, body: &[u8]) -> Option<String> {
+                message::latest_user_text(body)
+            }
+
+            fn history(&self, body: &[u8]) -> Vec<crate::tool::HistoryCall> {
+                message::history(body)
+            }
+
+            fn replace_arguments(
+                &self,
+                items: &mut [serde_json::Value],
+                wanted: &[crate::response_edits::Replacement<'_>],
+            ) -> Result<bool, crate::format::ParseError> {
+                rewrite::replace_arguments(items, wanted)
+            }
+
+            fn rewrite_event(
+                &self,
+                rewriter: &mut crate::stream::StreamRewriter,
+                event: &mut serde_json::Value,
+            ) -> bool {
+                rewriter.$rewrite_event(event)
+            }
+        }
+    };
+}
+
+pub(crate) use folder_adapter;
