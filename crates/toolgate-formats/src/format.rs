@@ -208,15 +208,6 @@ impl ParseError {
     pub fn is_ambiguous(&self) -> bool {
         self.kind == ParseErrorKind::Ambiguous
     }
-
-    /// Whether the guard must refuse the body as a whole: ambiguous, or unreadable although it
-    /// may carry a call.
-    pub fn is_refusal(&self) -> bool {
-        matches!(
-            self.kind,
-            ParseErrorKind::Ambiguous | ParseErrorKind::Unreadable
-        )
-    }
 }
 
 impl From<serde_json::Error> for ParseError {
