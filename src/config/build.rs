@@ -16,7 +16,8 @@ use toolgate_plugin::{
 };
 
 use super::source::{ConfigError, ConfigErrors, KeyPath, Source};
-use super::{Config, Mode, RawConfig, RawPluginEntry, ServerConfig, settings_to_json};
+use super::{Config, RawConfig, RawPluginEntry, ServerConfig, settings_to_json};
+use crate::pipeline::Mode;
 use crate::pipeline::{Chain, ChainEntry};
 use crate::router::{Route, RouteFormat, Router, UnreadableAnswers};
 use crate::telemetry::AuditOutput;
