@@ -282,6 +282,12 @@ async fn read_and_screen_request(
             Parsed::Parsed(request) if request.background && needs.response => {
                 return Err(GatewayError::background_refused());
             }
+            // The object is toolgate's: a malformed one is refused on every route, never
+            // forwarded or read as "no directives".
+            Parsed::Parsed(request) if request.directives().is_err() => {
+                let message = request.directives().err().unwrap_or_default();
+                return Err(GatewayError::invalid_directive(message));
+            }
             _ => {}
         }
         None
@@ -327,6 +333,7 @@ fn prepare_upstream_head(
             GatewayError::bad_request(format!("the request path cannot be forwarded: {error}"))
         })?;
     strip_hop_by_hop(headers);
+    toolgate_plugin::directives::strip_headers(headers);
     if exchange.meta.tenant.is_some() {
         // The tenant's key is toolgate's business only; the upstream gets its own key.
         strip_client_credentials(headers);

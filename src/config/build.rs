@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use toolgate_plugin::prometheus_client::registry::Registry;
 use toolgate_plugin::schema::SchemaChecker;
-use toolgate_plugin::taxonomy;
 use toolgate_plugin::{
     BuildContext, CatalogTool, FactoryContext, MemoryStore, PluginFactory, StateStore,
     StoreFailMode, Tenant, ToolCatalog, WireFormat,
 };
+use toolgate_plugin::{directives, taxonomy};
 
 use super::source::{ConfigError, ConfigErrors, KeyPath, Source};
 use super::{Config, RawConfig, RawPluginEntry, ServerConfig, settings_to_json};
@@ -612,14 +612,27 @@ fn build_catalog(raw: &RawConfig, source: &Source, errors: &mut Vec<ConfigError>
         tool.category = entry.category.clone();
         tool.action = entry.action.clone();
         tool.description = entry.description.clone();
-        for (key, values) in [
-            ("groups", &tool.groups),
-            ("available_in_states", &tool.available_in_states),
+        // A name no request could carry in a header (or that a comma would split) would make
+        // the tool unreachable by group or state: refused here rather than never matched.
+        let transition = tool.transition.iter().cloned().collect::<Vec<_>>();
+        for (key, values, wildcard_allowed) in [
+            ("groups", &tool.groups, false),
+            ("available_in_states", &tool.available_in_states, true),
+            ("state", &transition, false),
         ] {
-            if values.iter().any(|value| value.trim().is_empty()) {
-                errors.push(
-                    source.error_at_key(&tool_path.clone().key(key), "names must not be empty"),
-                );
+            let unnamable = values.iter().find(|value| {
+                let wildcard = value.as_str() == toolgate_plugin::catalog::WILDCARD;
+                (wildcard && !wildcard_allowed) || !directives::is_valid_name(value)
+            });
+            if let Some(name) = unnamable {
+                errors.push(source.error_at_key(
+                    &tool_path.clone().key(key),
+                    format!(
+                        "'{}' is not a name a request can give: use 1-64 of A-Z a-z 0-9 _ . : -{}",
+                        name.escape_debug(),
+                        if wildcard_allowed { " (or *)" } else { "" }
+                    ),
+                ));
             }
         }
         if let Some(category) = &tool.category
@@ -643,15 +656,6 @@ fn build_catalog(raw: &RawConfig, source: &Source, errors: &mut Vec<ConfigError>
                     taxonomy::ACTION_TYPES.join(", ")
                 ),
             ));
-        }
-        if tool
-            .transition
-            .as_deref()
-            .is_some_and(|state| state.trim().is_empty())
-        {
-            errors.push(
-                source.error_at_key(&tool_path.clone().key("state"), "a state must not be empty"),
-            );
         }
         tools.push(tool);
     }

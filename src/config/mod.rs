@@ -264,7 +264,8 @@ fn default_breaker_cool_down_ms() -> u64 {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawTool {
-    #[serde(default)]
+    /// `group` is seed 000's own spelling.
+    #[serde(default, alias = "group")]
     pub groups: Option<Vec<String>>,
     /// The state a successful call moves the conversation to.
     #[serde(default)]

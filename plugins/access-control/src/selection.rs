@@ -77,7 +77,7 @@ pub(crate) fn read(
     let request = request.as_parsed();
     let directives = match request.map(ToolRequest::directives).transpose() {
         Ok(directives) => directives.flatten().unwrap_or_default(),
-        Err(message) => return Err(bad_request(Check::Group, "invalid_directives", message)),
+        Err(message) => return Err(bad_request(Check::Group, "invalid_directive", message)),
     };
     let header_groups =
         header_text(headers, GROUP_HEADER)?.map(|text| directives::split_list(&text));
@@ -222,7 +222,7 @@ fn header_text(headers: &HeaderMap, name: &str) -> Result<Option<String>, Refusa
             Err(_) => {
                 return Err(bad_request(
                     Check::Group,
-                    "invalid_directives",
+                    "invalid_directive",
                     format!("the {name} header is not visible ASCII"),
                 ));
             }
@@ -344,12 +344,12 @@ mod tests {
             (
                 HeaderMap::new(),
                 request(r#"{"messages":[],"toolgate":{"group":1}}"#),
-                "invalid_directives",
+                "invalid_directive",
             ),
             (
                 HeaderMap::new(),
                 request(r#"{"messages":[],"toolgate":{"groups":["a"],"admin":true}}"#),
-                "invalid_directives",
+                "invalid_directive",
             ),
         ] {
             assert_eq!(

@@ -4,6 +4,7 @@
 //! seed's catalog and the requests and clients the files below share.
 
 mod config;
+mod directives;
 mod groups;
 mod permissions;
 mod states;

@@ -23,7 +23,11 @@ struct RequestWire<'a> {
     stream: Option<bool>,
     #[serde(default)]
     model: Option<String>,
-    #[serde(borrow, default)]
+    #[serde(
+        borrow,
+        default,
+        deserialize_with = "crate::directives::present_even_if_null"
+    )]
     toolgate: Option<&'a RawValue>,
 }
 
