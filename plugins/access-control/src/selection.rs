@@ -19,8 +19,11 @@ pub struct Selection {
     pub initial_state: String,
     /// The state after the history's completed calls: the one tools are filtered by.
     pub state: String,
+    /// The transitions this request records: those made by the calls of the model's latest
+    /// turn, whose results are new to this request. Earlier ones were recorded by the request
+    /// that brought their results, so a conversation counts each transition once.
     pub transitions: Vec<Transition>,
-    /// Completed calls in the history to tools not available in the state they ran in.
+    /// Calls of the latest turn to tools not available in the state they ran in.
     pub invalid_transitions: usize,
 }
 
@@ -161,17 +164,19 @@ pub(crate) fn read(
             }
             let mut fallback = None;
             let tool = entry_of(catalog, &call.name, &mut fallback);
-            if !tool.available_in(&selection.state) {
+            if !tool.available_in(&selection.state) && call.latest_turn {
                 selection.invalid_transitions += 1;
             }
             if let Some(next) = &tool.transition {
-                selection.transitions.push(Transition {
-                    // The catalog's spelling: one tool is one metric label, however a client
-                    // cased the call.
-                    tool: tool.name.clone(),
-                    from: selection.state.clone(),
-                    to: next.clone(),
-                });
+                if call.latest_turn {
+                    selection.transitions.push(Transition {
+                        // The catalog's spelling: one tool is one metric label, however a
+                        // client cased the call.
+                        tool: tool.name.clone(),
+                        from: selection.state.clone(),
+                        to: next.clone(),
+                    });
+                }
                 selection.state = next.clone();
             }
         }
@@ -401,13 +406,41 @@ mod tests {
         assert_eq!(selection.state, "analysis", "c2 has no result yet");
         assert_eq!(
             selection.transitions,
-            [Transition {
-                tool: "knowledge-query".into(),
-                from: "undefined".into(),
-                to: "analysis".into()
-            }]
+            [],
+            "c1's transition was recorded by the request that brought its result"
         );
         assert_eq!(selection.invalid_transitions, 0);
+    }
+
+    #[test]
+    fn only_the_latest_turn_records_its_transitions() {
+        let catalog = catalog();
+        let conversation = r#"{"messages":[
+            {"role":"user","content":"go"},
+            {"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"knowledge-query","arguments":"{}"}}]},
+            {"role":"tool","tool_call_id":"c1","content":"found"},
+            {"role":"assistant","tool_calls":[{"id":"c2","type":"function","function":{"name":"complex-analysis","arguments":"{}"}}]},
+            {"role":"tool","tool_call_id":"c2","content":"done"}
+        ]}"#;
+        let selection =
+            read(&HeaderMap::new(), &request(conversation), None, &catalog).expect("ok");
+        assert_eq!(selection.state, "results");
+        assert_eq!(
+            selection.transitions,
+            [Transition {
+                tool: "complex-analysis".into(),
+                from: "analysis".into(),
+                to: "results".into()
+            }]
+        );
+        // The model answered in text since: nothing new to record.
+        let answered = conversation.replace(
+            r#""content":"done"}"#,
+            r#""content":"done"},{"role":"assistant","content":"all done"},{"role":"user","content":"thanks"}"#,
+        );
+        let selection = read(&HeaderMap::new(), &request(&answered), None, &catalog).expect("ok");
+        assert_eq!(selection.state, "results");
+        assert_eq!(selection.transitions, []);
     }
 
     #[test]

@@ -200,9 +200,12 @@ pub(crate) fn history(body: &[u8]) -> Vec<HistoryCall> {
         return Vec::new();
     };
     let mut calls: Vec<HistoryCall> = Vec::new();
+    let mut turns: usize = 0;
     for message in conversation.messages {
         match message.role {
             Some("assistant") => {
+                let turn = turns;
+                turns += 1;
                 for (position, call) in message.tool_calls.into_iter().flatten().enumerate() {
                     if let Ok(call) = tool_call(0, position, call) {
                         calls.push(HistoryCall {
@@ -210,6 +213,8 @@ pub(crate) fn history(body: &[u8]) -> Vec<HistoryCall> {
                             name: call.name,
                             arguments: call.arguments,
                             outcome: CallOutcome::Pending,
+                            turn,
+                            latest_turn: false,
                         });
                     }
                 }
@@ -219,6 +224,8 @@ pub(crate) fn history(body: &[u8]) -> Vec<HistoryCall> {
                         arguments: function.arguments_text(),
                         name: function.name,
                         outcome: CallOutcome::Pending,
+                        turn,
+                        latest_turn: false,
                     });
                 }
             }
@@ -243,6 +250,7 @@ pub(crate) fn history(body: &[u8]) -> Vec<HistoryCall> {
             _ => {}
         }
     }
+    crate::tool::mark_latest_turn(&mut calls, turns.checked_sub(1));
     calls
 }
 
