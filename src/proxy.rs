@@ -340,7 +340,15 @@ fn prepare_upstream_head(
     }
     headers.remove(header::HOST);
     headers.remove(header::CONTENT_LENGTH);
-    upstream.authorize(headers);
+    upstream.authorize(
+        headers,
+        exchange.format,
+        exchange
+            .meta
+            .tenant
+            .as_ref()
+            .map(|tenant| tenant.name.as_str()),
+    );
     if exchange.route.chain.body_needs().response {
         // A compressed answer could not be inspected: ask for it plain.
         headers.insert(

@@ -22,7 +22,7 @@ use crate::pipeline::{Chain, ChainEntry};
 use crate::router::{Route, RouteFormat, Router, UnreadableAnswers};
 use crate::telemetry::AuditOutput;
 use crate::tenants::{KeyDigest, RouteAuth, TenantDirectory, digest, parse_digest};
-use crate::upstream::{Upstream, UpstreamSettings};
+use crate::upstream::{Upstream, UpstreamAuth, UpstreamSettings};
 
 /// The plugins this process can build, by name. Created once per process (plugins register
 /// their metrics here), then used by every config load.
@@ -136,10 +136,29 @@ pub(super) fn build(
                 errors.push(source.error_at_key(&path, "must be greater than 0"));
             }
         }
+        let auth = match upstream.auth.as_deref().map(UpstreamAuth::parse) {
+            Some(Err(message)) => {
+                let path = KeyPath::default().key("upstreams").key(name).key("auth");
+                errors.push(source.error_at_key(&path, message));
+                None
+            }
+            Some(Ok(auth)) => Some(auth),
+            None => None,
+        };
+        let tenant_keys = raw
+            .tenants
+            .iter()
+            .filter_map(|(tenant, entry)| {
+                let key = entry.upstream_keys.get(name)?;
+                Some((tenant.clone(), key.0.trim().to_owned()))
+            })
+            .collect();
         let settings = UpstreamSettings {
             name: name.clone(),
             url: upstream.url.0.clone(),
             api_key: upstream.api_key.as_ref().map(|key| key.0.clone()),
+            auth,
+            tenant_keys,
             connect_timeout: Duration::from_millis(upstream.connect_timeout_ms),
             response_timeout: Duration::from_millis(upstream.response_timeout_ms),
             read_timeout: Duration::from_millis(upstream.read_timeout_ms),
@@ -740,6 +759,18 @@ fn build_tenants(
                 &tenant_path,
                 "a tenant needs a key: set api_keys or api_key_sha256",
             ));
+        }
+        for (upstream, key) in &entry.upstream_keys {
+            let path = tenant_path.clone().key("upstream_keys").key(upstream);
+            if !raw.upstreams.contains_key(upstream) {
+                let known = raw.upstreams.keys().cloned().collect::<Vec<_>>().join(", ");
+                errors.push(source.error_at_key(
+                    &path,
+                    format!("unknown upstream '{upstream}' (defined: {known})"),
+                ));
+            } else if key.0.trim().is_empty() {
+                errors.push(source.error_at_key(&path, "an upstream key must not be empty"));
+            }
         }
         for (parsed, path) in &digests {
             if let Some(owner) = owners.insert(*parsed, name) {

@@ -25,4 +25,5 @@ mod shipped_routes;
 mod streaming;
 mod tenants;
 mod tool_selection;
+mod upstream_credentials;
 mod upstream_selfcheck;
