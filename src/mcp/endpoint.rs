@@ -12,7 +12,7 @@ use http::header::{CONTENT_TYPE, HeaderValue};
 use http::{HeaderMap, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use rmcp::model::{ErrorCode, ErrorData, JsonRpcError, JsonRpcVersion2_0};
+use rmcp::model::{CallToolRequestParams, ErrorCode, ErrorData, JsonRpcError, JsonRpcVersion2_0};
 use serde_json::json;
 use toolgate_plugin::{ExchangeMeta, Tenant};
 
@@ -138,6 +138,12 @@ async fn answer(
         );
     }
 
+    if parts.method == http::Method::POST
+        && let Some(answer) = invalid_call_params(&body, &request_id)
+    {
+        return answer;
+    }
+
     let meta = ExchangeMeta {
         request_id: request_id.clone(),
         route: route.path.clone(),
@@ -174,6 +180,43 @@ async fn answer(
         text.trim(),
         json!({"code": "invalid_message", "request_id": request_id}),
     )
+}
+
+/// A `tools/call` request whose params are not a call, answered -32602 (invalid params) for its
+/// id. rmcp reads a request whose params fit no known method as an unknown method (-32601),
+/// which tells a client the server lacks tools, not that its call was malformed.
+fn invalid_call_params(body: &[u8], request_id: &str) -> Option<Response<ProxyBody>> {
+    #[derive(serde::Deserialize)]
+    struct Message {
+        method: Option<String>,
+        id: Option<serde_json::Value>,
+        params: Option<serde_json::Value>,
+    }
+    let message: Message = serde_json::from_slice(body).ok()?;
+    // A notification (no id) gets no answer, whatever it holds.
+    let id = message
+        .id
+        .filter(|_| message.method.as_deref() == Some("tools/call"))?;
+    let problem = match message.params {
+        None => "tools/call has no params".to_owned(),
+        Some(params) => serde_json::from_value::<CallToolRequestParams>(params)
+            .err()?
+            .to_string(),
+    };
+    let error = json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {
+            "code": ErrorCode::INVALID_PARAMS.0,
+            "message": format!("invalid tools/call params: {problem}"),
+            "data": {"code": "invalid_params", "request_id": request_id},
+        },
+    });
+    let mut response = Response::new(full(Bytes::from(error.to_string())));
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    Some(response)
 }
 
 fn is_json(headers: &http::HeaderMap) -> bool {

@@ -1,6 +1,7 @@
 //! JSON-RPC that is not a well-formed call, sent raw to the MCP route: a body that is not JSON,
-//! one over the size limit, an unknown method, a message that is not JSON-RPC, a call without a
-//! name and a session toolgate never issued each get a JSON-RPC error — never a hang.
+//! one over the size limit, an unknown method, a message that is not JSON-RPC, a call whose
+//! params are not a call (-32602) and a session toolgate never issued each get a JSON-RPC
+//! error — never a hang.
 
 use serde_json::{Value, json};
 
@@ -105,19 +106,30 @@ async fn malformed_messages_unknown_methods_and_oversized_ones_get_json_rpc_erro
     assert!(status >= 400, "{status} {answer}");
     assert!(answer["error"]["code"].is_i64(), "{answer}");
 
-    // tools/call without a name: rmcp reads a request whose params fit no known method as an
-    // unknown method (-32601), not invalid params; either way an error for that id.
-    let (_, answer) = raw_post(
-        &gateway,
-        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {}}).to_string(),
-        Some(&session),
-    )
-    .await;
-    assert_eq!(answer["id"], 3, "{answer}");
-    assert!(
-        [-32601, -32602].contains(&answer["error"]["code"].as_i64().unwrap_or_default()),
-        "{answer}"
-    );
+    // tools/call whose params are not a call: invalid params (-32602) for that id, whatever is
+    // wrong with them; nothing reaches a backend.
+    for (id, params) in [
+        (3, json!({})),
+        (5, json!({"name": 7})),
+        (
+            6,
+            json!({"name": "everything__echo", "arguments": "not an object"}),
+        ),
+        (7, json!([1, 2])),
+    ] {
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+        let (status, answer) = raw_post(&gateway, call.to_string(), Some(&session)).await;
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["id"], id, "{answer}");
+        assert_eq!(answer["error"]["code"], -32602, "{answer}");
+        assert_eq!(
+            answer["error"]["data"]["code"], "invalid_params",
+            "{answer}"
+        );
+    }
+    let call = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call"});
+    let (_, answer) = raw_post(&gateway, call.to_string(), Some(&session)).await;
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
 
     // A session toolgate never issued.
     let (status, answer) = raw_post(
