@@ -368,6 +368,13 @@ fn check_mcp_route(
             ));
         }
     }
+    // Its answers are MCP results toolgate reads itself: there is no model answer to pass.
+    if route.unreadable_answers.is_some() {
+        errors.push(source.error_at_key(
+            &route_path.clone().key("unreadable_answers"),
+            "an MCP route has no unreadable_answers: toolgate reads every MCP result itself",
+        ));
+    }
     if raw.mcp_servers.is_empty() {
         errors.push(source.error_at_key(
             &route_path.clone().key("kind"),
