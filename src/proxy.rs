@@ -83,6 +83,7 @@ async fn serve_llm(
         method: request.method().clone(),
         path_and_query: path_and_query(request.uri()),
         tenant: None,
+        workflow_state: Default::default(),
     };
     let auth = route.auth;
     // Only plugins read the request's headers after it has gone upstream.

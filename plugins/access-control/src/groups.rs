@@ -118,6 +118,8 @@ impl Plugin for ToolGroups {
             }
         };
         self.count_selection(&selection);
+        // The first settling wins: a chain runs tool_groups once per exchange.
+        let _ = exchange.meta.workflow_state.set(selection.state.clone());
 
         let mut available = Vec::new();
         let (mut filtered_by_group, mut filtered_by_state) = (Vec::new(), Vec::new());
