@@ -3,7 +3,7 @@
 //! state carried forward through the conversation's completed tool calls (seed 000 §4.2).
 
 use http::{HeaderMap, StatusCode};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use toolgate_plugin::catalog::{CatalogTool, DEFAULT_GROUP, INITIAL_STATE, WILDCARD};
 use toolgate_plugin::directives::{self, GROUP_HEADER, STATE_HEADER};
 use toolgate_plugin::{
@@ -25,14 +25,21 @@ pub struct Selection {
     pub transitions: Vec<Transition>,
     /// Calls of the latest turn to tools not available in the state they ran in.
     pub invalid_transitions: usize,
+    /// The state the request named itself (header or body), if it named one.
+    pub claimed_state: Option<String>,
+    /// The conversation the body's `toolgate` object names, if it names one.
+    pub conversation: Option<String>,
 }
 
 /// One state change read from the conversation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Transition {
     pub tool: String,
     pub from: String,
     pub to: String,
+    /// When toolgate recorded it (ms since the Unix epoch), for a state it keeps itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<u64>,
 }
 
 /// Why a request's selection is refused, with the groups to count as denied.
@@ -147,13 +154,15 @@ pub(crate) fn read(
         }
     }
 
-    let initial_state = state.unwrap_or_else(|| INITIAL_STATE.to_owned());
+    let initial_state = state.clone().unwrap_or_else(|| INITIAL_STATE.to_owned());
     let mut selection = Selection {
         groups,
         state: initial_state.clone(),
         initial_state,
         transitions: Vec::new(),
         invalid_transitions: 0,
+        claimed_state: state,
+        conversation: directives.conversation,
     };
     if let Some(request) = request {
         for call in request.history() {
@@ -175,6 +184,7 @@ pub(crate) fn read(
                         tool: tool.name.clone(),
                         from: selection.state.clone(),
                         to: next.clone(),
+                        at: None,
                     });
                 }
                 selection.state = next.clone();
@@ -215,7 +225,7 @@ fn agree<T: PartialEq + std::fmt::Debug>(
 }
 
 /// A header's value as text (its repeats joined by commas); odd bytes are refused.
-fn header_text(headers: &HeaderMap, name: &str) -> Result<Option<String>, Refusal> {
+pub(crate) fn header_text(headers: &HeaderMap, name: &str) -> Result<Option<String>, Refusal> {
     let mut values = headers.get_all(name).iter().peekable();
     if values.peek().is_none() {
         return Ok(None);
@@ -236,7 +246,17 @@ fn header_text(headers: &HeaderMap, name: &str) -> Result<Option<String>, Refusa
     Ok(Some(parts.join(",")))
 }
 
-fn bad_request(check: Check, code: &str, message: impl Into<String>) -> Refusal {
+/// A 403 refusal with one violation, counting no group as denied.
+pub(crate) fn forbidden(check: Check, code: &str, message: impl Into<String>) -> Refusal {
+    Refusal {
+        rejection: Box::new(Rejection::forbidden(vec![Violation::new(
+            check, code, message,
+        )])),
+        denied_groups: Vec::new(),
+    }
+}
+
+pub(crate) fn bad_request(check: Check, code: &str, message: impl Into<String>) -> Refusal {
     Refusal {
         rejection: Box::new(
             Rejection::forbidden(vec![Violation::new(check, code, message)])
@@ -430,7 +450,8 @@ mod tests {
             [Transition {
                 tool: "complex-analysis".into(),
                 from: "analysis".into(),
-                to: "results".into()
+                to: "results".into(),
+                at: None,
             }]
         );
         // The model answered in text since: nothing new to record.

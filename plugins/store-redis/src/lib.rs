@@ -10,8 +10,9 @@
 //!   every call is bounded by a timeout. A Redis that is down is a [`StoreError`], which the
 //!   plugin answers per the gateway's `fail_mode`; when Redis comes back the next call succeeds,
 //!   without a restart.
-//! - Keys: `<key>:<window ms>:<period>` per window (expiring when the period ends) and the
-//!   markers as given. Single-instance Redis (or a primary); Redis Cluster is not supported,
+//! - Keys: `<key>:<window ms>:<period>` per window (expiring when the period ends), the
+//!   markers as given, and records (a conversation's workflow state) as given, replaced by a
+//!   compare-and-set script. Single-instance Redis (or a primary); Redis Cluster is not supported,
 //!   since a script's keys there must share one slot.
 //!
 //! # Layout
@@ -38,6 +39,7 @@ pub struct RedisStore {
     timeout: Duration,
     connection: Mutex<Option<ConnectionManager>>,
     script: redis::Script,
+    replace_script: redis::Script,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -63,6 +65,7 @@ impl RedisStore {
             timeout,
             connection: Mutex::new(None),
             script: redis::Script::new(COUNT_SCRIPT),
+            replace_script: redis::Script::new(REPLACE_SCRIPT),
         })
     }
 
@@ -176,7 +179,53 @@ impl StateStore for RedisStore {
     fn describe(&self) -> String {
         self.display.clone()
     }
+
+    async fn read_record(&self, key: &str) -> Result<Option<String>, StoreError> {
+        let mut connection = self.connection().await?;
+        let mut command = redis::cmd("GET");
+        command.arg(key);
+        tokio::time::timeout(self.timeout, command.query_async(&mut connection))
+            .await
+            .map_err(|_| StoreError::new(format!("{} did not answer in time", self.display)))?
+            .map_err(|error| StoreError::new(format!("{}: {error}", self.display)))
+    }
+
+    async fn replace_record(
+        &self,
+        key: &str,
+        expected: Option<&str>,
+        record: &str,
+        ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        let mut connection = self.connection().await?;
+        let mut invocation = self.replace_script.prepare_invoke();
+        invocation
+            .key(key)
+            .arg(if expected.is_some() { "1" } else { "0" })
+            .arg(expected.unwrap_or_default())
+            .arg(record)
+            .arg((ttl.as_millis() as u64).max(1));
+        let replaced: i64 =
+            tokio::time::timeout(self.timeout, invocation.invoke_async(&mut connection))
+                .await
+                .map_err(|_| StoreError::new(format!("{} did not answer in time", self.display)))?
+                .map_err(|error| StoreError::new(format!("{}: {error}", self.display)))?;
+        Ok(replaced == 1)
+    }
 }
+
+/// Compare-and-set of one record: `KEYS[1]`; `ARGV` = whether a record is expected, the
+/// expected record, the new one, its TTL in ms. 1 when written, 0 when the record differed.
+const REPLACE_SCRIPT: &str = r#"
+local current = redis.call('GET', KEYS[1])
+if ARGV[1] == '1' then
+  if current ~= ARGV[2] then return 0 end
+elseif current then
+  return 0
+end
+redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[4])
+return 1
+"#;
 
 #[cfg(test)]
 mod tests {

@@ -206,6 +206,8 @@ pub(crate) fn history(body: &[u8]) -> Vec<HistoryCall> {
             let answered = block.tool_use_id.map(text_or_raw_json);
             if let Some(call) = calls
                 .iter_mut()
+                // The latest call with the id: a client may reuse ids across turns.
+                .rev()
                 .find(|call| call.id.is_some() && call.id == answered)
             {
                 call.outcome = if failed {

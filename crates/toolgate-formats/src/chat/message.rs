@@ -232,6 +232,8 @@ pub(crate) fn history(body: &[u8]) -> Vec<HistoryCall> {
             Some("tool") => {
                 if let Some(call) = calls
                     .iter_mut()
+                    // The latest call with the id: a client may reuse ids across turns.
+                    .rev()
                     .find(|call| call.id.is_some() && call.id == message.tool_call_id)
                 {
                     call.outcome = CallOutcome::Completed;

@@ -257,6 +257,8 @@ pub(crate) fn history(body: &[u8]) -> Vec<HistoryCall> {
             }) => {
                 if let Some(call) = calls
                     .iter_mut()
+                    // The latest call with the id: a client may reuse ids across turns.
+                    .rev()
                     .find(|call| call.id.as_deref() == Some(id.as_str()))
                 {
                     call.outcome = match failed {
