@@ -6,6 +6,7 @@
 mod config;
 mod directives;
 mod groups;
+mod kept_state;
 mod permissions;
 mod states;
 mod tenants;
