@@ -24,7 +24,7 @@ use toolgate_plugin::{
     Violation,
 };
 
-use super::backend::{Backend, CallFailure, Connection};
+use super::backend::{Backend, CallFailure, Connection, ProgressRelay};
 use super::names::{RequestedTool, parse_requested};
 use super::services::McpEndpoint;
 use super::{Caller, Policy};
@@ -48,6 +48,9 @@ pub mod codes {
     pub const INVALID_TOOL_RESULT: i32 = -32004;
     /// The caller is not who it claims (no tenant key, or an agent its tenant does not hold).
     pub const UNAUTHORIZED: i32 = -32005;
+    /// The caller cancelled the call (`notifications/cancelled`); the backend was told too.
+    /// The caller ignores the answer, as MCP says; the audit line keeps it.
+    pub const CANCELLED: i32 = -32006;
 }
 
 /// What the HTTP side hands the MCP server with each request, in the request's extensions.
@@ -103,7 +106,15 @@ impl ServerHandler for McpEndpoint {
     ) -> Result<CallToolResponse, ErrorData> {
         let scope = scope_of(&context.extensions)?;
         let call_id = request_id_text(&context.id);
-        call_tool(&scope, request, call_id)
+        // rmcp leaves a call's `_meta` in its params; its context's meta is the transport's.
+        let progress = (request.meta.as_ref())
+            .and_then(|meta| meta.get_progress_token())
+            .or_else(|| context.meta.get_progress_token())
+            .map(|token| ProgressRelay {
+                session: context.peer.clone(),
+                token,
+            });
+        call_tool(&scope, request, call_id, progress, context.ct.cancelled())
             .await
             .map(CallToolResponse::from)
     }
@@ -207,6 +218,7 @@ async fn close(mut exchange: Exchange, scope: &RequestScope, error: Option<&Erro
             Some(codes::INVALID_TOOL_RESULT) => "invalid_result",
             Some(codes::BACKEND_UNAVAILABLE) => "unavailable",
             Some(codes::BACKEND_TIMEOUT) => "timeout",
+            Some(codes::CANCELLED) => "cancelled",
             Some(_) => "failed",
         };
     }
@@ -256,13 +268,24 @@ async fn list_tools_checked(
     Ok(ListToolsResult::with_all_items(tools))
 }
 
+/// Checks and forwards one call. A caller's `notifications/cancelled` (`cancelled`) ends it
+/// where it is: a call not yet forwarded never is, one in flight is cancelled at the backend.
 async fn call_tool(
     scope: &RequestScope,
     request: CallToolRequestParams,
     call_id: String,
+    progress: Option<ProgressRelay>,
+    cancelled: impl Future<Output = ()>,
 ) -> Result<CallToolResult, ErrorData> {
     let mut exchange = open_exchange(scope, "tools/call");
-    let result = call_tool_checked(scope, request, call_id, &mut exchange).await;
+    let result = tokio::select! {
+        result = call_tool_checked(scope, request, call_id, progress, &mut exchange) => result,
+        () = cancelled => Err(ErrorData::new(
+            ErrorCode(codes::CANCELLED),
+            "the caller cancelled the call",
+            None,
+        )),
+    };
     close(exchange, scope, result.as_ref().err()).await;
     result
 }
@@ -271,6 +294,7 @@ async fn call_tool_checked(
     scope: &RequestScope,
     request: CallToolRequestParams,
     call_id: String,
+    progress: Option<ProgressRelay>,
     exchange: &mut Exchange,
 ) -> Result<CallToolResult, ErrorData> {
     let offers = offers(scope);
@@ -355,7 +379,10 @@ async fn call_tool_checked(
     };
 
     let backend_started = Instant::now();
-    let answer = offer.backend.call(&offer.tool().tool.name, arguments).await;
+    let answer = offer
+        .backend
+        .call(&offer.tool().tool.name, arguments, progress)
+        .await;
     exchange.upstream_time = backend_started.elapsed();
     let result = answer.map_err(|failure| backend_failure(&offer.server, failure))?;
     exchange.executed_calls.push(call.clone());

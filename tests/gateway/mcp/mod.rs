@@ -10,6 +10,7 @@ mod checks;
 mod config;
 mod effects;
 mod protocol;
+mod relay;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
