@@ -8,6 +8,7 @@ mod access;
 mod backends;
 mod checks;
 mod config;
+mod confirmation;
 mod effects;
 mod protocol;
 mod relay;
