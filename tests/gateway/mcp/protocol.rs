@@ -142,8 +142,9 @@ async fn malformed_messages_unknown_methods_and_oversized_ones_get_json_rpc_erro
     assert!(answer["error"]["code"].is_i64(), "{answer}");
 }
 
-/// Opens a session as `key` (and `agent`) with a raw initialize, and returns its id.
-async fn open_session(gateway: &TestGateway, key: &str, agent: Option<&str>) -> String {
+/// Opens a session as `key` (and `agent`) with a raw initialize, and returns its id and the
+/// capabilities toolgate advertised.
+async fn open_session(gateway: &TestGateway, key: &str, agent: Option<&str>) -> (String, Value) {
     let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "raw", "version": "0"}}});
@@ -160,8 +161,14 @@ async fn open_session(gateway: &TestGateway, key: &str, agent: Option<&str>) -> 
         .and_then(|value| value.to_str().ok())
         .expect("a session id")
         .to_owned();
-    let _ = response.text().await;
-    session
+    let text = response.text().await.unwrap_or_default();
+    let answer: Value = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:").map(str::trim))
+        .find_map(|data| serde_json::from_str(data).ok())
+        .or_else(|| serde_json::from_str(&text).ok())
+        .unwrap_or_else(|| panic!("an initialize result: {text}"));
+    (session, answer["result"]["capabilities"].clone())
 }
 
 /// Sends `method` in `session` as `key` (and `agent`); returns the HTTP status and the body.
@@ -194,7 +201,12 @@ async fn a_session_belongs_to_the_tenant_and_agent_that_opened_it() {
     let upstream = ScriptedUpstream::start().await;
     let gateway = TestGateway::start(&upstream, &standard_config(&servers, &files, "")).await;
     wait_until_ready(&gateway, &["everything"]).await;
-    let session = open_session(&gateway, "sk-dev", None).await;
+    let (session, capabilities) = open_session(&gateway, "sk-dev", None).await;
+    // Tools are what toolgate proxies; the backends' resources and prompts are not, so their
+    // capabilities are not advertised either.
+    assert!(capabilities["tools"].is_object(), "{capabilities}");
+    assert!(capabilities.get("resources").is_none(), "{capabilities}");
+    assert!(capabilities.get("prompts").is_none(), "{capabilities}");
     let (post, get, delete) = (
         reqwest::Method::POST,
         reqwest::Method::GET,
