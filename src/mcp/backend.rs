@@ -289,7 +289,10 @@ pub enum CallFailure {
     TimedOut(Duration),
     /// The backend answered with a JSON-RPC error of its own: passed on as it is.
     Refused(ErrorData),
-    /// The connection broke, or the answer was not an MCP result.
+    /// The connection broke during the call (the backend died or went away): the backend is
+    /// unavailable, as it is until it is back.
+    Lost(String),
+    /// The answer was not an MCP result.
     Broken(String),
 }
 
@@ -394,11 +397,14 @@ impl Backend {
                 "the answer to tools/call is not a call result".into(),
             )),
             Ok(Err(ServiceError::McpError(error))) => Err(CallFailure::Refused(error)),
+            Ok(Err(error @ (ServiceError::TransportClosed | ServiceError::TransportSend(_)))) => {
+                Err(CallFailure::Lost(error.to_string()))
+            }
             Ok(Err(error)) => Err(CallFailure::Broken(error.to_string())),
         };
         if matches!(
             outcome,
-            Err(CallFailure::TimedOut(_) | CallFailure::Broken(_))
+            Err(CallFailure::TimedOut(_) | CallFailure::Broken(_) | CallFailure::Lost(_))
         ) {
             // A permit is kept when the supervisor is busy: the probe runs when it looks.
             connection.suspect.notify_one();

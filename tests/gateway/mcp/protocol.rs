@@ -248,3 +248,68 @@ async fn a_session_belongs_to_the_tenant_and_agent_that_opened_it() {
     }
     assert_eq!(refused, 6, "{:?}", gateway.audit_lines());
 }
+
+/// A notification sent before the client opened its listening stream (`GET`) is not lost: it
+/// arrives when the stream attaches.
+#[tokio::test]
+async fn a_notification_sent_before_the_listening_stream_arrives_when_it_attaches() {
+    let Some(servers) = servers_dir() else { return };
+    let files = temp_dir("early-notice");
+    let upstream = ScriptedUpstream::start().await;
+    let gateway = TestGateway::start(&upstream, &standard_config(&servers, &files, "")).await;
+    let health = wait_until_ready(&gateway, &["everything", "memory"]).await;
+    let (session, _) = open_session(&gateway, "sk-dev", None).await;
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let in_session = [
+        ("authorization", "Bearer sk-dev"),
+        ("accept", ACCEPT_MCP),
+        ("mcp-session-id", session.as_str()),
+    ];
+    gateway
+        .post_json_with("/mcp", &in_session, &initialized)
+        .await;
+
+    // The memory backend dies and comes back: every session is told its tools changed, while
+    // this one has no listening stream yet.
+    let pid = health["mcp_servers"]["memory"]["pid"]
+        .as_u64()
+        .expect("a stdio backend has a pid");
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+    let mut back = false;
+    for _ in 0..300 {
+        let health = gateway.admin_json("/health").await;
+        let memory = &health["mcp_servers"]["memory"];
+        if memory["state"] == "ready" && memory["pid"].as_u64() != Some(pid) {
+            back = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(back, "memory came back");
+
+    let mut stream = reqwest::Client::new()
+        .get(format!("{}/mcp", gateway.url()))
+        .bearer_auth("sk-dev")
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .expect("the listening stream opens");
+    assert_eq!(stream.status(), 200);
+    let mut seen = String::new();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !seen.contains("notifications/tools/list_changed") {
+        match tokio::time::timeout_at(deadline, stream.chunk()).await {
+            Ok(Ok(Some(chunk))) => seen.push_str(&String::from_utf8_lossy(&chunk)),
+            _ => break,
+        }
+    }
+    assert!(
+        seen.contains("notifications/tools/list_changed"),
+        "the early notification never arrived: {seen:?}"
+    );
+}
