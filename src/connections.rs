@@ -26,6 +26,14 @@ use tokio::time::Instant;
 use crate::body::{BoxError, ProxyBody};
 use crate::config::ServerConfig;
 
+/// How long a connection must have been idle to be closed for a new client. A connection just
+/// accepted has had no time to send its request, and one that just answered may be about to
+/// take the next: closing either would lose a request rather than reclaim a useless socket.
+const RECLAIMABLE_AFTER: Duration = Duration::from_millis(500);
+
+/// How often a new client waiting at the cap looks again for a connection idle long enough.
+const RECLAIM_RETRY: Duration = Duration::from_millis(100);
+
 /// The deadlines of a connection's phases.
 #[derive(Debug, Clone, Copy)]
 pub struct PhaseDeadlines {
@@ -48,9 +56,6 @@ impl PhaseDeadlines {
 pub struct Connections {
     open: Mutex<HashMap<u64, Arc<ConnectionState>>>,
     next_id: AtomicU64,
-    /// Signalled when a connection becomes idle: a new client waiting at the cap may take its
-    /// place.
-    became_idle: Notify,
     /// Idle times are kept as milliseconds since this instant, in an atomic.
     epoch: Instant,
 }
@@ -79,7 +84,6 @@ impl Connections {
         Arc::new(Connections {
             open: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(0),
-            became_idle: Notify::new(),
             epoch: Instant::now(),
         })
     }
@@ -113,14 +117,19 @@ impl Connections {
         self.open().len()
     }
 
-    /// Closes the connection idle the longest (never one with an exchange in flight); false
-    /// when every connection is busy.
+    /// Closes the connection idle the longest (never one with an exchange in flight, nor one
+    /// idle for less than [`RECLAIMABLE_AFTER`]); false when there is none.
     fn reclaim_idlest(&self) -> bool {
+        let now = millis_between(self.epoch, Instant::now());
+        let recent = u64::try_from(RECLAIMABLE_AFTER.as_millis()).unwrap_or(u64::MAX);
         let open = self.open();
         let idlest = open
             .values()
             .filter(|connection| connection.is_idle() && !connection.is_reclaimed())
-            .min_by_key(|connection| connection.idle_since_millis());
+            .map(|connection| (connection.idle_since_millis(), connection))
+            .filter(|(idle_since, _)| now.saturating_sub(*idle_since) >= recent)
+            .min_by_key(|(idle_since, _)| *idle_since)
+            .map(|(_, connection)| connection);
         match idlest {
             Some(connection) => {
                 connection.reclaimed.store(true, Ordering::Release);
@@ -136,7 +145,7 @@ impl Connections {
     }
 
     /// A slot for a client already accepted while every slot is taken: the idlest connection
-    /// is closed for it, or, when all are busy, the first to end or go idle makes room.
+    /// is closed for it, or, when all are busy, the first to end or stay idle makes room.
     pub async fn make_room(
         &self,
         slots: &Arc<Semaphore>,
@@ -148,7 +157,7 @@ impl Connections {
             }
             tokio::select! {
                 permit = slots.clone().acquire_owned() => return permit,
-                () = self.became_idle.notified() => {}
+                () = tokio::time::sleep(RECLAIM_RETRY), if !reclaimed => {}
             }
         }
     }
@@ -234,7 +243,6 @@ impl Drop for Busy {
             let now = millis_between(connection.epoch, Instant::now());
             connection.idle_since.store(now, Ordering::Release);
             connection.wake.notify_one();
-            connection.registry.became_idle.notify_one();
         }
     }
 }
