@@ -6,19 +6,19 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use http_body_util::BodyExt;
 use http::header::{self, HeaderValue};
 use http::{HeaderMap, Request, Response, Version};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use toolgate_plugin::{ExchangeMeta, Parsed, Rejection, ToolRequest, WireFormat};
 
 use crate::body::{self, ProxyBody, collect_limited};
 use crate::config::{Config, ServerConfig};
 use crate::error::GatewayError;
-use crate::request_body::ClientBody;
-use crate::shutdown::{CutAtGraceEnd, GraceOver};
 use crate::exchange::{Exchange, path_and_query};
+use crate::request_body::ClientBody;
 use crate::router::{Route, RouteKind};
+use crate::shutdown::{CutAtGraceEnd, GraceOver};
 use crate::state::GatewayState;
 use crate::streaming;
 use crate::tenants::{authenticate, strip_client_credentials};
@@ -183,7 +183,7 @@ async fn forward(
     let client_body = ClientBody::new(incoming, server);
     let client_fault = client_body.fault_record();
     // 1. Read the request (only if a plugin needs it) and run `pre_request`.
-    let body = match read_and_screen_request(exchange, &mut headers, client_body, server).await? {
+    let body = match read_and_screen_request(exchange, &mut headers, client_body).await? {
         Screened::Forward(body) => body,
         Screened::Answer(response) => return Ok(Step::Respond(response)),
     };
@@ -286,7 +286,6 @@ async fn read_and_screen_request(
     exchange: &mut Exchange,
     headers: &mut HeaderMap,
     client_body: ClientBody<Incoming>,
-    server: &ServerConfig,
 ) -> Result<Screened, GatewayError> {
     let route = exchange.route.clone();
     // A body announced too large is refused before the upstream is bothered; one that grows
@@ -295,10 +294,7 @@ async fn read_and_screen_request(
         return Err(fault.to_error());
     }
     if route.chain.is_empty() {
-        return Ok(Screened::Forward(body::passthrough(
-            client_body,
-            server.request_body_timeout,
-        )));
+        return Ok(Screened::Forward(forwarded(client_body)));
     }
     let needs = route.chain.body_needs();
     let mut bytes = Bytes::new();
@@ -327,7 +323,7 @@ async fn read_and_screen_request(
         }
         None
     } else {
-        Some(body::passthrough(client_body, server.request_body_timeout))
+        Some(forwarded(client_body))
     };
     let outcome = Box::pin(exchange.pre_request(&mut bytes)).await;
     if let Some(rejection) = outcome.blocked {
@@ -353,6 +349,12 @@ async fn read_and_screen_request(
     Ok(Screened::Forward(
         untouched.unwrap_or_else(|| body::full(bytes)),
     ))
+}
+
+/// The client's body as it goes upstream untouched: its limits are its own, its frames gathered
+/// in bursts as every passed-through body's are.
+fn forwarded(client_body: ClientBody<Incoming>) -> ProxyBody {
+    body::Coalesce::new(client_body).boxed()
 }
 
 /// The upstream's URI for this exchange, and the request headers as the upstream gets them:

@@ -167,7 +167,11 @@ impl Gateway {
         let drained = graceful.shutdown();
         tokio::pin!(drained);
         if tokio::time::timeout(grace, &mut drained).await.is_err() {
-            tracing::warn!(?grace, open = connections.count(), "in-flight requests did not finish within the grace period: cutting them with an error answer");
+            tracing::warn!(
+                ?grace,
+                open = connections.count(),
+                "in-flight requests did not finish within the grace period: cutting them with an error answer"
+            );
             grace_end.fire();
             if tokio::time::timeout(CUT_ANSWER_WINDOW, &mut drained)
                 .await

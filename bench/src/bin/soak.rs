@@ -433,7 +433,10 @@ fn client_body(fault: &str, body: String) -> (String, Vec<(Duration, Vec<u8>)>) 
         }
         "malformed_chunked" => (
             chunked,
-            vec![(Duration::ZERO, b"5\r\n{\"a\":\r\nzz\r\nnot a chunk\r\n0\r\n\r\n".to_vec())],
+            vec![(
+                Duration::ZERO,
+                b"5\r\n{\"a\":\r\nzz\r\nnot a chunk\r\n0\r\n\r\n".to_vec(),
+            )],
         ),
         _ => (
             format!("content-length: {}\r\n", body.len()),
