@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::common::answers::{assert_contains_all, config_errors};
 use crate::common::upstream::chat_stream;
 use crate::common::{PASS_THROUGH, Reply, ScriptedUpstream, TestGateway, guarded_chat};
 
@@ -544,4 +545,25 @@ async fn exchanges_cut_by_the_shutdown_grace_get_an_error_answer_in_their_format
         assert_eq!(error["error"]["code"], "shutting_down", "{events}");
         assert!(!events.contains("[DONE]"), "{events}");
     }
+}
+
+#[test]
+fn connection_settings_are_checked_at_load() {
+    let runtime = toolgate::Runtime::new();
+    let text = "[server]\nlisten = \"127.0.0.1:0\"\nidle_timeout_ms = 0\nmax_connections = 0\n\
+                first_byte_timeout_ms = 5000\nhandshake_timeout_ms = 1000\n\
+                request_body_deadline_ms = 0\n";
+    let errors = config_errors(text, "t.toml", &runtime.plugins);
+    assert_contains_all(
+        &errors,
+        [
+            "t.toml:3:1: server.idle_timeout_ms: must be greater than 0 (milliseconds)",
+            "t.toml:4:1: server.max_connections: must be greater than 0",
+            "t.toml:6:1: server.handshake_timeout_ms: must be at least first_byte_timeout_ms (5000 ms)",
+        ],
+    );
+    assert!(
+        !errors.contains("request_body_deadline_ms"),
+        "0 turns the body deadline off: {errors}"
+    );
 }
