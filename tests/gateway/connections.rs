@@ -206,8 +206,13 @@ async fn silent_and_preface_only_connections_are_closed_at_their_phase_deadlines
 async fn a_slowloris_flood_at_the_cap_does_not_lock_out_a_client() {
     let upstream = ScriptedUpstream::start().await;
     upstream.set_default(Reply::json(200, json!({"ok": true})));
-    // Phase deadlines far beyond the test: only reclaiming can let the client in.
-    let gateway = TestGateway::start_tuned(&upstream, "max_connections = 4", PASS_THROUGH).await;
+    // Phase deadlines far beyond the test's patience: only reclaiming can let the client in.
+    let gateway = TestGateway::start_tuned(
+        &upstream,
+        "max_connections = 4\nfirst_byte_timeout_ms = 60000\nhandshake_timeout_ms = 60000",
+        PASS_THROUGH,
+    )
+    .await;
     let mut flood = Vec::new();
     // Two silent sockets first (the oldest idle), then two HTTP/2 prefaces, which the gateway
     // answers: by then it has accepted all four, in order, and every slot is taken.
