@@ -393,21 +393,65 @@ fn build_server(
             "max_response_body_bytes",
             raw.server.max_response_body_bytes,
         ),
+        ("max_connections", raw.server.max_connections),
     ] {
         if value == 0 {
             errors
                 .push(source.error_at_key(&server_path.clone().key(key), "must be greater than 0"));
         }
     }
+    let server = &raw.server;
+    // A zero timeout would cut every connection or body at once; `request_body_deadline_ms`
+    // is the one bound that may be off (0).
+    for (key, value) in [
+        ("shutdown_grace_ms", server.shutdown_grace_ms),
+        ("header_read_timeout_ms", server.header_read_timeout_ms),
+        ("request_body_timeout_ms", server.request_body_timeout_ms),
+        ("first_byte_timeout_ms", server.first_byte_timeout_ms),
+        ("handshake_timeout_ms", server.handshake_timeout_ms),
+        ("idle_timeout_ms", server.idle_timeout_ms),
+        (
+            "http2_keep_alive_interval_ms",
+            server.http2_keep_alive_interval_ms,
+        ),
+        (
+            "http2_keep_alive_timeout_ms",
+            server.http2_keep_alive_timeout_ms,
+        ),
+    ] {
+        if value == 0 {
+            errors.push(source.error_at_key(
+                &server_path.clone().key(key),
+                "must be greater than 0 (milliseconds)",
+            ));
+        }
+    }
+    if server.handshake_timeout_ms < server.first_byte_timeout_ms {
+        errors.push(source.error_at_key(
+            &server_path.clone().key("handshake_timeout_ms"),
+            format!(
+                "must be at least first_byte_timeout_ms ({} ms): the handshake starts with the first byte",
+                server.first_byte_timeout_ms
+            ),
+        ));
+    }
+    let millis = Duration::from_millis;
     Some(ServerConfig {
         listen: listen?,
         admin_listen: admin_listen?,
-        max_request_body_bytes: raw.server.max_request_body_bytes,
-        max_response_body_bytes: raw.server.max_response_body_bytes,
-        shutdown_grace: Duration::from_millis(raw.server.shutdown_grace_ms),
-        header_read_timeout: Duration::from_millis(raw.server.header_read_timeout_ms),
-        request_body_timeout: Duration::from_millis(raw.server.request_body_timeout_ms),
-        max_connections: raw.server.max_connections,
+        max_request_body_bytes: server.max_request_body_bytes,
+        max_response_body_bytes: server.max_response_body_bytes,
+        shutdown_grace: millis(server.shutdown_grace_ms),
+        header_read_timeout: millis(server.header_read_timeout_ms),
+        request_body_timeout: millis(server.request_body_timeout_ms),
+        request_body_deadline: (server.request_body_deadline_ms > 0)
+            .then(|| millis(server.request_body_deadline_ms)),
+        max_connections: server.max_connections,
+        first_byte_timeout: millis(server.first_byte_timeout_ms),
+        handshake_timeout: millis(server.handshake_timeout_ms),
+        idle_timeout: millis(server.idle_timeout_ms),
+        http2_keep_alive_interval: millis(server.http2_keep_alive_interval_ms),
+        http2_keep_alive_timeout: millis(server.http2_keep_alive_timeout_ms),
     })
 }
 

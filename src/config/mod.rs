@@ -52,8 +52,21 @@ pub struct ServerConfig {
     pub header_read_timeout: Duration,
     /// The longest silence while reading a client's request body.
     pub request_body_timeout: Duration,
-    /// Connections served at once; more wait in the listen backlog.
+    /// The longest a client may take to send its whole request body; `None`: no bound.
+    pub request_body_deadline: Option<Duration>,
+    /// Connections served at once. At the cap, the connection idle the longest is closed for a
+    /// new one; when none is idle, new clients wait in the listen backlog.
     pub max_connections: usize,
+    /// How long a new connection may stay silent before its first byte.
+    pub first_byte_timeout: Duration,
+    /// How long a new connection may take to deliver its first request head: protocol
+    /// detection, the HTTP/2 preface and settings, the first request's headers.
+    pub handshake_timeout: Duration,
+    /// How long a connection may stay open with no exchange in flight.
+    pub idle_timeout: Duration,
+    /// How often an HTTP/2 client is pinged, and how long its acknowledgement may take.
+    pub http2_keep_alive_interval: Duration,
+    pub http2_keep_alive_timeout: Duration,
 }
 
 impl Config {
@@ -325,8 +338,21 @@ pub(crate) struct RawServer {
     pub header_read_timeout_ms: u64,
     #[serde(default = "default_request_body_timeout_ms")]
     pub request_body_timeout_ms: u64,
+    /// 0: no total deadline for a request body (the silence timeout still applies).
+    #[serde(default = "default_request_body_deadline_ms")]
+    pub request_body_deadline_ms: u64,
     #[serde(default = "default_max_connections")]
     pub max_connections: usize,
+    #[serde(default = "default_first_byte_timeout_ms")]
+    pub first_byte_timeout_ms: u64,
+    #[serde(default = "default_handshake_timeout_ms")]
+    pub handshake_timeout_ms: u64,
+    #[serde(default = "default_idle_timeout_ms")]
+    pub idle_timeout_ms: u64,
+    #[serde(default = "default_http2_keep_alive_interval_ms")]
+    pub http2_keep_alive_interval_ms: u64,
+    #[serde(default = "default_http2_keep_alive_timeout_ms")]
+    pub http2_keep_alive_timeout_ms: u64,
 }
 
 impl Default for RawServer {
@@ -339,7 +365,13 @@ impl Default for RawServer {
             shutdown_grace_ms: default_shutdown_grace_ms(),
             header_read_timeout_ms: default_header_read_timeout_ms(),
             request_body_timeout_ms: default_request_body_timeout_ms(),
+            request_body_deadline_ms: default_request_body_deadline_ms(),
             max_connections: default_max_connections(),
+            first_byte_timeout_ms: default_first_byte_timeout_ms(),
+            handshake_timeout_ms: default_handshake_timeout_ms(),
+            idle_timeout_ms: default_idle_timeout_ms(),
+            http2_keep_alive_interval_ms: default_http2_keep_alive_interval_ms(),
+            http2_keep_alive_timeout_ms: default_http2_keep_alive_timeout_ms(),
         }
     }
 }
@@ -365,7 +397,25 @@ fn default_header_read_timeout_ms() -> u64 {
 fn default_request_body_timeout_ms() -> u64 {
     60_000
 }
+fn default_request_body_deadline_ms() -> u64 {
+    300_000
+}
 fn default_max_connections() -> usize {
+    10_000
+}
+fn default_first_byte_timeout_ms() -> u64 {
+    10_000
+}
+fn default_handshake_timeout_ms() -> u64 {
+    30_000
+}
+fn default_idle_timeout_ms() -> u64 {
+    120_000
+}
+fn default_http2_keep_alive_interval_ms() -> u64 {
+    30_000
+}
+fn default_http2_keep_alive_timeout_ms() -> u64 {
     10_000
 }
 

@@ -11,6 +11,7 @@ mod arguments;
 mod budgets;
 mod call_limit;
 mod cli;
+mod connections;
 mod fixtures;
 mod formats;
 mod judge_and_telemetry;
