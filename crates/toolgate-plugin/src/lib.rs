@@ -28,6 +28,7 @@
 //! - [`catalog`]: the tool catalog (groups, workflow states, categories, action types), indexed
 //!   by `ToolKey`.
 //! - [`directives`]: the client's `toolgate` object and `x-toolgate-*` headers.
+//! - [`header_rules`]: the connection and framing headers no plugin edit may set.
 //! - [`pattern`]: tool-name patterns (`search_*`), matched against a name's `ToolKey`.
 //! - [`taxonomy`]: tool categories, action types and access levels (seed 003).
 //! - [`tenant`]: the tenant an exchange was authenticated as.
@@ -47,6 +48,7 @@ pub use toolgate_formats::{
     answer, directives, edits, format, identity, lenient, sse, stream, tool,
 };
 pub mod exchange;
+pub mod header_rules;
 pub mod pattern;
 pub mod plugin;
 pub mod schema;
