@@ -11,7 +11,6 @@
 //! remove what the model may not see before the request, block calls to it before the response,
 //! and answer `GET /tools` (discovery) with the same rules.
 
-mod filtering;
 mod groups;
 mod metrics;
 mod permission;
@@ -23,7 +22,7 @@ use toolgate_plugin::{
     BuildContext, FactoryContext, Plugin, PluginFactory, SettingsError, ToolCatalog,
 };
 
-pub use filtering::OnEmpty;
+pub use toolgate_plugin::tool_removal::OnEmpty;
 pub use selection::{Selection, Transition};
 
 use crate::metrics::AccessMetrics;

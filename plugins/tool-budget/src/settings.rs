@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 use toolgate_plugin::store::Window;
+use toolgate_plugin::tool_removal::OnEmpty;
 use toolgate_plugin::{SettingsError, ToolKey, ToolPattern};
 
 /// What happens when a budget is spent.
@@ -42,6 +43,9 @@ struct RawSettings {
     remember_calls_for: Option<String>,
     #[serde(default)]
     budgets: Vec<RawBudget>,
+    /// What `strip` does when it removes every declared tool (the shared rule).
+    #[serde(default)]
+    on_empty: OnEmpty,
 }
 
 #[derive(Debug, Deserialize)]
@@ -88,6 +92,9 @@ impl Budget {
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub counting: Counting,
+    /// What a `strip` that leaves no declared tool sends upstream (never `tools: []` unless
+    /// `pass_through_empty` is asked for).
+    pub on_empty: OnEmpty,
     pub remember_calls_for: Duration,
     pub budgets: Vec<Budget>,
 }
@@ -155,6 +162,7 @@ impl Settings {
         };
         Ok(Settings {
             counting: raw.count.unwrap_or(Counting::Executed),
+            on_empty: raw.on_empty,
             remember_calls_for,
             budgets,
         })
