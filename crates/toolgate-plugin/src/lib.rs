@@ -38,6 +38,7 @@
 //! - [`format`](mod@format), [`answer`], [`lenient`], [`sse`], [`stream`], [`tool`],
 //!   [`identity`], [`directives`], [`edits`]: re-exported from `toolgate-formats`, where the
 //!   wire formats are read, one folder per format.
+//! - [`metrics`]: `registered`, a metric made and put in `/metrics` in one call.
 //! - [`store`]: the shared state store (fixed-window counters, once-only markers) and its
 //!   in-memory implementation.
 
@@ -51,6 +52,7 @@ pub use toolgate_formats::{
 };
 pub mod exchange;
 pub mod header_rules;
+pub mod metrics;
 pub mod pattern;
 pub mod plugin;
 pub mod schema;
@@ -70,10 +72,11 @@ pub use edits::Edit;
 pub use exchange::{CompletedExchange, ExchangeMeta, Parsed, RequestExchange, ResponseExchange};
 pub use format::{ErrorShape, ParseError, ParseErrorKind, ToolRequest, ToolResponse, WireFormat};
 pub use identity::ToolKey;
+pub use metrics::{registered, registered_seconds};
 pub use pattern::ToolPattern;
 pub use plugin::{
-    AvailabilityQuery, BodyNeeds, BuildContext, CrateFactories, FactoryContext, Plugin,
-    PluginFactory, SettingsError, parse_settings,
+    AvailabilityQuery, BodyNeeds, BuildContext, BuildFn, CrateFactories, FactoryContext, Plugin,
+    PluginFactory, SettingsError, factory, parse_settings,
 };
 pub use service::{BreakerSettings, ConfigParam, ServiceDescriptor};
 pub use store::{MemoryStore, StateStore, StoreError, StoreFailMode};

@@ -117,10 +117,7 @@ impl Plugin for ToolBudget {
     }
 
     fn body_needs(&self) -> BodyNeeds {
-        BodyNeeds {
-            request: true,
-            response: true,
-        }
+        BodyNeeds::BOTH
     }
 
     async fn pre_request(&self, exchange: &RequestExchange<'_>) -> Verdict<RequestEdit> {

@@ -43,10 +43,7 @@ impl Plugin for ToolSelection {
     }
 
     fn body_needs(&self) -> BodyNeeds {
-        BodyNeeds {
-            request: true,
-            response: true,
-        }
+        BodyNeeds::BOTH
     }
 
     /// Membership, then arguments and schema, then (only if all of those pass) the judge.
@@ -223,12 +220,6 @@ mod tests {
     fn the_plugin_reads_both_bodies() {
         let plugin = plugin(json!({}));
         assert_eq!(plugin.name(), "tool_selection");
-        assert_eq!(
-            plugin.body_needs(),
-            BodyNeeds {
-                request: true,
-                response: true
-            }
-        );
+        assert_eq!(plugin.body_needs(), BodyNeeds::BOTH);
     }
 }
