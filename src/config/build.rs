@@ -34,8 +34,8 @@ pub struct PluginRegistry {
     schemas: SchemaChecker,
 }
 
-/// What identifies a store across loads: its URL (none = memory) and timeout.
-type StoreKey = (Option<String>, Duration);
+/// What identifies a store across loads: its URL (none = memory), timeout and CA certificate.
+type StoreKey = (Option<String>, Duration, Option<Vec<u8>>);
 
 impl PluginRegistry {
     /// An empty registry.
@@ -87,8 +87,9 @@ impl PluginRegistry {
         &self,
         url: Option<&str>,
         timeout: Duration,
+        root_certificate: Option<Vec<u8>>,
     ) -> Result<Arc<dyn StateStore>, String> {
-        let key: StoreKey = (url.map(str::to_owned), timeout);
+        let key: StoreKey = (url.map(str::to_owned), timeout, root_certificate.clone());
         let mut cached = self
             .store
             .lock()
@@ -100,10 +101,22 @@ impl PluginRegistry {
         }
         let store: Arc<dyn StateStore> = match url {
             None => Arc::new(MemoryStore::default()),
-            Some(url) => Arc::new(toolgate_store_redis::RedisStore::new(url, timeout)?),
+            Some(url) => Arc::new(toolgate_store_redis::RedisStore::new(
+                url,
+                timeout,
+                root_certificate,
+            )?),
         };
         *cached = Some((key, store.clone()));
         Ok(store)
+    }
+
+    /// The `/health` sections of the factories that report one (validator services' breakers).
+    pub fn health_sections(&self) -> Vec<(&'static str, serde_json::Value)> {
+        self.factories
+            .values()
+            .filter_map(|factory| factory.health())
+            .collect()
     }
 
     fn names(&self) -> String {
@@ -322,6 +335,8 @@ pub(super) fn build(
             catalog,
             tenants,
             mcp,
+            store: context.store,
+            store_fail_mode: context.store_fail_mode,
             origin: source.origin.to_owned(),
         }),
         _ => Err(ConfigErrors(errors)),
@@ -435,10 +450,35 @@ fn build_store(
         .as_ref()
         .map(|url| url.0.trim())
         .filter(|url| !url.is_empty() && *url != "memory");
-    match plugins.store_for(url, Duration::from_millis(timeout_ms.max(1))) {
+    let root_certificate = match &raw.store.ca_file {
+        None => None,
+        Some(path) => {
+            let path = source.relative_path(&path.0);
+            match std::fs::read(&path) {
+                Ok(pem) => Some(pem),
+                Err(error) => {
+                    errors.push(source.error_at_key(
+                        &store_path.clone().key("ca_file"),
+                        format!("cannot read {}: {error}", path.display()),
+                    ));
+                    return None;
+                }
+            }
+        }
+    };
+    match plugins.store_for(
+        url,
+        Duration::from_millis(timeout_ms.max(1)),
+        root_certificate,
+    ) {
         Ok(store) => Some((store, fail_mode)),
         Err(message) => {
-            errors.push(source.error_at_key(&store_path.key("url"), message));
+            let key = if message.contains("CA certificate") {
+                "ca_file"
+            } else {
+                "url"
+            };
+            errors.push(source.error_at_key(&store_path.key(key), message));
             None
         }
     }

@@ -118,6 +118,13 @@ pub trait PluginFactory: Send + Sync + 'static {
         settings: &serde_json::Value,
         context: &BuildContext,
     ) -> Result<Arc<dyn Plugin>, SettingsError>;
+
+    /// The state of what this factory's plugins share and depend on (a validator service's
+    /// circuit breaker, say), as one section of the admin `/health` detail: its key and a JSON
+    /// value. Read on every `/health`, so it must be cheap and do no I/O. Default: nothing.
+    fn health(&self) -> Option<(&'static str, serde_json::Value)> {
+        None
+    }
 }
 
 /// How a plugin is built from its settings: the body of [`PluginFactory::build`].
