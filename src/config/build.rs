@@ -721,6 +721,21 @@ fn build_catalog(raw: &RawConfig, source: &Source, errors: &mut Vec<ConfigError>
         catalog = catalog.with_access_level(level.clone(), entry.categories.clone());
     }
     for (name, tenant) in &raw.tenants {
+        // A group no tool is in (nor `default`, nor `*`) is a typo: the tenant could never be
+        // offered a tool through it.
+        for (index, group) in tenant.groups.iter().enumerate() {
+            if !catalog.knows_group(group) {
+                let path = KeyPath::default()
+                    .key("tenants")
+                    .key(name)
+                    .key("groups")
+                    .index(index);
+                errors.push(source.error_at_key(
+                    &path,
+                    format!("unknown group '{group}': no [tools.NAME] is in it (groups are named by the tools' `groups`; `default` and `*` always exist)"),
+                ));
+            }
+        }
         if let Some(level) = &tenant.access_level
             && catalog.access_level(level).is_none()
         {

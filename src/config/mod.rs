@@ -5,6 +5,7 @@
 mod build;
 mod env;
 mod mcp;
+mod recover;
 mod services;
 mod source;
 
@@ -104,15 +105,24 @@ impl Config {
         plugins: &PluginRegistry,
     ) -> Result<Config, ConfigErrors> {
         let source = source::Source { origin, text };
-        let raw: RawConfig = toml::from_str(text).map_err(|error| {
-            let key = error
-                .span()
-                .and_then(|span| source.key_at(span.start))
-                .map(|path| path.to_string());
-            let message = error.message().trim_end().to_owned();
-            ConfigErrors(vec![source.error_at(error.span(), key, message)])
-        })?;
-        build::build(raw, &source, plugins)
+        let mut reading = recover::read(&source);
+        let Some(raw) = reading.raw.take() else {
+            return Err(ConfigErrors(reading.errors));
+        };
+        match build::build(raw, &source, plugins) {
+            Ok(config) if reading.errors.is_empty() => Ok(config),
+            Ok(_) => Err(ConfigErrors(reading.errors)),
+            Err(ConfigErrors(more)) => {
+                // What the taken-out values' absence caused is their echo, not news.
+                let news: Vec<ConfigError> = more
+                    .into_iter()
+                    .filter(|error| !reading.concerns_removed(error))
+                    .collect();
+                Err(ConfigErrors(
+                    reading.errors.into_iter().chain(news).collect(),
+                ))
+            }
+        }
     }
 }
 

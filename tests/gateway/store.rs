@@ -44,11 +44,7 @@ async fn proposing_upstream() -> ScriptedUpstream {
 /// gateway would serve, else the error `toolgate serve` prints before exiting.
 async fn start_outcome(upstream: &ScriptedUpstream, body: &str) -> Result<(), String> {
     let runtime = Runtime::new();
-    let text = common::config_text(
-        &upstream.url(),
-        std::path::Path::new("/dev/null"),
-        body,
-    );
+    let text = common::config_text(&upstream.url(), std::path::Path::new("/dev/null"), body);
     let config = Config::from_toml(&text, "test.toml", &runtime.plugins)
         .unwrap_or_else(|errors| panic!("loads:\n{errors}"));
     Gateway::bind(config, runtime)
@@ -61,16 +57,20 @@ async fn start_outcome(upstream: &ScriptedUpstream, body: &str) -> Result<(), St
 async fn a_restarted_redis_costs_no_request() {
     let mut redis = RedisServer::start();
     let upstream = proposing_upstream().await;
-    let gateway = TestGateway::start(
-        &upstream,
-        &budgeted(&store_at(&redis.url(), "block"), 100),
-    )
-    .await;
-    assert_eq!(gateway.post_status("/v1/chat/completions", &pay_request()).await, 200);
+    let gateway =
+        TestGateway::start(&upstream, &budgeted(&store_at(&redis.url(), "block"), 100)).await;
+    assert_eq!(
+        gateway
+            .post_status("/v1/chat/completions", &pay_request())
+            .await,
+        200
+    );
     for restart in 0..3 {
         redis.restart();
         // The first request after each restart meets the connection Redis broke.
-        let status = gateway.post_status("/v1/chat/completions", &pay_request()).await;
+        let status = gateway
+            .post_status("/v1/chat/completions", &pay_request())
+            .await;
         assert_eq!(status, 200, "the first request after restart {restart}");
     }
 }
@@ -93,7 +93,11 @@ async fn ready_is_false_while_a_blocking_store_is_down_and_health_says_why() {
 
     redis.stop();
     let ready = blocking.admin_get("/ready").await;
-    assert_eq!(ready.status(), 503, "a blocking store that is down is not ready");
+    assert_eq!(
+        ready.status(),
+        503,
+        "a blocking store that is down is not ready"
+    );
     let ready: Value = ready.json().await.expect("JSON");
     assert_eq!(ready["status"], "not ready");
     assert_eq!(ready["store"]["state"], "down", "{ready}");
@@ -102,15 +106,33 @@ async fn ready_is_false_while_a_blocking_store_is_down_and_health_says_why() {
     let health: Value = health.json().await.expect("JSON");
     assert_eq!(health["store"]["state"], "down", "{health}");
     assert_eq!(health["store"]["fail_mode"], "block");
-    assert!(health["store"]["error"].as_str().is_some_and(|e| !e.is_empty()), "{health}");
+    assert!(
+        health["store"]["error"]
+            .as_str()
+            .is_some_and(|e| !e.is_empty()),
+        "{health}"
+    );
     let ready = allowing.admin_get("/ready").await;
-    assert_eq!(ready.status(), 200, "fail_mode = allow serves without the store");
+    assert_eq!(
+        ready.status(),
+        200,
+        "fail_mode = allow serves without the store"
+    );
     let ready: Value = ready.json().await.expect("JSON");
     assert_eq!(ready["store"]["state"], "down", "{ready}");
 
     redis.restart();
-    assert_eq!(blocking.admin_get("/ready").await.status(), 200, "ready again");
-    assert_eq!(blocking.post_status("/v1/chat/completions", &pay_request()).await, 200);
+    assert_eq!(
+        blocking.admin_get("/ready").await.status(),
+        200,
+        "ready again"
+    );
+    assert_eq!(
+        blocking
+            .post_status("/v1/chat/completions", &pay_request())
+            .await,
+        200
+    );
 }
 
 #[tokio::test]
@@ -119,29 +141,44 @@ async fn a_memory_store_is_always_up() {
     let gateway = TestGateway::start(&upstream, &budgeted("", 100)).await;
     let ready = gateway.admin_json("/ready").await;
     assert_eq!(ready["status"], "ready");
-    assert_eq!(ready["store"], json!({"store": "memory", "state": "up", "fail_mode": "block"}));
+    assert_eq!(
+        ready["store"],
+        json!({"store": "memory", "state": "up", "fail_mode": "block"})
+    );
 }
 
 #[tokio::test]
 async fn a_wrong_password_or_user_stops_the_start_and_right_ones_count() {
     let redis = RedisServer::start_with_password("s3cret-default", "alice", "wonderland-pw");
     let upstream = proposing_upstream().await;
-    for (user, password) in [("", "hunter2-wrong"), ("alice", "hunter2-wrong"), ("mallory", "wonderland-pw")] {
+    for (user, password) in [
+        ("", "hunter2-wrong"),
+        ("alice", "hunter2-wrong"),
+        ("mallory", "wonderland-pw"),
+    ] {
         let url = redis.url_with(user, password);
         let error = start_outcome(&upstream, &budgeted(&store_at(&url, "allow"), 1))
             .await
             .expect_err("a refused credential stops the start, whatever the fail mode");
         assert!(error.contains("refused"), "{error}");
-        assert!(!error.contains(password), "the password is never shown: {error}");
+        assert!(
+            !error.contains(password),
+            "the password is never shown: {error}"
+        );
     }
     let anonymous = start_outcome(&upstream, &budgeted(&store_at(&redis.url(), "block"), 1)).await;
-    assert!(anonymous.is_err_and(|error| error.contains("refused")), "no password at all");
+    assert!(
+        anonymous.is_err_and(|error| error.contains("refused")),
+        "no password at all"
+    );
 
     for (user, password) in [("", "s3cret-default"), ("alice", "wonderland-pw")] {
         let url = redis.url_with(user, password);
         let gateway = TestGateway::start(&upstream, &budgeted(&store_at(&url, "block"), 1)).await;
         assert_eq!(
-            gateway.post_status("/v1/chat/completions", &pay_request()).await,
+            gateway
+                .post_status("/v1/chat/completions", &pay_request())
+                .await,
             200
         );
         let spent = gateway.post_chat(&pay_request()).await;
@@ -179,7 +216,9 @@ async fn rediss_with_a_private_ca_counts_and_an_untrusted_certificate_stops_the_
 
     let untrusted = start_outcome(&upstream, &budgeted(&store_at(&redis.url(), "block"), 1)).await;
     assert!(
-        untrusted.as_ref().is_err_and(|error| error.contains("refused") && error.contains("certificate")),
+        untrusted
+            .as_ref()
+            .is_err_and(|error| error.contains("refused") && error.contains("certificate")),
         "the system roots do not know a self-signed certificate: {untrusted:?}"
     );
 
@@ -189,14 +228,21 @@ async fn rediss_with_a_private_ca_counts_and_an_untrusted_certificate_stops_the_
         tls.ca.display()
     );
     let gateway = TestGateway::start(&upstream, &budgeted(&store, 1)).await;
-    assert_eq!(gateway.post_status("/v1/chat/completions", &pay_request()).await, 200);
+    assert_eq!(
+        gateway
+            .post_status("/v1/chat/completions", &pay_request())
+            .await,
+        200
+    );
     let spent = gateway.post_chat(&pay_request()).await;
     let error = json_with_status(spent, 429).await;
     assert_refusal(&error, "tool_budget_exceeded", "budget");
     let health = gateway.admin_json("/health").await;
     assert_eq!(health["store"]["state"], "up", "{health}");
     assert!(
-        health["store"]["store"].as_str().is_some_and(|store| store.starts_with("rediss://")),
+        health["store"]["store"]
+            .as_str()
+            .is_some_and(|store| store.starts_with("rediss://")),
         "{health}"
     );
 }
@@ -220,7 +266,11 @@ fn a_ca_file_that_cannot_be_read_or_without_tls_is_a_located_error() {
             &budgeted(store, 1),
         );
         let errors = crate::common::answers::config_errors(&text, "test.toml", &runtime.plugins);
-        let line = text.lines().position(|line| line.contains("ca_file")).unwrap_or(0) + 1;
+        let line = text
+            .lines()
+            .position(|line| line.contains("ca_file"))
+            .unwrap_or(0)
+            + 1;
         assert!(
             errors.contains(&format!("test.toml:{line}:")) && errors.contains(expected),
             "{errors}"

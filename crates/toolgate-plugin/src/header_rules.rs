@@ -33,11 +33,19 @@ mod tests {
 
     #[test]
     fn framing_and_hop_by_hop_headers_are_recognised_whatever_their_case() {
-        for name in ["Content-Length", "transfer-encoding", "CONNECTION", "te", "upgrade"] {
+        for name in [
+            "Content-Length",
+            "transfer-encoding",
+            "CONNECTION",
+            "te",
+            "upgrade",
+        ] {
             let parsed = HeaderName::from_bytes(name.as_bytes()).expect("a header name");
             assert!(is_connection_or_framing(&parsed), "{name}");
         }
-        assert!(!is_connection_or_framing(&HeaderName::from_static("x-reviewed")));
+        assert!(!is_connection_or_framing(&HeaderName::from_static(
+            "x-reviewed"
+        )));
         assert!(!is_connection_or_framing(&header::CONTENT_TYPE));
     }
 }

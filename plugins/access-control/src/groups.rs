@@ -14,9 +14,9 @@ use toolgate_plugin::{
     ResponseExchange, ToolCatalog, Verdict, Violation,
 };
 
-use toolgate_plugin::tool_removal::{self, OnEmpty};
 use crate::metrics::{AccessMetrics, GroupLabel, TenantLabel, TransitionLabels, known_or_other};
 use crate::selection::{self, Refusal, Selection, entry_of};
+use toolgate_plugin::tool_removal::{self, OnEmpty};
 
 pub const PLUGIN_NAME: &str = "tool_groups";
 

@@ -20,8 +20,8 @@ use std::sync::Arc;
 
 use toolgate_plugin::{FactoryContext, PluginFactory, SettingsError, ToolCatalog, factory};
 
-pub use toolgate_plugin::tool_removal::OnEmpty;
 pub use selection::{Selection, Transition};
+pub use toolgate_plugin::tool_removal::OnEmpty;
 
 use crate::metrics::AccessMetrics;
 

@@ -16,8 +16,8 @@ use toolgate_plugin::{
     ToolPattern, Verdict, Violation, taxonomy,
 };
 
-use toolgate_plugin::tool_removal::{self, OnEmpty};
 use crate::metrics::{AccessMetrics, DenialLabels};
+use toolgate_plugin::tool_removal::{self, OnEmpty};
 
 pub const PLUGIN_NAME: &str = "tool_permission";
 

@@ -151,7 +151,10 @@ impl Answer {
                 format!(
                     "the service reported an error of type '{}': {}",
                     truncate(&without_control_characters(&error.kind), MAX_CODE_CHARS),
-                    truncate(&without_control_characters(&error.message), MAX_MESSAGE_CHARS)
+                    truncate(
+                        &without_control_characters(&error.message),
+                        MAX_MESSAGE_CHARS
+                    )
                 ),
             ));
         }
@@ -330,7 +333,9 @@ fn is_valid_code(code: &str) -> bool {
 /// `text` without control characters (newlines, escapes, …), which could forge log lines or
 /// terminal output where a message is shown.
 fn without_control_characters(text: &str) -> String {
-    text.chars().filter(|character| !character.is_control()).collect()
+    text.chars()
+        .filter(|character| !character.is_control())
+        .collect()
 }
 
 /// The edit type of one stage, and which parts of a patch it can carry.
@@ -512,8 +517,8 @@ mod tests {
             json!({"code": "Secret Found"}),
             json!({"code": "a\nforged"}),
         ] {
-            let answer = read(json!({"decision": "deny", "violations": [violation]}))
-                .expect("an answer");
+            let answer =
+                read(json!({"decision": "deny", "violations": [violation]})).expect("an answer");
             let outcome = answer.violations("dlp", &[&sent], &declared);
             assert_eq!(
                 outcome.err().map(|failure| failure.kind),

@@ -317,7 +317,7 @@ mod tests {
             Duration::from_secs(1),
             None,
         )
-            .expect("a Redis URL");
+        .expect("a Redis URL");
         assert!(
             !store.describe().contains("hunter2"),
             "{}",
@@ -325,12 +325,20 @@ mod tests {
         );
         assert!(store.describe().contains("127.0.0.1:6390"));
         assert!(RedisStore::new("http://example", Duration::from_secs(1), None).is_err());
-        let tls = RedisStore::new("rediss://user:pw@cache.example:6380", Duration::from_secs(1), None)
-            .expect("a TLS URL");
+        let tls = RedisStore::new(
+            "rediss://user:pw@cache.example:6380",
+            Duration::from_secs(1),
+            None,
+        )
+        .expect("a TLS URL");
         assert_eq!(tls.describe(), "rediss://cache.example:6380");
         assert!(
-            RedisStore::new("redis://127.0.0.1:6379", Duration::from_secs(1), Some(b"pem".to_vec()))
-                .is_err(),
+            RedisStore::new(
+                "redis://127.0.0.1:6379",
+                Duration::from_secs(1),
+                Some(b"pem".to_vec())
+            )
+            .is_err(),
             "a CA without TLS"
         );
     }

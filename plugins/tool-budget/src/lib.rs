@@ -40,8 +40,10 @@ pub use settings::{Behaviour, Counting, Settings};
 pub fn factories(context: &mut FactoryContext<'_>) -> Vec<Arc<dyn PluginFactory>> {
     let metrics = Metrics::register(context.metrics);
     vec![factory(plugin::NAME, 50, move |settings, context| {
+        let settings = Settings::parse(settings)?;
+        settings.check_tenants(|name| context.tenants.contains_key(name))?;
         Ok(Arc::new(plugin::ToolBudget {
-            settings: Settings::parse(settings)?,
+            settings,
             store: context.store.clone(),
             fail_mode: context.store_fail_mode,
             metrics: metrics.clone(),

@@ -169,6 +169,24 @@ impl Settings {
     }
 }
 
+impl Settings {
+    /// Every tenant a budget names must be a `[tenants.NAME]`: a misspelt name would make a
+    /// budget that never applies, silently.
+    pub fn check_tenants(&self, is_tenant: impl Fn(&str) -> bool) -> Result<(), SettingsError> {
+        for (index, budget) in self.budgets.iter().enumerate() {
+            for (position, name) in budget.tenants.iter().flatten().enumerate() {
+                if !is_tenant(name) {
+                    return Err(SettingsError::new(
+                        format!("budgets[{index}].tenants[{position}]"),
+                        format!("unknown tenant '{name}': no [tenants.{name}] is defined"),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// `"10/minute"`, `"100/day"`, `"5/2s"`, or `{ calls = 10, window = "1m" }`.
 fn parse_limit(value: &Value, path: &str) -> Result<Window, SettingsError> {
     match value {
@@ -377,5 +395,10 @@ mod tests {
         assert!(!settings.budgets[0].applies_to(Some("other")));
         assert!(!settings.budgets[0].applies_to(None));
         assert!(settings.budgets[1].applies_to(None));
+        assert!(settings.check_tenants(|name| name == "acme").is_ok());
+        let unknown = settings
+            .check_tenants(|name| name == "other")
+            .expect_err("acme is not a tenant");
+        assert_eq!(unknown.path, "budgets[0].tenants[0]");
     }
 }

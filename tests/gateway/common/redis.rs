@@ -49,12 +49,31 @@ impl TlsFiles {
             assert!(status.success(), "openssl {args:?}");
         };
         openssl(&[
-            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
-            "/CN=toolgate test CA", "-keyout", "ca-key.pem", "-out", "ca.pem",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=toolgate test CA",
+            "-keyout",
+            "ca-key.pem",
+            "-out",
+            "ca.pem",
         ]);
         openssl(&[
-            "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-keyout",
-            "key.pem", "-out", "server.csr",
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=localhost",
+            "-keyout",
+            "key.pem",
+            "-out",
+            "server.csr",
         ]);
         std::fs::write(
             folder.join("server.ext"),
@@ -62,8 +81,21 @@ impl TlsFiles {
         )
         .expect("writes the extensions");
         openssl(&[
-            "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca-key.pem",
-            "-CAcreateserial", "-days", "1", "-extfile", "server.ext", "-out", "cert.pem",
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca-key.pem",
+            "-CAcreateserial",
+            "-days",
+            "1",
+            "-extfile",
+            "server.ext",
+            "-out",
+            "cert.pem",
         ]);
         TlsFiles {
             ca: folder.join("ca.pem"),
@@ -93,7 +125,12 @@ impl RedisServer {
         let extra = ["--requirepass", password, "--user", user, "on"]
             .into_iter()
             .map(str::to_owned)
-            .chain([format!(">{user_password}"), "~*".into(), "&*".into(), "+@all".into()])
+            .chain([
+                format!(">{user_password}"),
+                "~*".into(),
+                "&*".into(),
+                "+@all".into(),
+            ])
             .collect();
         RedisServer::start_with(free_port(), extra, false)
     }

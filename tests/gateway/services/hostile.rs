@@ -15,7 +15,11 @@ async fn rogue_service() -> (ScriptedUpstream, ScriptedUpstream, TestGateway) {
     let upstream = ScriptedUpstream::start().await;
     let config = format!(
         "{}{}{}",
-        service("rogue", &checker.url(), "timeout_ms = 1000\nbreaker_failures = 100"),
+        service(
+            "rogue",
+            &checker.url(),
+            "timeout_ms = 1000\nbreaker_failures = 100"
+        ),
         route("/closed", &instance("", "service = \"rogue\"")),
         route(
             "/open",
@@ -37,13 +41,24 @@ fn assert_invalid_answer(body: &Value) {
 #[tokio::test]
 async fn framing_header_patches_are_invalid_answers_and_never_reach_the_client() {
     let (checker, upstream, gateway) = rogue_service().await;
-    for header in ["content-length", "transfer-encoding", "connection", "keep-alive"] {
+    for header in [
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+    ] {
         checker.set_default(Reply::json(
             200,
             json!({"decision": "modify", "patch": {"response_headers": {header: "3"}}}),
         ));
-        let (closed, body) =
-            exchange(&upstream, &gateway, "/closed/v1/chat/completions", &request(), &CALL).await;
+        let (closed, body) = exchange(
+            &upstream,
+            &gateway,
+            "/closed/v1/chat/completions",
+            &request(),
+            &CALL,
+        )
+        .await;
         assert_eq!(closed, 403, "{header}: {body}");
         assert_invalid_answer(&body);
 
@@ -63,7 +78,10 @@ async fn framing_header_patches_are_invalid_answers_and_never_reach_the_client()
                 .expect("the gateway answers");
             assert_eq!(response.status(), 200, "{header}");
             assert_ne!(
-                response.headers().get("content-length").map(|v| v.as_bytes()),
+                response
+                    .headers()
+                    .get("content-length")
+                    .map(|v| v.as_bytes()),
                 Some(&b"3"[..]),
                 "{header}"
             );
@@ -91,8 +109,14 @@ async fn a_violation_on_a_call_or_tool_it_was_not_sent_is_an_invalid_answer() {
             200,
             json!({"decision": "deny", "violations": [violation]}),
         ));
-        let (closed, body) =
-            exchange(&upstream, &gateway, "/closed/v1/chat/completions", &request(), &CALL).await;
+        let (closed, body) = exchange(
+            &upstream,
+            &gateway,
+            "/closed/v1/chat/completions",
+            &request(),
+            &CALL,
+        )
+        .await;
         assert_eq!(closed, 403, "{violation}");
         assert_invalid_answer(&body);
         let text = body.to_string();
@@ -100,8 +124,14 @@ async fn a_violation_on_a_call_or_tool_it_was_not_sent_is_an_invalid_answer() {
             !text.contains("wire_money") && !text.contains("call_invented"),
             "the service's invention is not echoed: {text}"
         );
-        let (open, _) =
-            exchange(&upstream, &gateway, "/open/v1/chat/completions", &request(), &CALL).await;
+        let (open, _) = exchange(
+            &upstream,
+            &gateway,
+            "/open/v1/chat/completions",
+            &request(),
+            &CALL,
+        )
+        .await;
         assert_eq!(open, 200, "fail_mode = allow: {violation}");
     }
 }
@@ -118,8 +148,14 @@ async fn a_valid_violation_lands_on_its_call_with_control_characters_removed() {
             "message": "drops\r\na table\u{1b}[2J\u{0}",
         }]}),
     ));
-    let (status, body) =
-        exchange(&upstream, &gateway, "/closed/v1/chat/completions", &request(), &CALL).await;
+    let (status, body) = exchange(
+        &upstream,
+        &gateway,
+        "/closed/v1/chat/completions",
+        &request(),
+        &CALL,
+    )
+    .await;
     assert_eq!(status, 403, "{body}");
     let violation = &body["error"]["violations"][0];
     assert_eq!(violation["check"], "service");
@@ -128,8 +164,7 @@ async fn a_valid_violation_lands_on_its_call_with_control_characters_removed() {
     assert_eq!(violation["tool"], "run_sql");
     assert_eq!(violation["choice"], 0);
     assert_eq!(
-        violation["message"],
-        "dropsa table[2J (service 'rogue')",
+        violation["message"], "dropsa table[2J (service 'rogue')",
         "{violation}"
     );
 }
