@@ -1,7 +1,8 @@
 //! The one rule for a plugin that removes declared tools before the request goes upstream:
 //! remove them by name, and when none is left, do what `on_empty` says — never send
 //! `"tools": []` unless asked to, since most upstreams (OpenAI's among them) refuse it.
-//! tool_groups, tool_permission and tool_budget's `strip` all decide through [`verdict`].
+//! tool_groups, tool_permission and tool_budget's `strip` decide through [`verdict`]; a
+//! validator service's `remove_tools` through [`removal`], with the default `on_empty`.
 
 use serde::Deserialize;
 
@@ -36,32 +37,44 @@ pub fn verdict<'a>(
             Verdict::Modify(edits)
         };
     }
-    // Compared by name, not by count: a name declared twice goes with one removal.
-    let mut declared_count = 0;
-    let mut empties = true;
-    for name in declared {
-        declared_count += 1;
-        empties &= removed.iter().any(|gone| gone == name);
-    }
-    if empties {
-        match on_empty {
-            OnEmpty::Reject => {
-                return Verdict::Block(Rejection::forbidden(vec![Violation::new(
-                    check,
-                    "no_tools_permitted",
-                    format!(
-                        "none of the {declared_count} declared tools may be used by this request: {}",
-                        removed.join(", ")
-                    ),
-                )]));
-            }
-            OnEmpty::StripToolsField => edits.push(RequestEdit::StripToolFields),
-            OnEmpty::PassThroughEmpty => edits.push(RequestEdit::RemoveDeclaredTools(removed)),
+    let declared: Vec<&str> = declared.into_iter().collect();
+    let named = removed.join(", ");
+    match removal(declared.iter().copied(), removed, on_empty) {
+        Some(edit) => {
+            edits.push(edit);
+            Verdict::Modify(edits)
         }
-    } else {
-        edits.push(RequestEdit::RemoveDeclaredTools(removed));
+        None => Verdict::Block(Rejection::forbidden(vec![Violation::new(
+            check,
+            "no_tools_permitted",
+            format!(
+                "none of the {} declared tools may be used by this request: {named}",
+                declared.len(),
+            ),
+        )])),
     }
-    Verdict::Modify(edits)
+}
+
+/// The edit that removes `removed` (non-empty) from a request declaring `declared`: the removal
+/// itself, or what `on_empty` says when it leaves nothing; `None` when that is to refuse.
+pub fn removal<'a>(
+    declared: impl IntoIterator<Item = &'a str>,
+    removed: Vec<String>,
+    on_empty: OnEmpty,
+) -> Option<RequestEdit> {
+    // Compared by name, not by count: a name declared twice goes with one removal. A request
+    // that declares nothing has nothing to empty.
+    let mut declared = declared.into_iter().peekable();
+    let empties =
+        declared.peek().is_some() && declared.all(|name| removed.iter().any(|gone| gone == name));
+    if !empties {
+        return Some(RequestEdit::RemoveDeclaredTools(removed));
+    }
+    match on_empty {
+        OnEmpty::Reject => None,
+        OnEmpty::StripToolsField => Some(RequestEdit::StripToolFields),
+        OnEmpty::PassThroughEmpty => Some(RequestEdit::RemoveDeclaredTools(removed)),
+    }
 }
 
 #[cfg(test)]

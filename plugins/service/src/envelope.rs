@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use toolgate_plugin::header_rules::is_connection_or_framing;
+use toolgate_plugin::tool_removal::{self, OnEmpty};
 use toolgate_plugin::{
     Check, DeclaredTool, RequestEdit, ResponseEdit, ToolCall, ToolKey, ToolKind, Violation,
     WireFormat,
@@ -348,10 +349,11 @@ impl StageEdit for RequestEdit {
     fn from_patch(patch: &Patch, declared: &[DeclaredToolView<'_>]) -> Result<Vec<Self>, String> {
         let mut edits = Vec::new();
         if !patch.remove_tools.is_empty() {
-            edits.push(RequestEdit::RemoveDeclaredTools(declared_spellings(
-                &patch.remove_tools,
-                declared,
-            )));
+            // The shared rule: removing every declared tool drops the tool fields, never
+            // forwards `"tools": []`.
+            let removed = declared_spellings(&patch.remove_tools, declared);
+            let names = declared.iter().map(|tool| tool.name);
+            edits.extend(tool_removal::removal(names, removed, OnEmpty::default()));
         }
         for (name, value) in &patch.request_headers {
             let (name, value) = header(name, value)?;
@@ -595,6 +597,22 @@ mod tests {
                 "{patch}"
             );
         }
+    }
+
+    #[test]
+    fn removing_every_declared_tool_drops_the_tool_fields() {
+        let answer = read(json!({"decision": "modify", "patch": {
+            "remove_tools": ["delete_user", "SEARCH"]}}))
+        .expect("an answer");
+        let tools = [
+            DeclaredTool::function("delete_user", None),
+            DeclaredTool::function("search", None),
+        ];
+        let declared: Vec<DeclaredToolView<'_>> = tools.iter().map(Into::into).collect();
+        let edits = answer
+            .edits::<RequestEdit>(&declared)
+            .expect("valid in pre_request");
+        assert_eq!(edits, [RequestEdit::StripToolFields]);
     }
 
     #[test]
