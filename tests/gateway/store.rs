@@ -190,6 +190,39 @@ async fn a_wrong_password_or_user_stops_the_start_and_right_ones_count() {
     }
 }
 
+#[tokio::test]
+async fn a_reload_to_a_wrong_password_is_refused_and_the_running_store_stays() {
+    let redis = RedisServer::start_with_password("s3cret-default", "alice", "wonderland-pw");
+    let upstream = proposing_upstream().await;
+    let path = common::temp_audit_path().with_extension("toml");
+    let write = |password: &str| {
+        let body = budgeted(&store_at(&redis.url_with("", password), "block"), 100);
+        let text = common::config_text(&upstream.url(), std::path::Path::new("/dev/null"), &body);
+        std::fs::write(&path, text).expect("writes the config");
+    };
+    write("s3cret-default");
+    let runtime = Runtime::new();
+    let config = Config::from_file(&path, &runtime.plugins).expect("loads");
+    let gateway = Gateway::bind(config, runtime).await.expect("starts");
+    let state = gateway.state();
+
+    write("hunter2-wrong");
+    let refused = toolgate::reload(&state, &path)
+        .await
+        .expect_err("a refused credential is not applied")
+        .to_string();
+    assert!(
+        refused.contains("refused") && !refused.contains("hunter2"),
+        "{refused}"
+    );
+    let running = state.config.load();
+    assert!(
+        running.store.check().await.is_ok(),
+        "the running store is kept"
+    );
+    let _ = std::fs::remove_file(&path);
+}
+
 /// Empties the server's keys, as `user` (the budgets above are one counter per server).
 fn redis_flush(redis: &RedisServer, user: &str, password: &str) {
     let url = redis.url_with(user, password);
