@@ -10,7 +10,7 @@ use prometheus_client::registry::Registry;
 use toolgate_plugin::{registered, registered_seconds};
 
 use crate::breaker::BreakerState;
-use crate::client::FailureKind;
+use crate::failure::FailureKind;
 
 /// How one consultation of a service ended, the `outcome` label of `toolgate_service_calls_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,7 +11,8 @@ use toolgate_plugin::{
 use toolgate_plugin::schema::{SchemaChecker, truncate};
 
 use crate::checks::{check_calls, no_tools_declared};
-use crate::judge::{Judge, ReviewContext};
+use crate::judge::Judge;
+use crate::judge_client::ReviewContext;
 use crate::metrics::Metrics;
 use crate::settings::Settings;
 
