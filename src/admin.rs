@@ -7,6 +7,7 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use http::header::{CONTENT_TYPE, HeaderValue};
 use http::{Request, Response, StatusCode};
@@ -118,12 +119,23 @@ struct StoreStatus {
     problem: Option<StoreError>,
 }
 
+/// The longest an admin answer waits for the store: probes time out after a second by default,
+/// and a `/health` that timed out would have the process restarted for a dependency's fault.
+const STORE_CHECK_BUDGET: Duration = Duration::from_millis(750);
+
 impl StoreStatus {
     async fn check(config: &Config) -> StoreStatus {
+        let problem = match tokio::time::timeout(STORE_CHECK_BUDGET, config.store.check()).await {
+            Ok(checked) => checked.err(),
+            Err(_) => Some(StoreError::new(format!(
+                "no answer within {} ms",
+                STORE_CHECK_BUDGET.as_millis()
+            ))),
+        };
         StoreStatus {
             store: config.store.describe(),
             fail_mode: config.store_fail_mode,
-            problem: config.store.check().await.err(),
+            problem,
         }
     }
 

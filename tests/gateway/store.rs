@@ -14,15 +14,17 @@ use toolgate::{Config, Gateway, Runtime};
 /// the store `store` says (`[store]` lines).
 fn budgeted(store: &str, limit: u32) -> String {
     format!(
-        "[store]\n{store}\ntimeout_ms = 400\n\n\
+        "[store]\n{store}\n\n\
          [[routes]]\npath = \"/v1/chat/completions\"\nupstream = \"llm\"\n\
          [[routes.plugins]]\nname = \"tool_budget\"\n[routes.plugins.settings]\ncount = \"proposed\"\n\
          [[routes.plugins.settings.budgets]]\ntools = \"pay\"\nlimits = [\"{limit}/30d\"]\n"
     )
 }
 
+/// A store at `url`. The timeout is generous: a TLS handshake on a loaded test machine must not
+/// pass for an outage (an outage here is a refused connection, which is immediate).
 fn store_at(url: &str, fail_mode: &str) -> String {
-    format!("url = \"{url}\"\nfail_mode = \"{fail_mode}\"")
+    format!("url = \"{url}\"\nfail_mode = \"{fail_mode}\"\ntimeout_ms = 3000")
 }
 
 fn pay_request() -> Value {
@@ -138,7 +140,7 @@ async fn ready_is_false_while_a_blocking_store_is_down_and_health_says_why() {
 #[tokio::test]
 async fn a_memory_store_is_always_up() {
     let upstream = proposing_upstream().await;
-    let gateway = TestGateway::start(&upstream, &budgeted("", 100)).await;
+    let gateway = TestGateway::start(&upstream, &budgeted("timeout_ms = 400", 100)).await;
     let ready = gateway.admin_json("/ready").await;
     assert_eq!(ready["status"], "ready");
     assert_eq!(
