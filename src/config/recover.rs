@@ -58,6 +58,14 @@ pub(super) fn read(source: &Source) -> Reading {
         };
         let path = error.span().and_then(|span| current.key_at(span.start));
         let message = error.message().trim_end().to_owned();
+        // A table now missing the value taken out of it: the echo of an error already told.
+        if message.starts_with("missing field")
+            && path
+                .as_ref()
+                .is_some_and(|path| reading.removed.iter().any(|gone| gone.0.starts_with(&path.0)))
+        {
+            break;
+        }
         reading.errors.push(match &path {
             // The text is still the file's: the parser's own span is the most precise place.
             _ if reading.removed.is_empty() => source.error_at(
@@ -171,6 +179,23 @@ mod tests {
             "{shown:#?}"
         );
         assert!(reading.raw.is_some(), "the rest reads");
+    }
+
+    #[test]
+    fn a_required_value_taken_out_is_reported_once() {
+        let source = Source {
+            origin: "t.toml",
+            text: "[upstreams.llm]\nurl = 8080\n\n[server]\ncolour = 1\n",
+        };
+        let reading = read(&source);
+        let shown: Vec<String> = reading.errors.iter().map(ToString::to_string).collect();
+        assert_eq!(shown.len(), 2, "{shown:#?}");
+        assert!(shown[0].contains("upstreams.llm.url: invalid type"), "{shown:#?}");
+        assert!(shown[1].contains("server.colour"), "{shown:#?}");
+        assert!(
+            !shown.iter().any(|line| line.contains("missing field")),
+            "not 'missing field url' as well: {shown:#?}"
+        );
     }
 
     #[test]
