@@ -631,7 +631,12 @@ fn build_chain(
                 mode: entry.mode,
                 priority: entry.priority.unwrap_or_else(|| factory.default_priority()),
             }),
-            Err(error) => errors.push(source.error_at_key(&locate(&error.path), error.message)),
+            Err(error) => errors.extend(
+                error
+                    .each()
+                    .into_iter()
+                    .map(|error| source.error_at_key(&locate(&error.path), error.message)),
+            ),
         }
     }
     Chain::new(chain)

@@ -60,9 +60,12 @@ pub(super) fn read(source: &Source) -> Reading {
         let message = error.message().trim_end().to_owned();
         // A table now missing the value taken out of it: the echo of an error already told.
         if message.starts_with("missing field")
-            && path
-                .as_ref()
-                .is_some_and(|path| reading.removed.iter().any(|gone| gone.0.starts_with(&path.0)))
+            && path.as_ref().is_some_and(|path| {
+                reading
+                    .removed
+                    .iter()
+                    .any(|gone| gone.0.starts_with(&path.0))
+            })
         {
             break;
         }
@@ -190,7 +193,10 @@ mod tests {
         let reading = read(&source);
         let shown: Vec<String> = reading.errors.iter().map(ToString::to_string).collect();
         assert_eq!(shown.len(), 2, "{shown:#?}");
-        assert!(shown[0].contains("upstreams.llm.url: invalid type"), "{shown:#?}");
+        assert!(
+            shown[0].contains("upstreams.llm.url: invalid type"),
+            "{shown:#?}"
+        );
         assert!(shown[1].contains("server.colour"), "{shown:#?}");
         assert!(
             !shown.iter().any(|line| line.contains("missing field")),

@@ -98,7 +98,7 @@ fn check_reports_every_error_of_a_file_in_one_run() {
          [mcp.agent_policies.ghost-bot]\nallowed_servers = []\n\n\
          [[routes]]\npath = \"/v1\"\nupstream = \"llm\"\nflavour = \"mild\"\n\
          [[routes.plugins]]\nname = \"tool_budget\"\n[routes.plugins.settings]\n\
-         [[routes.plugins.settings.budgets]]\ntools = \"pay\"\nlimits = [\"1/day\"]\ntenants = [\"acme\", \"globex\"]\n\n\
+         [[routes.plugins.settings.budgets]]\ntools = \"pay\"\nlimits = [\"1/day\"]\ntenants = [\"acme\", \"globex\",\n  \"initech\"]\n\n\
          [[routes]]\npath = \"/v2\"\nupstream = \"nowhere\"\n";
     let path = write_config(text);
     let output = check(&path);
@@ -124,6 +124,10 @@ fn check_reports_every_error_of_a_file_in_one_run() {
             "globex",
             "routes[0].plugins[0].settings.budgets[0].tenants[1]: unknown tenant 'globex'",
         ),
+        (
+            "initech",
+            "routes[0].plugins[0].settings.budgets[0].tenants[2]: unknown tenant 'initech'",
+        ),
         ("nowhere", "routes[1].upstream: unknown upstream 'nowhere'"),
     ] {
         let located = format!("{file}:{}:", line_of(needle));
@@ -136,7 +140,7 @@ fn check_reports_every_error_of_a_file_in_one_run() {
     }
     assert_eq!(
         errors.lines().count(),
-        7,
+        8,
         "each once, and nothing else:\n{errors}"
     );
 }

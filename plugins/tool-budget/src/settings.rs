@@ -173,17 +173,18 @@ impl Settings {
     /// Every tenant a budget names must be a `[tenants.NAME]`: a misspelt name would make a
     /// budget that never applies, silently.
     pub fn check_tenants(&self, is_tenant: impl Fn(&str) -> bool) -> Result<(), SettingsError> {
+        let mut unknown = Vec::new();
         for (index, budget) in self.budgets.iter().enumerate() {
             for (position, name) in budget.tenants.iter().flatten().enumerate() {
                 if !is_tenant(name) {
-                    return Err(SettingsError::new(
+                    unknown.push(SettingsError::new(
                         format!("budgets[{index}].tenants[{position}]"),
                         format!("unknown tenant '{name}': no [tenants.{name}] is defined"),
                     ));
                 }
             }
         }
-        Ok(())
+        SettingsError::all(unknown).map_or(Ok(()), Err)
     }
 }
 
@@ -400,5 +401,6 @@ mod tests {
             .check_tenants(|name| name == "other")
             .expect_err("acme is not a tenant");
         assert_eq!(unknown.path, "budgets[0].tenants[0]");
+        assert!(unknown.more.is_empty());
     }
 }
