@@ -221,6 +221,9 @@ pub(crate) struct RawMcpServer {
     /// The tools of this server anyone may see (a ceiling for every agent policy).
     #[serde(default)]
     pub exposed_tools: Option<Vec<String>>,
+    /// Tools of this server a person must confirm, call by call, before it is forwarded.
+    #[serde(default)]
+    pub require_confirmation: Vec<String>,
     #[serde(default = "default_mcp_call_timeout_ms")]
     pub call_timeout_ms: u64,
     #[serde(default = "default_mcp_startup_timeout_ms")]
@@ -260,6 +263,9 @@ pub(crate) struct RawAgentPolicy {
     pub allowed_servers: Option<Vec<String>>,
     #[serde(default)]
     pub tool_overrides: BTreeMap<String, Vec<String>>,
+    /// Tools, by server, this caller's calls to which a person must confirm.
+    #[serde(default)]
+    pub require_confirmation: BTreeMap<String, Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -14,10 +14,11 @@ use std::time::{Duration, Instant};
 
 use arc_swap::{ArcSwap, ArcSwapOption};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
-    ClientRequest, ErrorData, Implementation, JsonObject, PingRequest, Tool,
+    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
+    ClientCapabilities, ClientConfig, ClientRequest, ErrorData, Implementation, JsonObject,
+    PingRequest, ProgressNotificationParam, ProgressToken, RequestId, ServerResult, Tool,
 };
-use rmcp::service::{NotificationContext, Peer, RunningService};
+use rmcp::service::{NotificationContext, Peer, PeerRequestOptions, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, RoleClient, RoleServer, ServiceError, ServiceExt};
@@ -148,6 +149,9 @@ impl McpHub {
 /// One backend server under supervision.
 pub struct Backend {
     pub settings: ServerSettings,
+    /// Where the backend's progress notifications go: the callers' sessions, by the token
+    /// toolgate gave each forwarded call.
+    progress: Arc<ProgressRoutes>,
     status: Mutex<BackendStatus>,
     connection: ArcSwapOption<Connection>,
     supervisor: Mutex<Option<JoinHandle<()>>>,
@@ -198,6 +202,85 @@ pub enum BackendState {
     Stopped,
 }
 
+/// Where a forwarded call's progress goes: the caller's session and the caller's own token.
+pub struct ProgressRelay {
+    pub session: Peer<RoleServer>,
+    pub token: ProgressToken,
+}
+
+/// The progress routes of a backend's calls in flight, by the token each request went out with.
+#[derive(Default)]
+struct ProgressRoutes {
+    routes: Mutex<HashMap<ProgressToken, ProgressRelay>>,
+}
+
+/// An open route; dropping it closes the route (the call ended or was cancelled).
+struct ProgressRoute<'a> {
+    routes: &'a ProgressRoutes,
+    token: ProgressToken,
+}
+
+impl ProgressRoutes {
+    fn open(&self, token: ProgressToken, relay: ProgressRelay) -> ProgressRoute<'_> {
+        self.routes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(token.clone(), relay);
+        ProgressRoute {
+            routes: self,
+            token,
+        }
+    }
+
+    /// Passes a backend's progress notification to the caller of the call it is about, under
+    /// the caller's token; progress on a token no call in flight has is dropped.
+    async fn relay(&self, mut params: ProgressNotificationParam) {
+        let route = {
+            let routes = self.routes.lock().unwrap_or_else(PoisonError::into_inner);
+            routes
+                .get(&params.progress_token)
+                .map(|relay| (relay.session.clone(), relay.token.clone()))
+        };
+        let Some((session, token)) = route else {
+            return;
+        };
+        params.progress_token = token;
+        if let Err(error) = session.notify_progress(params).await {
+            tracing::debug!(%error, "a caller missed a progress notification");
+        }
+    }
+}
+
+impl Drop for ProgressRoute<'_> {
+    fn drop(&mut self) {
+        self.routes
+            .routes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.token);
+    }
+}
+
+/// Tells a backend that a call it is working on was abandoned, unless disarmed first.
+struct CancelOnDrop(Option<(Peer<RoleClient>, RequestId)>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some((peer, id)) = self.0.take() else {
+            return;
+        };
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let reason = Some("the caller cancelled the call, or it timed out".to_owned());
+                let notice = CancelledNotificationParam::new(Some(id), reason);
+                if let Err(error) = peer.notify_cancelled(notice).await {
+                    tracing::debug!(%error, "a backend missed a cancellation");
+                }
+            });
+        }
+    }
+}
+
 /// Why a call did not reach a backend's answer.
 #[derive(Debug)]
 pub enum CallFailure {
@@ -206,7 +289,10 @@ pub enum CallFailure {
     TimedOut(Duration),
     /// The backend answered with a JSON-RPC error of its own: passed on as it is.
     Refused(ErrorData),
-    /// The connection broke, or the answer was not an MCP result.
+    /// The connection broke during the call (the backend died or went away): the backend is
+    /// unavailable, as it is until it is back.
+    Lost(String),
+    /// The answer was not an MCP result.
     Broken(String),
 }
 
@@ -236,6 +322,7 @@ impl Backend {
                 last_error: None,
             }),
             settings,
+            progress: Arc::new(ProgressRoutes::default()),
             connection: ArcSwapOption::empty(),
             supervisor: Mutex::new(None),
         });
@@ -280,11 +367,14 @@ impl Backend {
         self.connection.load_full()
     }
 
-    /// Calls `tool` (its backend name) within the call timeout.
+    /// Calls `tool` (its backend name) within the call timeout. The backend's progress on it
+    /// goes to `progress`'s session, under the caller's own token. Dropping the future tells
+    /// the backend the call is cancelled.
     pub async fn call(
         &self,
         tool: &str,
         arguments: Option<JsonObject>,
+        progress: Option<ProgressRelay>,
     ) -> Result<CallToolResult, CallFailure> {
         let Some(connection) = self.connection() else {
             return Err(CallFailure::Unavailable(self.status().last_error));
@@ -294,36 +384,75 @@ impl Backend {
             params = params.with_arguments(arguments);
         }
         let timeout = self.settings.call_timeout;
-        let outcome =
-            match tokio::time::timeout(timeout, connection.peer.call_tool_once(params)).await {
-                Err(_) => Err(CallFailure::TimedOut(timeout)),
-                Ok(Ok(CallToolResponse::Complete(result))) => Ok(result),
-                Ok(Ok(_)) => Err(CallFailure::Broken(
+        let forwarded = self.forward(&connection, params, progress);
+        let outcome = match tokio::time::timeout(timeout, forwarded).await {
+            Err(_) => Err(CallFailure::TimedOut(timeout)),
+            Ok(Ok(ServerResult::CallToolResult(result))) => Ok(result),
+            Ok(Ok(ServerResult::InputRequiredResult(_) | ServerResult::CreateTaskResult(_))) => {
+                Err(CallFailure::Broken(
                     "the server asked for client input or started a task; toolgate relays only complete results".into(),
-                )),
-                Ok(Err(ServiceError::McpError(error))) => Err(CallFailure::Refused(error)),
-                Ok(Err(error)) => Err(CallFailure::Broken(error.to_string())),
-            };
+                ))
+            }
+            Ok(Ok(_)) => Err(CallFailure::Broken(
+                "the answer to tools/call is not a call result".into(),
+            )),
+            Ok(Err(ServiceError::McpError(error))) => Err(CallFailure::Refused(error)),
+            Ok(Err(error @ (ServiceError::TransportClosed | ServiceError::TransportSend(_)))) => {
+                Err(CallFailure::Lost(error.to_string()))
+            }
+            Ok(Err(error)) => Err(CallFailure::Broken(error.to_string())),
+        };
         if matches!(
             outcome,
-            Err(CallFailure::TimedOut(_) | CallFailure::Broken(_))
+            Err(CallFailure::TimedOut(_) | CallFailure::Broken(_) | CallFailure::Lost(_))
         ) {
             // A permit is kept when the supervisor is busy: the probe runs when it looks.
             connection.suspect.notify_one();
         }
         outcome
     }
+
+    /// Sends the call and waits for its answer, routing its progress (under the token rmcp
+    /// gave the request) to the caller meanwhile. Dropped before the answer — the caller
+    /// cancelled, or the call timed out — it tells the backend the call is cancelled.
+    async fn forward(
+        &self,
+        connection: &Connection,
+        params: CallToolRequestParams,
+        progress: Option<ProgressRelay>,
+    ) -> Result<ServerResult, ServiceError> {
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let handle = connection
+            .peer
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .await?;
+        let _route = progress.map(|relay| self.progress.open(handle.progress_token.clone(), relay));
+        let mut abandoned = CancelOnDrop(Some((connection.peer.clone(), handle.id.clone())));
+        let answer = handle.await_response().await;
+        abandoned.0 = None;
+        answer
+    }
 }
 
-/// The client side toolgate presents to a backend: it only listens for tool list changes.
+/// The client side toolgate presents to a backend: it listens for tool list changes and
+/// relays the progress of forwarded calls to their callers.
 struct BackendClient {
     refresh: mpsc::Sender<()>,
+    progress: Arc<ProgressRoutes>,
 }
 
 impl ClientHandler for BackendClient {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         // A full channel already holds a pending refresh.
         let _ = self.refresh.try_send(());
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.progress.relay(params).await;
     }
 
     fn get_info(&self) -> ClientConfig {
@@ -345,6 +474,7 @@ async fn supervise(backend: std::sync::Weak<Backend>, hub: std::sync::Weak<McpHu
         };
         current.update(|status| status.state = BackendState::Starting);
         let settings = current.settings.clone();
+        let progress = current.progress.clone();
         drop(current);
         let (refresh_sender, mut refresh) = mpsc::channel(1);
         let started = tokio::time::timeout(
@@ -353,6 +483,7 @@ async fn supervise(backend: std::sync::Weak<Backend>, hub: std::sync::Weak<McpHu
                 &settings,
                 BackendClient {
                     refresh: refresh_sender,
+                    progress,
                 },
             ),
         )
