@@ -54,8 +54,10 @@ pub struct Gateway {
 const CUT_ANSWER_WINDOW: Duration = Duration::from_secs(1);
 
 impl Gateway {
-    /// Binds `server.listen` and `server.admin_listen` and opens the audit output.
+    /// Checks the state store, binds `server.listen` and `server.admin_listen` and opens the
+    /// audit output.
     pub async fn bind(config: Config, runtime: Runtime) -> std::io::Result<Gateway> {
+        config.check_store().await.map_err(std::io::Error::other)?;
         let listener = TcpListener::bind(config.server.listen).await?;
         let admin = match config.server.admin_listen {
             Some(address) => Some(TcpListener::bind(address).await?),

@@ -35,8 +35,8 @@ pub struct PluginRegistry {
     schemas: SchemaChecker,
 }
 
-/// What identifies a store across loads: its URL (none = memory) and timeout.
-type StoreKey = (Option<String>, Duration);
+/// What identifies a store across loads: its URL (none = memory), timeout and CA certificate.
+type StoreKey = (Option<String>, Duration, Option<Vec<u8>>);
 
 impl PluginRegistry {
     /// An empty registry.
@@ -88,8 +88,9 @@ impl PluginRegistry {
         &self,
         url: Option<&str>,
         timeout: Duration,
+        root_certificate: Option<Vec<u8>>,
     ) -> Result<Arc<dyn StateStore>, String> {
-        let key: StoreKey = (url.map(str::to_owned), timeout);
+        let key: StoreKey = (url.map(str::to_owned), timeout, root_certificate.clone());
         let mut cached = self
             .store
             .lock()
@@ -101,10 +102,22 @@ impl PluginRegistry {
         }
         let store: Arc<dyn StateStore> = match url {
             None => Arc::new(MemoryStore::default()),
-            Some(url) => Arc::new(toolgate_store_redis::RedisStore::new(url, timeout)?),
+            Some(url) => Arc::new(toolgate_store_redis::RedisStore::new(
+                url,
+                timeout,
+                root_certificate,
+            )?),
         };
         *cached = Some((key, store.clone()));
         Ok(store)
+    }
+
+    /// The `/health` sections of the factories that report one (validator services' breakers).
+    pub fn health_sections(&self) -> Vec<(&'static str, serde_json::Value)> {
+        self.factories
+            .values()
+            .filter_map(|factory| factory.health())
+            .collect()
     }
 
     fn names(&self) -> String {
@@ -323,6 +336,8 @@ pub(super) fn build(
             catalog,
             tenants,
             mcp,
+            store: context.store,
+            store_fail_mode: context.store_fail_mode,
             origin: source.origin.to_owned(),
         }),
         _ => Err(ConfigErrors(errors)),
@@ -487,10 +502,35 @@ fn build_store(
         .as_ref()
         .map(|url| url.0.trim())
         .filter(|url| !url.is_empty() && *url != "memory");
-    match plugins.store_for(url, Duration::from_millis(timeout_ms.max(1))) {
+    let root_certificate = match &raw.store.ca_file {
+        None => None,
+        Some(path) => {
+            let path = source.relative_path(&path.0);
+            match std::fs::read(&path) {
+                Ok(pem) => Some(pem),
+                Err(error) => {
+                    errors.push(source.error_at_key(
+                        &store_path.clone().key("ca_file"),
+                        format!("cannot read {}: {error}", path.display()),
+                    ));
+                    return None;
+                }
+            }
+        }
+    };
+    match plugins.store_for(
+        url,
+        Duration::from_millis(timeout_ms.max(1)),
+        root_certificate,
+    ) {
         Ok(store) => Some((store, fail_mode)),
         Err(message) => {
-            errors.push(source.error_at_key(&store_path.key("url"), message));
+            let key = if message.contains("CA certificate") {
+                "ca_file"
+            } else {
+                "url"
+            };
+            errors.push(source.error_at_key(&store_path.key(key), message));
             None
         }
     }
@@ -635,7 +675,12 @@ fn build_chain(
                 mode: entry.mode,
                 priority: entry.priority.unwrap_or_else(|| factory.default_priority()),
             }),
-            Err(error) => errors.push(source.error_at_key(&locate(&error.path), error.message)),
+            Err(error) => errors.extend(
+                error
+                    .each()
+                    .into_iter()
+                    .map(|error| source.error_at_key(&locate(&error.path), error.message)),
+            ),
         }
     }
     Chain::new(chain)
@@ -733,6 +778,21 @@ fn build_catalog(raw: &RawConfig, source: &Source, errors: &mut Vec<ConfigError>
         catalog = catalog.with_access_level(level.clone(), entry.categories.clone());
     }
     for (name, tenant) in &raw.tenants {
+        // A group no tool is in (nor `default`, nor `*`) is a typo: the tenant could never be
+        // offered a tool through it.
+        for (index, group) in tenant.groups.iter().enumerate() {
+            if !catalog.knows_group(group) {
+                let path = KeyPath::default()
+                    .key("tenants")
+                    .key(name)
+                    .key("groups")
+                    .index(index);
+                errors.push(source.error_at_key(
+                    &path,
+                    format!("unknown group '{group}': no [tools.NAME] is in it (groups are named by the tools' `groups`; `default` and `*` always exist)"),
+                ));
+            }
+        }
         if let Some(level) = &tenant.access_level
             && catalog.access_level(level).is_none()
         {

@@ -23,6 +23,7 @@ mod sdks;
 mod service_failures;
 mod services;
 mod shipped_routes;
+mod store;
 mod streaming;
 mod tenants;
 mod tool_selection;

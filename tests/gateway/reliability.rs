@@ -106,7 +106,11 @@ async fn a_changed_file_is_reloaded_and_an_invalid_one_is_refused() {
         404,
         "nothing of the invalid file applies"
     );
-    assert!(toolgate::reload(&gateway.state, &gateway.path).is_err());
+    assert!(
+        toolgate::reload(&gateway.state, &gateway.path)
+            .await
+            .is_err()
+    );
 }
 
 #[tokio::test]
@@ -137,7 +141,9 @@ async fn an_exchange_in_flight_finishes_on_the_config_it_started_with() {
         "[[routes]]\npath = \"/v1\"\nupstream = \"llm\"\n",
     );
     std::fs::write(&gateway.path, &unguarded).expect("rewrites");
-    toolgate::reload(&gateway.state, &gateway.path).expect("the new config is valid");
+    toolgate::reload(&gateway.state, &gateway.path)
+        .await
+        .expect("the new config is valid");
     let response = in_flight.await.expect("joins").expect("answered");
     assert_eq!(
         response.status(),
