@@ -31,6 +31,14 @@ pub async fn handle(state: Arc<GatewayState>, request: Request<Incoming>) -> Res
     let route = config.router.find(request.uri().path()).cloned();
     let mut response = match route {
         None => {
+            // The operator's first clue to a client with a wrong base URL; the query is left
+            // out, as some clients put keys there.
+            tracing::warn!(
+                request_id = %request_id,
+                method = %request.method(),
+                path = request.uri().path(),
+                "404: no route for the path"
+            );
             let shape = WireFormat::from_path(request.uri().path())
                 .unwrap_or(WireFormat::ChatCompletions)
                 .error_shape();
@@ -98,7 +106,16 @@ async fn serve_llm(
             let forwarding = Box::pin(forward(&mut exchange, request, &config.server));
             forwarding.await
         }
-        Err(failure) => Err(GatewayError::unauthenticated(failure)),
+        Err(failure) => {
+            let error = GatewayError::unauthenticated(failure);
+            crate::tenants::warn_unauthenticated(
+                request_id,
+                &exchange.meta.route,
+                request.uri().path(),
+                error.code,
+            );
+            Err(error)
+        }
     };
     let plugin_headers = std::mem::take(&mut exchange.response_headers);
     let mut response = match result {

@@ -296,32 +296,67 @@ fn check_refuses_two_catalog_entries_for_one_tool_and_an_unknown_unreadable_answ
     );
 }
 
-/// Every gateway configuration the docs show (a ```toml block with a `[[routes]]`) loads, so the
-/// docs cannot drift from the code.
+/// Every configuration the docs show loads, so the docs cannot drift from the code: each
+/// ```toml block of README.md and docs/*.md. A block with `[[routes]]` is a whole file and loads
+/// as it is; a fragment (a plugin entry, a section) loads after a minimal file with one
+/// upstream and one route, so its `[[routes.plugins]]` attach to that route. `${VAR}` without a
+/// default gets one, as the reader's environment would give it.
 #[test]
 fn every_config_example_in_docs_loads() {
-    let docs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs");
-    let runtime = toolgate::Runtime::new();
-    let mut loaded = 0;
-    for entry in std::fs::read_dir(&docs).expect("docs/ exists") {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut pages = vec![root.join("README.md")];
+    for entry in std::fs::read_dir(root.join("docs")).expect("docs/ exists") {
         let path = entry.expect("a readable entry").path();
-        if path.extension().is_none_or(|extension| extension != "md") {
-            continue;
-        }
-        let text = std::fs::read_to_string(&path).expect("readable");
-        for block in text.split("```toml\n").skip(1) {
-            let Some((config, _)) = block.split_once("```") else {
-                continue;
-            };
-            if !config.contains("[[routes]]") {
-                continue;
-            }
-            let name = path.display().to_string();
-            if let Err(errors) = toolgate::Config::from_toml(config, &name, &runtime.plugins) {
-                panic!("{name}: an example does not load:\n{errors}\n{config}");
-            }
-            loaded += 1;
+        if path.extension().is_some_and(|extension| extension == "md") {
+            pages.push(path);
         }
     }
-    assert!(loaded >= 1, "the docs show at least one configuration");
+    let runtime = toolgate::Runtime::new();
+    let (mut whole, mut fragments) = (0, 0);
+    for path in pages {
+        let text = std::fs::read_to_string(&path).expect("readable");
+        for block in text.split("```toml\n").skip(1) {
+            let Some((example, _)) = block.split_once("```") else {
+                continue;
+            };
+            let example = with_defaults_for_unset_variables(example);
+            let config = if example.contains("[[routes]]") {
+                whole += 1;
+                example
+            } else {
+                fragments += 1;
+                format!(
+                    "[upstreams.docs_example]\nurl = \"http://127.0.0.1:1\"\n\n\
+                     [[routes]]\npath = \"/docs-example\"\nupstream = \"docs_example\"\n\n{example}"
+                )
+            };
+            let name = path.display().to_string();
+            if let Err(errors) = toolgate::Config::from_toml(&config, &name, &runtime.plugins) {
+                panic!("{name}: an example does not load:\n{errors}\n{config}");
+            }
+        }
+    }
+    assert!(whole >= 5, "the docs show whole configurations ({whole})");
+    assert!(fragments >= 10, "the docs show fragments ({fragments})");
+}
+
+/// `${VAR}` becomes `${VAR:-VAR-value}`; `${VAR:-default}` and `$$` stay.
+fn with_defaults_for_unset_variables(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let Some(length) = rest[start..].find('}') else {
+            break;
+        };
+        let inner = &rest[start + 2..start + length];
+        if inner.contains(":-") {
+            out.push_str(&rest[start..=start + length]);
+        } else {
+            out.push_str(&format!("${{{inner}:-{inner}-value}}"));
+        }
+        rest = &rest[start + length + 1..];
+    }
+    out.push_str(rest);
+    out
 }
