@@ -296,6 +296,44 @@ fn check_refuses_two_catalog_entries_for_one_tool_and_an_unknown_unreadable_answ
     );
 }
 
+/// The gateway.toml that deploy/toolgate.yaml's ConfigMap mounts passes `toolgate check` with
+/// the environment the pod gives it (the Secret's values).
+#[test]
+fn the_deploy_configmap_passes_toolgate_check() {
+    let manifest = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("deploy/toolgate.yaml"),
+    )
+    .expect("deploy/toolgate.yaml is readable");
+    let config = configmap_file(&manifest, "gateway.toml");
+    assert!(config.contains("[[routes]]"), "the ConfigMap holds a gateway.toml:\n{config}");
+    let path = write_config(&config);
+    let output = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["check", "--config", path.to_str().expect("utf-8 path")])
+        .env("OPENAI_API_KEY", "sk-from-the-secret")
+        .env("REDIS_PASSWORD", "from-the-secret")
+        .output()
+        .expect("the binary runs");
+    assert!(output.status.success(), "{}", stderr(&output));
+}
+
+/// The literal block `  NAME: |` of a manifest's ConfigMap `data`, without its indentation.
+fn configmap_file(manifest: &str, name: &str) -> String {
+    let header = format!("  {name}: |");
+    let mut lines = manifest.lines().skip_while(|line| *line != header).skip(1);
+    let mut file = String::new();
+    for line in lines.by_ref() {
+        if line.is_empty() {
+            file.push('\n');
+        } else if let Some(content) = line.strip_prefix("    ") {
+            file.push_str(content);
+            file.push('\n');
+        } else {
+            break;
+        }
+    }
+    file
+}
+
 /// Every configuration the docs show loads, so the docs cannot drift from the code: each
 /// ```toml block of README.md and docs/*.md. A block with `[[routes]]` is a whole file and loads
 /// as it is; a fragment (a plugin entry, a section) loads after a minimal file with one
