@@ -36,7 +36,7 @@ pub async fn handle(state: Arc<GatewayState>, request: Request<Incoming>) -> Res
             tracing::warn!(
                 request_id = %request_id,
                 method = %request.method(),
-                path = request.uri().path(),
+                path = %request.uri().path(),
                 "404: no route for the path"
             );
             let shape = WireFormat::from_path(request.uri().path())
