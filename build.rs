@@ -31,7 +31,9 @@ fn main() {
         return;
     }
     if !list.is_file() || !linked_by_default_lld() {
-        println!("cargo:warning=TOOLGATE_HOT_FUNCTIONS=on, but {HOT_FUNCTIONS} is missing or the linker is not rustc's default LLD; linked without it");
+        println!(
+            "cargo:warning=TOOLGATE_HOT_FUNCTIONS=on, but {HOT_FUNCTIONS} is missing or the linker is not rustc's default LLD; linked without it"
+        );
         return;
     }
     println!(

@@ -305,7 +305,10 @@ fn the_deploy_configmap_passes_toolgate_check() {
     )
     .expect("deploy/toolgate.yaml is readable");
     let config = configmap_file(&manifest, "gateway.toml");
-    assert!(config.contains("[[routes]]"), "the ConfigMap holds a gateway.toml:\n{config}");
+    assert!(
+        config.contains("[[routes]]"),
+        "the ConfigMap holds a gateway.toml:\n{config}"
+    );
     let path = write_config(&config);
     let output = Command::new(env!("CARGO_BIN_EXE_toolgate"))
         .args(["check", "--config", path.to_str().expect("utf-8 path")])
@@ -384,7 +387,10 @@ fn every_config_example_in_docs_loads() {
     }
     assert!(whole >= 4, "the docs show whole configurations ({whole})");
     assert!(fragments >= 6, "the docs show fragments ({fragments})");
-    assert!(manifests >= 1, "writing-a-plugin.md shows a Cargo.toml ({manifests})");
+    assert!(
+        manifests >= 1,
+        "writing-a-plugin.md shows a Cargo.toml ({manifests})"
+    );
 }
 
 /// `${VAR}` becomes `${VAR:-VAR-value}`; `${VAR:-default}` and `$$` stay.

@@ -47,9 +47,7 @@ async fn a_404_and_a_401_are_warnings_with_the_path_and_never_the_key() {
     }
     assert_eq!(not_found.map(|status| status.as_u16()), Some(404));
     let unauthorized = client
-        .post(format!(
-            "{base}/v1/chat/completions?key=query-SECRET-55"
-        ))
+        .post(format!("{base}/v1/chat/completions?key=query-SECRET-55"))
         .header("authorization", "Bearer wrong-key-SECRET-77")
         .body("{}")
         .send()

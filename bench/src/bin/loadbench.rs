@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::signal::unix::{SignalKind, signal};
 use toolgate_bench::client::{self, CHAT_COMPLETIONS, Shot, percentile_of};
-use toolgate_bench::{dist, oha};
 use toolgate_bench::procs::{
     self, TempDir, cpu_ns, family_cpu_ns, family_kernel_cpu_ns, status_kib,
 };
@@ -24,6 +23,7 @@ use toolgate_bench::report::{
 };
 use toolgate_bench::stack::{self, Gateway, Server};
 use toolgate_bench::workload::{self, RequestSpec};
+use toolgate_bench::{dist, oha};
 
 const PHASES: [&str; 5] = ["table", "curves", "streams", "profile", "criterion"];
 const USAGE: &str =
@@ -284,7 +284,10 @@ async fn run(options: Options, fds: u64) -> Result<(), String> {
         );
         dist::build(
             &root,
-            &[("toolgate", "toolgate"), ("toolgate-bench", "bench-upstream")],
+            &[
+                ("toolgate", "toolgate"),
+                ("toolgate-bench", "bench-upstream"),
+            ],
         )?;
     }
     let dist_dir = dist::binary_dir(&target_dir());

@@ -24,7 +24,10 @@ fn scenario(name: &str) -> (Reply, &'static [&'static str]) {
                 &[("call_1", "delete_user", "{}")],
                 Some("Let me check."),
             )),
-            &["Let me check.", "blocked mid-stream: undeclared_tool delete_user"],
+            &[
+                "Let me check.",
+                "blocked mid-stream: undeclared_tool delete_user",
+            ],
         ),
         "anthropic-blocked" => (
             Reply::raw(
@@ -49,11 +52,8 @@ fn scenario(name: &str) -> (Reply, &'static [&'static str]) {
 
 /// The `<!-- checked: NAME -->` Python blocks of the guide, by name.
 fn checked_blocks() -> BTreeMap<String, String> {
-    let guide = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/docs/frameworks.md"
-    ))
-    .expect("docs/frameworks.md is readable");
+    let guide = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/frameworks.md"))
+        .expect("docs/frameworks.md is readable");
     let mut blocks = BTreeMap::new();
     for marked in guide.split("<!-- checked: ").skip(1) {
         let (name, rest) = marked.split_once(" -->\n").expect("a closed marker");
@@ -76,13 +76,19 @@ async fn the_python_snippets_of_the_frameworks_guide_print_the_violations() {
         return;
     }
     let blocks = checked_blocks();
-    assert!(blocks.len() >= 4, "the guide checks its snippets: {blocks:?}");
+    assert!(
+        blocks.len() >= 4,
+        "the guide checks its snippets: {blocks:?}"
+    );
     for (name, code) in blocks {
         let (reply, expected) = scenario(&name);
         let upstream = ScriptedUpstream::start().await;
         upstream.set_default(reply);
         let gateway = TestGateway::start(&upstream, GUARDED_V1).await;
-        assert!(code.contains(DOCS_GATEWAY), "{name}: the snippet names toolgate's address");
+        assert!(
+            code.contains(DOCS_GATEWAY),
+            "{name}: the snippet names toolgate's address"
+        );
         let code = code.replace(DOCS_GATEWAY, &gateway.url());
         let output = tokio::process::Command::new("python3")
             .args(["-c", &code])
