@@ -16,7 +16,8 @@ use toolgate_plugin::{
 };
 
 use super::source::{ConfigError, ConfigErrors, KeyPath, Source};
-use super::{Config, Mode, RawConfig, RawPluginEntry, ServerConfig, settings_to_json};
+use super::{Config, RawConfig, RawPluginEntry, ServerConfig, settings_to_json};
+use crate::pipeline::Mode;
 use crate::pipeline::{Chain, ChainEntry};
 use crate::router::{Route, RouteFormat, Router, UnreadableAnswers};
 use crate::telemetry::AuditOutput;
@@ -347,6 +348,13 @@ fn check_mcp_route(
                 format!("an MCP route has no {key}: its backends are [mcp_servers.NAME]"),
             ));
         }
+    }
+    // Its answers are MCP results toolgate reads itself: there is no model answer to pass.
+    if route.unreadable_answers.is_some() {
+        errors.push(source.error_at_key(
+            &route_path.clone().key("unreadable_answers"),
+            "an MCP route has no unreadable_answers: toolgate reads every MCP result itself",
+        ));
     }
     if raw.mcp_servers.is_empty() {
         errors.push(source.error_at_key(

@@ -21,6 +21,7 @@ pub use source::{ConfigError, ConfigErrors};
 
 use toolgate_plugin::ToolCatalog;
 
+use crate::pipeline::Mode;
 use crate::router::Router;
 use crate::telemetry::AuditOutput;
 use crate::tenants::TenantDirectory;
@@ -386,15 +387,6 @@ fn default_response_timeout_ms() -> u64 {
 }
 fn default_read_timeout_ms() -> u64 {
     300_000
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Mode {
-    /// Blocks what the plugin blocks.
-    Enforce,
-    /// Records what the plugin would block and lets everything through.
-    Observe,
 }
 
 #[derive(Debug, Deserialize)]

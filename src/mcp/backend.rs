@@ -1,8 +1,11 @@
 //! The backend MCP servers: one supervisor task per server keeps a client connection open
 //! (a child process over stdio, or a Streamable HTTP session), holds the server's tool list,
 //! refreshes it when the server says it changed, and reconnects with backoff when the
-//! connection ends — a child that dies is started again. Calls are bounded by the server's
-//! call timeout, so a hung backend costs its caller an error, never the proxy a task.
+//! connection ends — a child that dies is started again. A Streamable HTTP server has no
+//! connection whose end would say it restarted (its session is simply gone), so its session is
+//! probed with `ping` and a call that breaks or times out has it probed at once: a lost session
+//! is reconnected like a dead child. Calls are bounded by the server's call timeout, so a hung
+//! backend costs its caller an error, never the proxy a task.
 
 use std::collections::{BTreeMap, HashMap};
 use std::process::Stdio;
@@ -12,7 +15,7 @@ use std::time::{Duration, Instant};
 use arc_swap::{ArcSwap, ArcSwapOption};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
-    ErrorData, Implementation, JsonObject, Tool,
+    ClientRequest, ErrorData, Implementation, JsonObject, PingRequest, Tool,
 };
 use rmcp::service::{NotificationContext, Peer, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -32,6 +35,9 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// A connection that lived this long was healthy: the next failure starts the backoff afresh.
 const HEALTHY_RUN: Duration = Duration::from_secs(10);
+/// How often a Streamable HTTP backend's session is probed, and how long a probe may take.
+const HTTP_PROBE_EVERY: Duration = Duration::from_secs(2);
+const HTTP_PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Lines of a child's stderr longer than this are cut in the log.
 const MAX_STDERR_LINE: usize = 2048;
 
@@ -151,6 +157,8 @@ pub struct Backend {
 pub struct Connection {
     peer: Peer<RoleClient>,
     pub tools: Vec<BackendTool>,
+    /// Told when a call broke or timed out: the supervisor probes the session at once.
+    suspect: Arc<tokio::sync::Notify>,
 }
 
 /// One tool of a backend, with the names and schemas the proxy works with.
@@ -286,15 +294,24 @@ impl Backend {
             params = params.with_arguments(arguments);
         }
         let timeout = self.settings.call_timeout;
-        match tokio::time::timeout(timeout, connection.peer.call_tool_once(params)).await {
-            Err(_) => Err(CallFailure::TimedOut(timeout)),
-            Ok(Ok(CallToolResponse::Complete(result))) => Ok(result),
-            Ok(Ok(_)) => Err(CallFailure::Broken(
-                "the server asked for client input or started a task; toolgate relays only complete results".into(),
-            )),
-            Ok(Err(ServiceError::McpError(error))) => Err(CallFailure::Refused(error)),
-            Ok(Err(error)) => Err(CallFailure::Broken(error.to_string())),
+        let outcome =
+            match tokio::time::timeout(timeout, connection.peer.call_tool_once(params)).await {
+                Err(_) => Err(CallFailure::TimedOut(timeout)),
+                Ok(Ok(CallToolResponse::Complete(result))) => Ok(result),
+                Ok(Ok(_)) => Err(CallFailure::Broken(
+                    "the server asked for client input or started a task; toolgate relays only complete results".into(),
+                )),
+                Ok(Err(ServiceError::McpError(error))) => Err(CallFailure::Refused(error)),
+                Ok(Err(error)) => Err(CallFailure::Broken(error.to_string())),
+            };
+        if matches!(
+            outcome,
+            Err(CallFailure::TimedOut(_) | CallFailure::Broken(_))
+        ) {
+            // A permit is kept when the supervisor is busy: the probe runs when it looks.
+            connection.suspect.notify_one();
         }
+        outcome
     }
 }
 
@@ -397,11 +414,17 @@ async fn serve_connection(
     refresh: &mut mpsc::Receiver<()>,
 ) -> Result<String, String> {
     let peer = running.peer().clone();
+    let suspect = Arc::new(tokio::sync::Notify::new());
     let tools = list_tools(&peer, settings).await?;
-    publish(backend, hub, settings, &peer, tools, pid)?;
+    publish(backend, hub, settings, &peer, &suspect, tools, pid)?;
     tracing::info!(server = %settings.name, ?pid, "MCP server ready");
     let waiting = running.waiting();
     tokio::pin!(waiting);
+    // A child's end is seen on its pipes; only an HTTP session is probed.
+    let probes = matches!(settings.transport, Transport::Http { .. });
+    let mut probe = tokio::time::interval(HTTP_PROBE_EVERY);
+    probe.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    probe.tick().await;
     loop {
         tokio::select! {
             quit = &mut waiting => {
@@ -412,11 +435,35 @@ async fn serve_connection(
             }
             Some(()) = refresh.recv() => {
                 match list_tools(&peer, settings).await {
-                    Ok(tools) => publish(backend, hub, settings, &peer, tools, pid)?,
+                    Ok(tools) => publish(backend, hub, settings, &peer, &suspect, tools, pid)?,
                     Err(error) => tracing::warn!(server = %settings.name, %error, "could not refresh the tool list"),
                 }
             }
+            _ = probe.tick(), if probes => {
+                if let Err(error) = ping(&peer).await {
+                    return Ok(format!("the session stopped answering: {error}"));
+                }
+            }
+            () = suspect.notified(), if probes => {
+                if let Err(error) = ping(&peer).await {
+                    return Ok(format!("a call failed and the session stopped answering: {error}"));
+                }
+            }
         }
+    }
+}
+
+/// One `ping` within [`HTTP_PROBE_TIMEOUT`]: a server that restarted answers its old session
+/// with an error (or not at all).
+async fn ping(peer: &Peer<RoleClient>) -> Result<(), String> {
+    let request = ClientRequest::PingRequest(PingRequest::default());
+    match tokio::time::timeout(HTTP_PROBE_TIMEOUT, peer.send_request(request)).await {
+        Err(_) => Err(format!(
+            "no answer to ping within {} ms",
+            HTTP_PROBE_TIMEOUT.as_millis()
+        )),
+        Ok(Err(error)) => Err(error.to_string()),
+        Ok(Ok(_)) => Ok(()),
     }
 }
 
@@ -439,6 +486,7 @@ fn publish(
     hub: &std::sync::Weak<McpHub>,
     settings: &ServerSettings,
     peer: &Peer<RoleClient>,
+    suspect: &Arc<tokio::sync::Notify>,
     tools: Vec<Tool>,
     pid: Option<u32>,
 ) -> Result<(), String> {
@@ -456,6 +504,7 @@ fn publish(
     backend.connection.store(Some(Arc::new(Connection {
         peer: peer.clone(),
         tools,
+        suspect: suspect.clone(),
     })));
     backend.update(|status| {
         status.state = BackendState::Ready;

@@ -335,14 +335,30 @@ async fn call_tool_checked(
     if let Some(rejection) = outcome.blocked {
         return Err(blocked(scope, &rejection));
     }
+    // What the plugins changed (a redacted value) is what the backend gets.
+    let mut call = call;
+    toolgate_plugin::edits::replace_arguments(
+        std::slice::from_mut(&mut call),
+        &outcome.response_edits,
+    );
+    let arguments = if outcome.response_edits.is_empty() {
+        request.arguments
+    } else {
+        Some(
+            serde_json::from_str::<rmcp::model::JsonObject>(&call.arguments).map_err(|error| {
+                ErrorData::internal_error(
+                    format!("the plugins' edit of the arguments is not an object: {error}"),
+                    None,
+                )
+            })?,
+        )
+    };
 
     let backend_started = Instant::now();
-    let answer = offer
-        .backend
-        .call(&offer.tool().tool.name, request.arguments)
-        .await;
+    let answer = offer.backend.call(&offer.tool().tool.name, arguments).await;
     exchange.upstream_time = backend_started.elapsed();
     let result = answer.map_err(|failure| backend_failure(&offer.server, failure))?;
+    exchange.executed_calls.push(call.clone());
     let tool_error = result.is_error == Some(true);
     if let Some(mcp) = exchange.mcp.as_deref_mut() {
         mcp.tool_error = tool_error;
@@ -358,7 +374,7 @@ async fn call_tool_checked(
         }
     }
     // Delivered: accounting (`post_response`) sees it when the exchange closes.
-    exchange.deliver(vec![call], &outcome.response_edits);
+    exchange.deliver(vec![call], &[]);
     Ok(result)
 }
 

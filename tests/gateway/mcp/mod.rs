@@ -8,6 +8,7 @@ mod access;
 mod backends;
 mod checks;
 mod config;
+mod effects;
 mod protocol;
 
 use std::collections::HashMap;
