@@ -8,14 +8,17 @@ use std::time::Instant;
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{HeaderMap, Request, Response, Version};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use toolgate_plugin::{ExchangeMeta, Parsed, Rejection, ToolRequest, WireFormat};
 
-use crate::body::{self, IdleTimeout, ProxyBody, collect_limited};
+use crate::body::{self, ProxyBody, collect_limited};
 use crate::config::{Config, ServerConfig};
 use crate::error::GatewayError;
 use crate::exchange::{Exchange, path_and_query};
+use crate::request_body::ClientBody;
 use crate::router::{Route, RouteKind};
+use crate::shutdown::{CutAtGraceEnd, GraceOver};
 use crate::state::GatewayState;
 use crate::streaming;
 use crate::tenants::{authenticate, strip_client_credentials};
@@ -29,41 +32,58 @@ pub async fn handle(state: Arc<GatewayState>, request: Request<Incoming>) -> Res
     let request_id = request_id_for(request.headers());
     let config = state.config.load_full();
     let route = config.router.find(request.uri().path()).cloned();
-    let mut response = match route {
-        None => {
-            // The operator's first clue to a client with a wrong base URL; the query is left
-            // out, as some clients put keys there.
-            tracing::warn!(
-                request_id = %request_id,
-                method = %request.method(),
-                path = %request.uri().path(),
-                "404: no route for the path"
-            );
-            let shape = WireFormat::from_path(request.uri().path())
-                .unwrap_or(WireFormat::ChatCompletions)
-                .error_shape();
-            let response = GatewayError::route_not_found(request.uri().path())
-                .report(&request_id)
-                .response(shape);
-            state
-                .metrics
-                .record_request("", response.status().as_u16(), started.elapsed());
+    let shape = match &route {
+        Some(route) => route.format.resolve(request.uri().path(), None),
+        None => WireFormat::from_path(request.uri().path()).unwrap_or(WireFormat::ChatCompletions),
+    }
+    .error_shape();
+    let serving = async {
+        match route {
+            None => {
+                // The operator's first clue to a client with a wrong base URL; the query is
+                // left out, as some clients put keys there.
+                tracing::warn!(
+                    request_id = %request_id,
+                    method = %request.method(),
+                    path = %request.uri().path(),
+                    "404: no route for the path"
+                );
+                let response = GatewayError::route_not_found(request.uri().path())
+                    .report(&request_id)
+                    .response(shape);
+                state
+                    .metrics
+                    .record_request("", response.status().as_u16(), started.elapsed());
+                response
+            }
+            Some(route) if matches!(route.kind, RouteKind::Mcp) => {
+                // Boxed: inline, the MCP service's future (kilobytes) would size the state of
+                // every exchange, LLM ones included, for as long as each waits on its upstream.
+                let serving = Box::pin(crate::mcp::endpoint::serve(
+                    state.clone(),
+                    config.clone(),
+                    route,
+                    request,
+                    request_id.clone(),
+                    started,
+                ));
+                serving.await
+            }
+            Some(route) => serve_llm(&state, &config, route, request, &request_id, started).await,
+        }
+    };
+    let grace_over = state.grace_over.arrived();
+    let mut response = tokio::select! {
+        response = serving => response,
+        () = grace_over => {
+            // Dropping the exchange drops its upstream request: the client gets an answer it
+            // can retry elsewhere, never a dropped connection.
+            let mut response = GatewayError::shutting_down().report(&request_id).response(shape);
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
             response
         }
-        Some(route) if matches!(route.kind, RouteKind::Mcp) => {
-            // Boxed: inline, the MCP service's future (kilobytes) would size the state of every
-            // exchange, LLM ones included, for as long as each waits on its upstream.
-            let serving = Box::pin(crate::mcp::endpoint::serve(
-                state.clone(),
-                config.clone(),
-                route,
-                request,
-                request_id.clone(),
-                started,
-            ));
-            serving.await
-        }
-        Some(route) => serve_llm(&state, &config, route, request, &request_id, started).await,
     };
     if let Ok(value) = HeaderValue::from_str(&request_id) {
         response.headers_mut().insert(REQUEST_ID, value);
@@ -103,7 +123,12 @@ async fn serve_llm(
     let result = match authenticate(&config.tenants, auth, request.headers()) {
         Ok(tenant) => {
             exchange.meta.tenant = tenant;
-            let forwarding = Box::pin(forward(&mut exchange, request, &config.server));
+            let forwarding = Box::pin(forward(
+                &mut exchange,
+                request,
+                &config.server,
+                &state.grace_over,
+            ));
             forwarding.await
         }
         Err(failure) => {
@@ -164,6 +189,7 @@ async fn forward(
     exchange: &mut Exchange,
     request: Request<Incoming>,
     server: &ServerConfig,
+    grace_over: &GraceOver,
 ) -> Result<Step, GatewayError> {
     let route = exchange.route.clone();
     let Some(upstream) = route.upstream().cloned() else {
@@ -171,8 +197,10 @@ async fn forward(
     };
     let (parts, incoming) = request.into_parts();
     let mut headers = parts.headers;
+    let client_body = ClientBody::new(incoming, server);
+    let client_fault = client_body.fault_record();
     // 1. Read the request (only if a plugin needs it) and run `pre_request`.
-    let body = match read_and_screen_request(exchange, &mut headers, incoming, server).await? {
+    let body = match read_and_screen_request(exchange, &mut headers, client_body).await? {
         Screened::Forward(body) => body,
         Screened::Answer(response) => return Ok(Step::Respond(response)),
     };
@@ -184,7 +212,14 @@ async fn forward(
     *upstream_request.version_mut() = Version::HTTP_11;
     *upstream_request.headers_mut() = headers;
     let upstream_started = Instant::now();
-    let response = upstream.send(upstream_request).await?;
+    let response = match upstream.send(upstream_request).await {
+        Ok(response) => response,
+        // The body being forwarded failed on the client's side: the upstream is not to blame.
+        Err(error) => match client_fault.get() {
+            Some(fault) => return Err(fault.to_error()),
+            None => return Err(error.into()),
+        },
+    };
     exchange.upstream_time = upstream_started.elapsed();
     let (mut response_parts, response_body) = response.into_parts();
     strip_hop_by_hop(&mut response_parts.headers);
@@ -199,10 +234,17 @@ async fn forward(
         return Ok(Step::Respond(exchange.block_response(&rejection)));
     }
     if !guarded || !response_parts.status.is_success() {
-        return Ok(Step::Respond(Response::from_parts(
-            response_parts,
-            body::passthrough(response_body, upstream.read_timeout),
-        )));
+        let mut body = body::passthrough(response_body, upstream.read_timeout);
+        if is_event_stream(&response_parts.headers) {
+            body = CutAtGraceEnd::new(
+                body,
+                grace_over,
+                exchange.format,
+                exchange.meta.request_id.clone(),
+            )
+            .boxed();
+        }
+        return Ok(Step::Respond(Response::from_parts(response_parts, body)));
     }
     if is_event_stream(&response_parts.headers) {
         return Ok(Step::Stream(response_parts, response_body));
@@ -260,29 +302,24 @@ enum Screened {
 async fn read_and_screen_request(
     exchange: &mut Exchange,
     headers: &mut HeaderMap,
-    incoming: Incoming,
-    server: &ServerConfig,
+    client_body: ClientBody<Incoming>,
 ) -> Result<Screened, GatewayError> {
     let route = exchange.route.clone();
+    // A body announced too large is refused before the upstream is bothered; one that grows
+    // too large on the way fails the forward, answered as the client's fault.
+    if let Some(fault) = client_body.announced_too_large() {
+        return Err(fault.to_error());
+    }
     if route.chain.is_empty() {
-        return Ok(Screened::Forward(body::passthrough(
-            incoming,
-            server.request_body_timeout,
-        )));
+        return Ok(Screened::Forward(forwarded(client_body)));
     }
     let needs = route.chain.body_needs();
     let mut bytes = Bytes::new();
     let untouched = if needs.request || needs.response {
-        let limit = server.max_request_body_bytes;
-        bytes = collect_limited(
-            IdleTimeout::new(incoming, server.request_body_timeout),
-            limit,
-        )
-        .await
-        .map_err(|error| {
-            GatewayError::bad_request(format!("the request body could not be read: {error}"))
-        })?
-        .ok_or_else(|| GatewayError::request_too_large(limit))?;
+        bytes = client_body
+            .read_whole()
+            .await
+            .map_err(|fault| fault.to_error())?;
         let path = exchange
             .meta
             .path_and_query
@@ -303,7 +340,7 @@ async fn read_and_screen_request(
         }
         None
     } else {
-        Some(body::passthrough(incoming, server.request_body_timeout))
+        Some(forwarded(client_body))
     };
     let outcome = Box::pin(exchange.pre_request(&mut bytes)).await;
     if let Some(rejection) = outcome.blocked {
@@ -329,6 +366,12 @@ async fn read_and_screen_request(
     Ok(Screened::Forward(
         untouched.unwrap_or_else(|| body::full(bytes)),
     ))
+}
+
+/// The client's body as it goes upstream untouched: its limits are its own, its frames gathered
+/// in bursts as every passed-through body's are.
+fn forwarded(client_body: ClientBody<Incoming>) -> ProxyBody {
+    body::Coalesce::new(client_body).boxed()
 }
 
 /// The upstream's URI for this exchange, and the request headers as the upstream gets them:

@@ -138,8 +138,17 @@ impl Relay {
         let upstream_started = Instant::now();
         // A burst of upstream frames comes as one, so its events leave in one client write.
         let mut body = Coalesce::new(body);
+        let grace_over = state.grace_over.arrived();
+        tokio::pin!(grace_over);
         loop {
-            let next = match tokio::time::timeout(read_timeout, body.frame()).await {
+            let next = tokio::select! {
+                next = tokio::time::timeout(read_timeout, body.frame()) => next,
+                () = &mut grace_over => {
+                    Box::pin(self.fail(GatewayError::shutting_down())).await;
+                    break;
+                }
+            };
+            let next = match next {
                 Ok(next) => next,
                 Err(_) => {
                     Box::pin(self.fail(GatewayError::upstream_timeout("the stream stalled"))).await;

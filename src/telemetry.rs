@@ -93,7 +93,7 @@ impl Metrics {
             mcp_calls: registered(
                 registry,
                 "toolgate_mcp_calls",
-                "MCP tools/call requests, by route, backend server and outcome (ok, tool_error, blocked, invalid_result, unavailable, timeout, failed)",
+                "MCP tools/call requests, by route, backend server and outcome (ok, tool_error, blocked, invalid_result, unavailable, timeout, cancelled, failed)",
                 Family::default(),
             ),
         }

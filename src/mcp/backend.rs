@@ -8,26 +8,26 @@
 //! backend costs its caller an error, never the proxy a task.
 
 use std::collections::{BTreeMap, HashMap};
-use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use arc_swap::{ArcSwap, ArcSwapOption};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
-    ClientRequest, ErrorData, Implementation, JsonObject, PingRequest, Tool,
+    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
+    ClientCapabilities, ClientConfig, ClientRequest, ErrorData, Implementation, JsonObject,
+    PingRequest, ProgressNotificationParam, ProgressToken, RequestId, ServerResult, Tool,
 };
-use rmcp::service::{NotificationContext, Peer, RunningService};
+use rmcp::service::{NotificationContext, Peer, PeerRequestOptions, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, RoleClient, RoleServer, ServiceError, ServiceExt};
 use serde::Serialize;
-use tokio::io::AsyncBufReadExt;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use toolgate_plugin::DeclaredTool;
 
 use super::names::qualify;
+use super::stdio::StrayOutput;
 use super::{McpConfig, ServerSettings, Transport};
 
 /// The first pause before a restart; it doubles with each start that fails in a row.
@@ -38,8 +38,6 @@ const HEALTHY_RUN: Duration = Duration::from_secs(10);
 /// How often a Streamable HTTP backend's session is probed, and how long a probe may take.
 const HTTP_PROBE_EVERY: Duration = Duration::from_secs(2);
 const HTTP_PROBE_TIMEOUT: Duration = Duration::from_secs(2);
-/// Lines of a child's stderr longer than this are cut in the log.
-const MAX_STDERR_LINE: usize = 2048;
 
 /// Every backend of the running configuration, and the MCP sessions to tell when the tools they
 /// may see change.
@@ -148,6 +146,9 @@ impl McpHub {
 /// One backend server under supervision.
 pub struct Backend {
     pub settings: ServerSettings,
+    /// Where the backend's progress notifications go: the callers' sessions, by the token
+    /// toolgate gave each forwarded call.
+    progress: Arc<ProgressRoutes>,
     status: Mutex<BackendStatus>,
     connection: ArcSwapOption<Connection>,
     supervisor: Mutex<Option<JoinHandle<()>>>,
@@ -198,6 +199,85 @@ pub enum BackendState {
     Stopped,
 }
 
+/// Where a forwarded call's progress goes: the caller's session and the caller's own token.
+pub struct ProgressRelay {
+    pub session: Peer<RoleServer>,
+    pub token: ProgressToken,
+}
+
+/// The progress routes of a backend's calls in flight, by the token each request went out with.
+#[derive(Default)]
+struct ProgressRoutes {
+    routes: Mutex<HashMap<ProgressToken, ProgressRelay>>,
+}
+
+/// An open route; dropping it closes the route (the call ended or was cancelled).
+struct ProgressRoute<'a> {
+    routes: &'a ProgressRoutes,
+    token: ProgressToken,
+}
+
+impl ProgressRoutes {
+    fn open(&self, token: ProgressToken, relay: ProgressRelay) -> ProgressRoute<'_> {
+        self.routes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(token.clone(), relay);
+        ProgressRoute {
+            routes: self,
+            token,
+        }
+    }
+
+    /// Passes a backend's progress notification to the caller of the call it is about, under
+    /// the caller's token; progress on a token no call in flight has is dropped.
+    async fn relay(&self, mut params: ProgressNotificationParam) {
+        let route = {
+            let routes = self.routes.lock().unwrap_or_else(PoisonError::into_inner);
+            routes
+                .get(&params.progress_token)
+                .map(|relay| (relay.session.clone(), relay.token.clone()))
+        };
+        let Some((session, token)) = route else {
+            return;
+        };
+        params.progress_token = token;
+        if let Err(error) = session.notify_progress(params).await {
+            tracing::debug!(%error, "a caller missed a progress notification");
+        }
+    }
+}
+
+impl Drop for ProgressRoute<'_> {
+    fn drop(&mut self) {
+        self.routes
+            .routes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.token);
+    }
+}
+
+/// Tells a backend that a call it is working on was abandoned, unless disarmed first.
+struct CancelOnDrop(Option<(Peer<RoleClient>, RequestId)>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some((peer, id)) = self.0.take() else {
+            return;
+        };
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let reason = Some("the caller cancelled the call, or it timed out".to_owned());
+                let notice = CancelledNotificationParam::new(Some(id), reason);
+                if let Err(error) = peer.notify_cancelled(notice).await {
+                    tracing::debug!(%error, "a backend missed a cancellation");
+                }
+            });
+        }
+    }
+}
+
 /// Why a call did not reach a backend's answer.
 #[derive(Debug)]
 pub enum CallFailure {
@@ -206,7 +286,10 @@ pub enum CallFailure {
     TimedOut(Duration),
     /// The backend answered with a JSON-RPC error of its own: passed on as it is.
     Refused(ErrorData),
-    /// The connection broke, or the answer was not an MCP result.
+    /// The connection broke during the call (the backend died or went away): the backend is
+    /// unavailable, as it is until it is back.
+    Lost(String),
+    /// The answer was not an MCP result.
     Broken(String),
 }
 
@@ -236,6 +319,7 @@ impl Backend {
                 last_error: None,
             }),
             settings,
+            progress: Arc::new(ProgressRoutes::default()),
             connection: ArcSwapOption::empty(),
             supervisor: Mutex::new(None),
         });
@@ -280,11 +364,14 @@ impl Backend {
         self.connection.load_full()
     }
 
-    /// Calls `tool` (its backend name) within the call timeout.
+    /// Calls `tool` (its backend name) within the call timeout. The backend's progress on it
+    /// goes to `progress`'s session, under the caller's own token. Dropping the future tells
+    /// the backend the call is cancelled.
     pub async fn call(
         &self,
         tool: &str,
         arguments: Option<JsonObject>,
+        progress: Option<ProgressRelay>,
     ) -> Result<CallToolResult, CallFailure> {
         let Some(connection) = self.connection() else {
             return Err(CallFailure::Unavailable(self.status().last_error));
@@ -294,36 +381,75 @@ impl Backend {
             params = params.with_arguments(arguments);
         }
         let timeout = self.settings.call_timeout;
-        let outcome =
-            match tokio::time::timeout(timeout, connection.peer.call_tool_once(params)).await {
-                Err(_) => Err(CallFailure::TimedOut(timeout)),
-                Ok(Ok(CallToolResponse::Complete(result))) => Ok(result),
-                Ok(Ok(_)) => Err(CallFailure::Broken(
+        let forwarded = self.forward(&connection, params, progress);
+        let outcome = match tokio::time::timeout(timeout, forwarded).await {
+            Err(_) => Err(CallFailure::TimedOut(timeout)),
+            Ok(Ok(ServerResult::CallToolResult(result))) => Ok(result),
+            Ok(Ok(ServerResult::InputRequiredResult(_) | ServerResult::CreateTaskResult(_))) => {
+                Err(CallFailure::Broken(
                     "the server asked for client input or started a task; toolgate relays only complete results".into(),
-                )),
-                Ok(Err(ServiceError::McpError(error))) => Err(CallFailure::Refused(error)),
-                Ok(Err(error)) => Err(CallFailure::Broken(error.to_string())),
-            };
+                ))
+            }
+            Ok(Ok(_)) => Err(CallFailure::Broken(
+                "the answer to tools/call is not a call result".into(),
+            )),
+            Ok(Err(ServiceError::McpError(error))) => Err(CallFailure::Refused(error)),
+            Ok(Err(error @ (ServiceError::TransportClosed | ServiceError::TransportSend(_)))) => {
+                Err(CallFailure::Lost(error.to_string()))
+            }
+            Ok(Err(error)) => Err(CallFailure::Broken(error.to_string())),
+        };
         if matches!(
             outcome,
-            Err(CallFailure::TimedOut(_) | CallFailure::Broken(_))
+            Err(CallFailure::TimedOut(_) | CallFailure::Broken(_) | CallFailure::Lost(_))
         ) {
             // A permit is kept when the supervisor is busy: the probe runs when it looks.
             connection.suspect.notify_one();
         }
         outcome
     }
+
+    /// Sends the call and waits for its answer, routing its progress (under the token rmcp
+    /// gave the request) to the caller meanwhile. Dropped before the answer — the caller
+    /// cancelled, or the call timed out — it tells the backend the call is cancelled.
+    async fn forward(
+        &self,
+        connection: &Connection,
+        params: CallToolRequestParams,
+        progress: Option<ProgressRelay>,
+    ) -> Result<ServerResult, ServiceError> {
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let handle = connection
+            .peer
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .await?;
+        let _route = progress.map(|relay| self.progress.open(handle.progress_token.clone(), relay));
+        let mut abandoned = CancelOnDrop(Some((connection.peer.clone(), handle.id.clone())));
+        let answer = handle.await_response().await;
+        abandoned.0 = None;
+        answer
+    }
 }
 
-/// The client side toolgate presents to a backend: it only listens for tool list changes.
+/// The client side toolgate presents to a backend: it listens for tool list changes and
+/// relays the progress of forwarded calls to their callers.
 struct BackendClient {
     refresh: mpsc::Sender<()>,
+    progress: Arc<ProgressRoutes>,
 }
 
 impl ClientHandler for BackendClient {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         // A full channel already holds a pending refresh.
         let _ = self.refresh.try_send(());
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.progress.relay(params).await;
     }
 
     fn get_info(&self) -> ClientConfig {
@@ -345,16 +471,17 @@ async fn supervise(backend: std::sync::Weak<Backend>, hub: std::sync::Weak<McpHu
         };
         current.update(|status| status.state = BackendState::Starting);
         let settings = current.settings.clone();
+        let progress = current.progress.clone();
         drop(current);
         let (refresh_sender, mut refresh) = mpsc::channel(1);
+        let stray = Arc::new(Mutex::new(StrayOutput::default()));
+        let client = BackendClient {
+            refresh: refresh_sender,
+            progress,
+        };
         let started = tokio::time::timeout(
             settings.startup_timeout,
-            connect(
-                &settings,
-                BackendClient {
-                    refresh: refresh_sender,
-                },
-            ),
+            connect(&settings, client, stray.clone()),
         )
         .await
         .unwrap_or_else(|_| {
@@ -362,12 +489,24 @@ async fn supervise(backend: std::sync::Weak<Backend>, hub: std::sync::Weak<McpHu
                 "did not start within {} ms",
                 settings.startup_timeout.as_millis()
             ))
+        })
+        .map_err(|error| {
+            let stray = stray.lock().unwrap_or_else(PoisonError::into_inner);
+            match stray.describe() {
+                Some(printed) => format!("{error}: {printed}"),
+                None => error,
+            }
         });
         let outcome = match started {
-            Ok((running, pid)) => {
+            Ok(Started {
+                running,
+                pid,
+                child,
+            }) => {
                 let connected = Instant::now();
                 let ended =
                     serve_connection(&backend, &hub, &settings, running, pid, &mut refresh).await;
+                drop(child);
                 if connected.elapsed() >= HEALTHY_RUN {
                     failures = 0;
                 }
@@ -535,11 +674,20 @@ fn backend_tool(server: &str, tool: Tool) -> BackendTool {
     }
 }
 
-/// Starts the transport and runs MCP's `initialize` handshake.
+/// A connection whose `initialize` succeeded, and the child behind it (dropping it kills it).
+struct Started {
+    running: Running,
+    pid: Option<u32>,
+    child: Option<tokio::process::Child>,
+}
+
+/// Starts the transport and runs MCP's `initialize` handshake. What a stdio child prints on
+/// stdout that is not JSON-RPC is kept in `stray`.
 async fn connect(
     settings: &ServerSettings,
     client: BackendClient,
-) -> Result<(Running, Option<u32>), String> {
+    stray: Arc<Mutex<StrayOutput>>,
+) -> Result<Started, String> {
     match &settings.transport {
         Transport::Stdio {
             command,
@@ -547,33 +695,18 @@ async fn connect(
             env,
             cwd,
         } => {
-            let mut program = tokio::process::Command::new(command);
-            program.args(args).envs(env).kill_on_drop(true);
-            if let Some(cwd) = cwd {
-                program.current_dir(cwd);
-            }
-            let (transport, stderr) = TokioChildProcess::builder(program)
-                .stderr(Stdio::piped())
-                .spawn()
-                .map_err(|error| format!("cannot start '{command}': {error}"))?;
-            let pid = transport.id();
-            if let Some(stderr) = stderr {
-                let server = settings.name.clone();
-                tokio::spawn(async move {
-                    let mut lines = tokio::io::BufReader::new(stderr).lines();
-                    while let Ok(Some(mut line)) = lines.next_line().await {
-                        if let Some((cut, _)) = line.char_indices().nth(MAX_STDERR_LINE) {
-                            line.truncate(cut);
-                        }
-                        tracing::info!(server = %server, "{line}");
-                    }
-                });
-            }
+            let spawned =
+                super::stdio::spawn(&settings.name, command, args, env, cwd.as_deref(), stray)?;
+            let pid = spawned.child.id();
             let running = client
-                .serve(transport)
+                .serve((spawned.stdout, spawned.stdin))
                 .await
                 .map_err(|error| format!("initialize failed: {error}"))?;
-            Ok((running, pid))
+            Ok(Started {
+                running,
+                pid,
+                child: Some(spawned.child),
+            })
         }
         Transport::Http { url, headers } => {
             let headers: HashMap<http::HeaderName, http::HeaderValue> =
@@ -585,7 +718,11 @@ async fn connect(
                 .serve(transport)
                 .await
                 .map_err(|error| format!("initialize failed: {error}"))?;
-            Ok((running, None))
+            Ok(Started {
+                running,
+                pid: None,
+                child: None,
+            })
         }
     }
 }
