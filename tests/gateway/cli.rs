@@ -412,6 +412,7 @@ fn every_config_example_in_docs_loads() {
     }
     let runtime = toolgate::Runtime::new();
     let (mut whole, mut fragments, mut manifests) = (0, 0, 0);
+    let mut tls = None;
     for path in pages {
         let text = std::fs::read_to_string(&path).expect("readable");
         for block in text.split("```toml\n").skip(1) {
@@ -427,7 +428,12 @@ fn every_config_example_in_docs_loads() {
                 manifests += 1;
                 continue;
             }
-            let example = with_defaults_for_unset_variables(example);
+            let mut example = with_defaults_for_unset_variables(example);
+            if let Some(ca_file) = quoted_value_of(&example, "ca_file") {
+                // A CA the reader has: a real one, since the store reads it at load.
+                let ca = tls.get_or_insert_with(crate::common::redis::TlsFiles::generate);
+                example = example.replace(&ca_file, &format!("\"{}\"", ca.ca.display()));
+            }
             let config = if example.contains("[[routes]]") {
                 whole += 1;
                 example
@@ -449,6 +455,20 @@ fn every_config_example_in_docs_loads() {
         manifests >= 1,
         "writing-a-plugin.md shows a Cargo.toml ({manifests})"
     );
+}
+
+/// The string value of the first `key = "…"` line of a TOML text, quotes included.
+fn quoted_value_of(text: &str, key: &str) -> Option<String> {
+    text.lines().find_map(|line| {
+        let value = line
+            .trim_start()
+            .strip_prefix(key)?
+            .trim_start()
+            .strip_prefix('=')?;
+        let value = value.trim_start().strip_prefix('"')?;
+        let (inner, _) = value.split_once('"')?;
+        Some(format!("\"{inner}\""))
+    })
 }
 
 /// `${VAR}` becomes `${VAR:-VAR-value}`; `${VAR:-default}` and `$$` stay.
