@@ -40,6 +40,14 @@ pub async fn handle(state: Arc<GatewayState>, request: Request<Incoming>) -> Res
     let serving = async {
         match route {
             None => {
+                // The operator's first clue to a client with a wrong base URL; the query is
+                // left out, as some clients put keys there.
+                tracing::warn!(
+                    request_id = %request_id,
+                    method = %request.method(),
+                    path = %request.uri().path(),
+                    "404: no route for the path"
+                );
                 let response = GatewayError::route_not_found(request.uri().path())
                     .report(&request_id)
                     .response(shape);
@@ -124,7 +132,16 @@ async fn serve_llm(
             ));
             forwarding.await
         }
-        Err(failure) => Err(GatewayError::unauthenticated(failure)),
+        Err(failure) => {
+            let error = GatewayError::unauthenticated(failure);
+            crate::tenants::warn_unauthenticated(
+                request_id,
+                &exchange.meta.route,
+                request.uri().path(),
+                error.code,
+            );
+            Err(error)
+        }
     };
     let plugin_headers = std::mem::take(&mut exchange.response_headers);
     let mut response = match result {
