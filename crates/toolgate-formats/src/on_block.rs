@@ -96,6 +96,23 @@ pub fn add_usage(total: &mut Value, more: &Value) {
     }
 }
 
+/// A complete answer with `earlier` (the usage of the attempts before it) added into its
+/// `usage`, every other field keeping its bytes; `None` when it reports no usage object.
+pub fn with_added_usage(body: &[u8], earlier: &Value) -> Result<Option<Bytes>, ParseError> {
+    let object: RawObject = read_json(body)?;
+    let Some((_, usage)) = object.0.iter().rev().find(|(key, _)| key == "usage") else {
+        return Ok(None);
+    };
+    let mut total: Value = serde_json::from_str(usage.get())?;
+    if !total.is_object() {
+        return Ok(None);
+    }
+    add_usage(&mut total, earlier);
+    Ok(Some(Bytes::from(
+        object.write(&[("usage", Some(total.to_string()))]),
+    )))
+}
+
 /// The request body with the array `field` extended by `items`; `existing` turns the field's
 /// current value into the items it stands for (a Responses `input` may be a plain string).
 /// Every other field keeps its bytes.
@@ -157,6 +174,19 @@ mod tests {
             json!({"prompt_tokens": 30, "completion_tokens": 12, "total_tokens": 27,
                    "prompt_tokens_details": {"cached_tokens": 3}, "service_tier": "x"})
         );
+    }
+
+    #[test]
+    fn the_earlier_usage_is_added_into_the_answer() {
+        let body = br#"{"id":"x","usage":{"input_tokens":3,"output_tokens":1},"content":[]}"#;
+        let added = with_added_usage(body, &json!({"input_tokens": 10, "output_tokens": 2}))
+            .expect("reads")
+            .expect("has usage");
+        assert_eq!(
+            &added[..],
+            br#"{"id":"x","usage":{"input_tokens":13,"output_tokens":3},"content":[]}"#
+        );
+        assert_eq!(with_added_usage(br#"{"id":"x"}"#, &json!({})), Ok(None));
     }
 
     #[test]
