@@ -15,6 +15,7 @@ mod fixtures;
 mod formats;
 mod judge_and_telemetry;
 mod mcp;
+mod on_block;
 mod pipeline;
 mod proxy;
 mod reliability;
