@@ -366,6 +366,20 @@ impl Exchange {
         Ok(response?)
     }
 
+    /// The latest retry got no answer to check (an error status, a cut): the exchange ends
+    /// with the block that retry answered, as if it had not been tried.
+    pub fn retry_failed(&mut self) {
+        self.retried(RetryOutcome::Failed);
+        if let Some(attempt) = self
+            .recovery
+            .as_mut()
+            .and_then(|recovery| recovery.attempts.pop())
+        {
+            self.violations = attempt.violations;
+        }
+        self.blocked = true;
+    }
+
     /// Records what became of the latest retry.
     pub fn retried(&mut self, outcome: RetryOutcome) {
         if let Some(recovery) = self.recovery.as_mut() {

@@ -199,9 +199,11 @@ async fn forward(
             (Err(error), None) => return Err(error),
             // The retry's answer is no answer to check (an error status, a cut): the client
             // gets the block it would have had without the retry.
-            (Ok(Answered::Other(_)) | Err(_), Some(rejection)) => {
-                exchange.retried(RetryOutcome::Failed);
-                exchange.record_block(&rejection);
+            (other, Some(rejection)) => {
+                if let Err(error) = other {
+                    tracing::warn!(request_id = %exchange.meta.request_id, code = error.code, message = %error.message, "a retry failed; answering the block it retried");
+                }
+                exchange.retry_failed();
                 return Ok(Step::Respond(exchange.block_response(&rejection)));
             }
         };

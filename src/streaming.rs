@@ -255,8 +255,7 @@ impl Relay {
                 Some(response.into_body())
             }
             _ => {
-                self.exchange.retried(RetryOutcome::Failed);
-                self.exchange.record_block(&rejection);
+                self.exchange.retry_failed();
                 self.block(rejection).await;
                 None
             }

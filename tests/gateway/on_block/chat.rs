@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use super::{BAD, GOOD, chat_request, guarded_with, last_items};
-use crate::common::answers::{assert_sdk_error, blocked_envelope};
+use crate::common::answers::{blocked_envelope, json_with_status};
 use crate::common::{Reply, ScriptedUpstream, TestGateway};
 
 #[tokio::test]
@@ -151,13 +151,11 @@ async fn a_budget_keeps_its_429_whatever_on_block_says() {
                   [[routes]]\npath = \"/v1\"\nupstream = \"llm\"\n";
     let gateway = TestGateway::start(&upstream, routes).await;
     upstream.set_default(Reply::chat_calls(&[GOOD]));
-    gateway
-        .sdk_chat(chat_request())
-        .await
-        .expect("within the budget");
-    let error = gateway
-        .sdk_chat(chat_request())
-        .await
-        .expect_err("over the budget");
-    assert_sdk_error(error, 429, "tool_budget_exceeded");
+    let within = gateway.post_chat(&chat_request()).await;
+    assert_eq!(within.status(), 200, "within the budget");
+    // Raw HTTP: the SDK would wait and retry a 429 itself.
+    let refused = gateway.post_chat(&chat_request()).await;
+    assert!(refused.headers().get("x-toolgate-violations").is_none());
+    let body = json_with_status(refused, 429).await;
+    assert_eq!(body["error"]["code"], "tool_budget_exceeded");
 }

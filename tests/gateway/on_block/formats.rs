@@ -109,7 +109,8 @@ async fn anthropic_retry_answers_the_blocked_call_with_an_error_tool_result() {
     assert_eq!(result["tool_use_id"], "toolu_bad");
     assert_eq!(result["is_error"], true);
     let text = result["content"].as_str().unwrap_or_default();
-    assert!(text.contains("matches its parameters' schema"), "{text}");
+    assert!(text.contains("'town' was unexpected"), "{text}");
+    assert!(text.contains("match its parameters' schema"), "{text}");
 }
 
 #[tokio::test]
