@@ -37,6 +37,8 @@ pub struct Exchange {
     pub checks_time: Duration,
     /// Calls that reached the client.
     pub delivered_calls: Vec<ToolCall>,
+    /// Calls toolgate executed itself and the backend answered (MCP `tools/call`).
+    pub executed_calls: Vec<ToolCall>,
     /// Every call that was checked.
     pub checked_calls: Vec<ToolCall>,
     pub violations: Vec<Violation>,
@@ -93,6 +95,7 @@ impl Exchange {
             upstream_time: Duration::ZERO,
             checks_time: Duration::ZERO,
             delivered_calls: Vec::new(),
+            executed_calls: Vec::new(),
             checked_calls: Vec::new(),
             violations: Vec::new(),
             observed: Vec::new(),
@@ -548,17 +551,26 @@ impl Exchange {
             return;
         }
         let elapsed = self.started.elapsed();
-        tokio::spawn(async move {
+        // A call toolgate executed is accounted before its answer leaves, so the caller's
+        // next call meets the count (budgets are exact); other accounting runs on its own task.
+        let executed_here = !self.executed_calls.is_empty();
+        let accounting = async move {
             let completed = CompletedExchange {
                 meta: &self.meta,
                 request_headers: &self.request_headers,
                 request: &self.request,
                 status,
                 delivered_calls: &self.delivered_calls,
+                executed_calls: &self.executed_calls,
                 elapsed,
             };
             self.route.chain.post_response(&completed).await;
-        });
+        };
+        if executed_here {
+            accounting.await;
+        } else {
+            tokio::spawn(accounting);
+        }
     }
 }
 

@@ -13,8 +13,17 @@ use toolgate_plugin::{
     RequestEdit, RequestExchange, ResponseEdit, ResponseExchange, ToolRequest, Verdict, WireFormat,
 };
 
-use crate::config::Mode;
 use crate::on_block::OnBlock;
+
+/// How a chain entry's verdicts are applied: the route's `mode`, or the entry's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Blocks what the plugin blocks.
+    Enforce,
+    /// Records what the plugin would block and lets everything through.
+    Observe,
+}
 
 /// One plugin in a route's chain.
 pub struct ChainEntry {

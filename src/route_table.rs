@@ -4,7 +4,8 @@
 //! else would say so until an incident does. So `serve` logs every route and warns about each
 //! such endpoint before the first request.
 
-use crate::config::{Config, Mode};
+use crate::config::Config;
+use crate::pipeline::Mode;
 use crate::router::{Route, RouteFormat, RouteKind, Router};
 
 /// The generation endpoints every configuration is checked for, even without a route of their

@@ -13,7 +13,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use serde::Serialize;
 use tokio::sync::mpsc;
-use toolgate_plugin::{ToolCall, Violation, prometheus_client};
+use toolgate_plugin::{ToolCall, Violation, prometheus_client, registered};
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
@@ -64,53 +64,52 @@ struct ReloadLabels {
 
 impl Metrics {
     pub fn new(registry: &mut Registry) -> Self {
-        let metrics = Metrics {
-            requests: Family::default(),
-            tool_calls_checked: Family::default(),
-            tool_calls_blocked: Family::default(),
-            reloads: Family::default(),
-            mcp_calls: Family::default(),
-            block_retries: Family::default(),
-            request_duration: Family::new_with_constructor(|| {
-                Histogram::new(exponential_buckets(0.0005, 2.0, 20))
-            }),
-        };
-        registry.register(
-            "toolgate_requests",
-            "Requests answered, by route and status",
-            metrics.requests.clone(),
-        );
-        registry.register(
-            "toolgate_tool_calls_checked",
-            "Tool calls inspected by the route's plugins",
-            metrics.tool_calls_checked.clone(),
-        );
-        registry.register(
-            "toolgate_tool_calls_blocked",
-            "Violations found, by check and mode (observe: recorded, not blocked)",
-            metrics.tool_calls_blocked.clone(),
-        );
-        registry.register(
-            "toolgate_request_duration_seconds",
-            "Time from request to response head, by route",
-            metrics.request_duration.clone(),
-        );
-        registry.register(
-            "toolgate_config_reloads",
-            "Configuration reloads, by result (ok: applied; error: refused, old one kept)",
-            metrics.reloads.clone(),
-        );
-        registry.register(
-            "toolgate_mcp_calls",
-            "MCP tools/call requests, by route, backend server and outcome (ok, tool_error, blocked, invalid_result, unavailable, timeout, failed)",
-            metrics.mcp_calls.clone(),
-        );
-        registry.register(
-            "toolgate_block_retries",
-            "Blocked answers sent back to the model (on_block = retry), by route and outcome (passed, blocked, failed)",
-            metrics.block_retries.clone(),
-        );
-        metrics
+        Metrics {
+            requests: registered(
+                registry,
+                "toolgate_requests",
+                "Requests answered, by route and status",
+                Family::default(),
+            ),
+            tool_calls_checked: registered(
+                registry,
+                "toolgate_tool_calls_checked",
+                "Tool calls inspected by the route's plugins",
+                Family::default(),
+            ),
+            tool_calls_blocked: registered(
+                registry,
+                "toolgate_tool_calls_blocked",
+                "Violations found, by check and mode (observe: recorded, not blocked)",
+                Family::default(),
+            ),
+            request_duration: registered(
+                registry,
+                "toolgate_request_duration_seconds",
+                "Time from request to response head, by route",
+                Family::new_with_constructor(|| {
+                    Histogram::new(exponential_buckets(0.0005, 2.0, 20))
+                }),
+            ),
+            reloads: registered(
+                registry,
+                "toolgate_config_reloads",
+                "Configuration reloads, by result (ok: applied; error: refused, old one kept)",
+                Family::default(),
+            ),
+            mcp_calls: registered(
+                registry,
+                "toolgate_mcp_calls",
+                "MCP tools/call requests, by route, backend server and outcome (ok, tool_error, blocked, invalid_result, unavailable, timeout, cancelled, failed)",
+                Family::default(),
+            ),
+            block_retries: registered(
+                registry,
+                "toolgate_block_retries",
+                "Blocked answers sent back to the model (on_block = retry), by route and outcome (passed, blocked, failed)",
+                Family::default(),
+            ),
+        }
     }
 
     pub fn record_block_retry(&self, route: &str, outcome: &str) {

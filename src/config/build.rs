@@ -16,8 +16,9 @@ use toolgate_plugin::{
 };
 
 use super::source::{ConfigError, ConfigErrors, KeyPath, Source};
-use super::{Config, Mode, OnBlockMode, RawConfig, RawPluginEntry, ServerConfig, settings_to_json};
+use super::{Config, OnBlockMode, RawConfig, RawPluginEntry, ServerConfig, settings_to_json};
 use crate::on_block::{DEFAULT_MAX_RETRIES, DEFAULT_RETRY_DEADLINE, OnBlock, RetryLimits};
+use crate::pipeline::Mode;
 use crate::pipeline::{Chain, ChainEntry};
 use crate::router::{Route, RouteFormat, Router, UnreadableAnswers};
 use crate::telemetry::AuditOutput;
@@ -348,6 +349,13 @@ fn check_mcp_route(
                 format!("an MCP route has no {key}: its backends are [mcp_servers.NAME]"),
             ));
         }
+    }
+    // Its answers are MCP results toolgate reads itself: there is no model answer to pass.
+    if route.unreadable_answers.is_some() {
+        errors.push(source.error_at_key(
+            &route_path.clone().key("unreadable_answers"),
+            "an MCP route has no unreadable_answers: toolgate reads every MCP result itself",
+        ));
     }
     if raw.mcp_servers.is_empty() {
         errors.push(source.error_at_key(

@@ -17,6 +17,7 @@ pub(super) fn build_mcp(
 ) -> McpConfig {
     let mut servers = BTreeMap::new();
     let mut exposed = BTreeMap::new();
+    let mut confirmed = BTreeMap::new();
     for (name, server) in &raw.mcp_servers {
         let path = KeyPath::default().key("mcp_servers").key(name);
         if let Some(problem) = server_name_problem(name) {
@@ -33,6 +34,16 @@ pub(super) fn build_mcp(
         if let Some(tools) = &server.exposed_tools {
             check_names(tools, &path.clone().key("exposed_tools"), source, errors);
             exposed.insert(name.clone(), tools.iter().cloned().collect());
+        }
+        if !server.require_confirmation.is_empty() {
+            let tools = &server.require_confirmation;
+            check_names(
+                tools,
+                &path.clone().key("require_confirmation"),
+                source,
+                errors,
+            );
+            confirmed.insert(name.clone(), tools.iter().cloned().collect());
         }
         if let Some(transport) = transport(server, &path, source, errors) {
             servers.insert(
@@ -100,6 +111,16 @@ pub(super) fn build_mcp(
                 .tool_overrides
                 .insert(server.clone(), tools.iter().cloned().collect());
         }
+        for (server, tools) in &entry.require_confirmation {
+            let confirm_path = path.clone().key("require_confirmation").key(server);
+            if !known(server) {
+                errors.push(source.error_at_key(&confirm_path, unknown_server(server, raw)));
+            }
+            check_names(tools, &confirm_path, source, errors);
+            policy
+                .require_confirmation
+                .insert(server.clone(), tools.iter().cloned().collect());
+        }
         agents.insert(identity.clone(), policy);
     }
 
@@ -112,6 +133,7 @@ pub(super) fn build_mcp(
             },
             agents,
             exposed,
+            confirmed,
         },
     }
 }

@@ -21,6 +21,7 @@ pub use source::{ConfigError, ConfigErrors};
 
 use toolgate_plugin::ToolCatalog;
 
+use crate::pipeline::Mode;
 use crate::router::Router;
 use crate::telemetry::AuditOutput;
 use crate::tenants::TenantDirectory;
@@ -183,6 +184,9 @@ pub(crate) struct RawMcpServer {
     /// The tools of this server anyone may see (a ceiling for every agent policy).
     #[serde(default)]
     pub exposed_tools: Option<Vec<String>>,
+    /// Tools of this server a person must confirm, call by call, before it is forwarded.
+    #[serde(default)]
+    pub require_confirmation: Vec<String>,
     #[serde(default = "default_mcp_call_timeout_ms")]
     pub call_timeout_ms: u64,
     #[serde(default = "default_mcp_startup_timeout_ms")]
@@ -222,6 +226,9 @@ pub(crate) struct RawAgentPolicy {
     pub allowed_servers: Option<Vec<String>>,
     #[serde(default)]
     pub tool_overrides: BTreeMap<String, Vec<String>>,
+    /// Tools, by server, this caller's calls to which a person must confirm.
+    #[serde(default)]
+    pub require_confirmation: BTreeMap<String, Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -386,15 +393,6 @@ fn default_response_timeout_ms() -> u64 {
 }
 fn default_read_timeout_ms() -> u64 {
     300_000
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Mode {
-    /// Blocks what the plugin blocks.
-    Enforce,
-    /// Records what the plugin would block and lets everything through.
-    Observe,
 }
 
 /// What a block of this entry does to the exchange (`on_block`).

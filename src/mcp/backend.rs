@@ -1,8 +1,11 @@
 //! The backend MCP servers: one supervisor task per server keeps a client connection open
 //! (a child process over stdio, or a Streamable HTTP session), holds the server's tool list,
 //! refreshes it when the server says it changed, and reconnects with backoff when the
-//! connection ends — a child that dies is started again. Calls are bounded by the server's
-//! call timeout, so a hung backend costs its caller an error, never the proxy a task.
+//! connection ends — a child that dies is started again. A Streamable HTTP server has no
+//! connection whose end would say it restarted (its session is simply gone), so its session is
+//! probed with `ping` and a call that breaks or times out has it probed at once: a lost session
+//! is reconnected like a dead child. Calls are bounded by the server's call timeout, so a hung
+//! backend costs its caller an error, never the proxy a task.
 
 use std::collections::{BTreeMap, HashMap};
 use std::process::Stdio;
@@ -11,10 +14,11 @@ use std::time::{Duration, Instant};
 
 use arc_swap::{ArcSwap, ArcSwapOption};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
-    ErrorData, Implementation, JsonObject, Tool,
+    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
+    ClientCapabilities, ClientConfig, ClientRequest, ErrorData, Implementation, JsonObject,
+    PingRequest, ProgressNotificationParam, ProgressToken, RequestId, ServerResult, Tool,
 };
-use rmcp::service::{NotificationContext, Peer, RunningService};
+use rmcp::service::{NotificationContext, Peer, PeerRequestOptions, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, RoleClient, RoleServer, ServiceError, ServiceExt};
@@ -32,6 +36,9 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// A connection that lived this long was healthy: the next failure starts the backoff afresh.
 const HEALTHY_RUN: Duration = Duration::from_secs(10);
+/// How often a Streamable HTTP backend's session is probed, and how long a probe may take.
+const HTTP_PROBE_EVERY: Duration = Duration::from_secs(2);
+const HTTP_PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Lines of a child's stderr longer than this are cut in the log.
 const MAX_STDERR_LINE: usize = 2048;
 
@@ -142,6 +149,9 @@ impl McpHub {
 /// One backend server under supervision.
 pub struct Backend {
     pub settings: ServerSettings,
+    /// Where the backend's progress notifications go: the callers' sessions, by the token
+    /// toolgate gave each forwarded call.
+    progress: Arc<ProgressRoutes>,
     status: Mutex<BackendStatus>,
     connection: ArcSwapOption<Connection>,
     supervisor: Mutex<Option<JoinHandle<()>>>,
@@ -151,6 +161,8 @@ pub struct Backend {
 pub struct Connection {
     peer: Peer<RoleClient>,
     pub tools: Vec<BackendTool>,
+    /// Told when a call broke or timed out: the supervisor probes the session at once.
+    suspect: Arc<tokio::sync::Notify>,
 }
 
 /// One tool of a backend, with the names and schemas the proxy works with.
@@ -188,6 +200,85 @@ pub enum BackendState {
     /// Waiting out the backoff before starting again.
     Restarting,
     Stopped,
+}
+
+/// Where a forwarded call's progress goes: the caller's session and the caller's own token.
+pub struct ProgressRelay {
+    pub session: Peer<RoleServer>,
+    pub token: ProgressToken,
+}
+
+/// The progress routes of a backend's calls in flight, by the token each request went out with.
+#[derive(Default)]
+struct ProgressRoutes {
+    routes: Mutex<HashMap<ProgressToken, ProgressRelay>>,
+}
+
+/// An open route; dropping it closes the route (the call ended or was cancelled).
+struct ProgressRoute<'a> {
+    routes: &'a ProgressRoutes,
+    token: ProgressToken,
+}
+
+impl ProgressRoutes {
+    fn open(&self, token: ProgressToken, relay: ProgressRelay) -> ProgressRoute<'_> {
+        self.routes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(token.clone(), relay);
+        ProgressRoute {
+            routes: self,
+            token,
+        }
+    }
+
+    /// Passes a backend's progress notification to the caller of the call it is about, under
+    /// the caller's token; progress on a token no call in flight has is dropped.
+    async fn relay(&self, mut params: ProgressNotificationParam) {
+        let route = {
+            let routes = self.routes.lock().unwrap_or_else(PoisonError::into_inner);
+            routes
+                .get(&params.progress_token)
+                .map(|relay| (relay.session.clone(), relay.token.clone()))
+        };
+        let Some((session, token)) = route else {
+            return;
+        };
+        params.progress_token = token;
+        if let Err(error) = session.notify_progress(params).await {
+            tracing::debug!(%error, "a caller missed a progress notification");
+        }
+    }
+}
+
+impl Drop for ProgressRoute<'_> {
+    fn drop(&mut self) {
+        self.routes
+            .routes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.token);
+    }
+}
+
+/// Tells a backend that a call it is working on was abandoned, unless disarmed first.
+struct CancelOnDrop(Option<(Peer<RoleClient>, RequestId)>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some((peer, id)) = self.0.take() else {
+            return;
+        };
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let reason = Some("the caller cancelled the call, or it timed out".to_owned());
+                let notice = CancelledNotificationParam::new(Some(id), reason);
+                if let Err(error) = peer.notify_cancelled(notice).await {
+                    tracing::debug!(%error, "a backend missed a cancellation");
+                }
+            });
+        }
+    }
 }
 
 /// Why a call did not reach a backend's answer.
@@ -228,6 +319,7 @@ impl Backend {
                 last_error: None,
             }),
             settings,
+            progress: Arc::new(ProgressRoutes::default()),
             connection: ArcSwapOption::empty(),
             supervisor: Mutex::new(None),
         });
@@ -272,11 +364,14 @@ impl Backend {
         self.connection.load_full()
     }
 
-    /// Calls `tool` (its backend name) within the call timeout.
+    /// Calls `tool` (its backend name) within the call timeout. The backend's progress on it
+    /// goes to `progress`'s session, under the caller's own token. Dropping the future tells
+    /// the backend the call is cancelled.
     pub async fn call(
         &self,
         tool: &str,
         arguments: Option<JsonObject>,
+        progress: Option<ProgressRelay>,
     ) -> Result<CallToolResult, CallFailure> {
         let Some(connection) = self.connection() else {
             return Err(CallFailure::Unavailable(self.status().last_error));
@@ -286,27 +381,72 @@ impl Backend {
             params = params.with_arguments(arguments);
         }
         let timeout = self.settings.call_timeout;
-        match tokio::time::timeout(timeout, connection.peer.call_tool_once(params)).await {
+        let forwarded = self.forward(&connection, params, progress);
+        let outcome = match tokio::time::timeout(timeout, forwarded).await {
             Err(_) => Err(CallFailure::TimedOut(timeout)),
-            Ok(Ok(CallToolResponse::Complete(result))) => Ok(result),
+            Ok(Ok(ServerResult::CallToolResult(result))) => Ok(result),
+            Ok(Ok(ServerResult::InputRequiredResult(_) | ServerResult::CreateTaskResult(_))) => {
+                Err(CallFailure::Broken(
+                    "the server asked for client input or started a task; toolgate relays only complete results".into(),
+                ))
+            }
             Ok(Ok(_)) => Err(CallFailure::Broken(
-                "the server asked for client input or started a task; toolgate relays only complete results".into(),
+                "the answer to tools/call is not a call result".into(),
             )),
             Ok(Err(ServiceError::McpError(error))) => Err(CallFailure::Refused(error)),
             Ok(Err(error)) => Err(CallFailure::Broken(error.to_string())),
+        };
+        if matches!(
+            outcome,
+            Err(CallFailure::TimedOut(_) | CallFailure::Broken(_))
+        ) {
+            // A permit is kept when the supervisor is busy: the probe runs when it looks.
+            connection.suspect.notify_one();
         }
+        outcome
+    }
+
+    /// Sends the call and waits for its answer, routing its progress (under the token rmcp
+    /// gave the request) to the caller meanwhile. Dropped before the answer — the caller
+    /// cancelled, or the call timed out — it tells the backend the call is cancelled.
+    async fn forward(
+        &self,
+        connection: &Connection,
+        params: CallToolRequestParams,
+        progress: Option<ProgressRelay>,
+    ) -> Result<ServerResult, ServiceError> {
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let handle = connection
+            .peer
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .await?;
+        let _route = progress.map(|relay| self.progress.open(handle.progress_token.clone(), relay));
+        let mut abandoned = CancelOnDrop(Some((connection.peer.clone(), handle.id.clone())));
+        let answer = handle.await_response().await;
+        abandoned.0 = None;
+        answer
     }
 }
 
-/// The client side toolgate presents to a backend: it only listens for tool list changes.
+/// The client side toolgate presents to a backend: it listens for tool list changes and
+/// relays the progress of forwarded calls to their callers.
 struct BackendClient {
     refresh: mpsc::Sender<()>,
+    progress: Arc<ProgressRoutes>,
 }
 
 impl ClientHandler for BackendClient {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         // A full channel already holds a pending refresh.
         let _ = self.refresh.try_send(());
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.progress.relay(params).await;
     }
 
     fn get_info(&self) -> ClientConfig {
@@ -328,6 +468,7 @@ async fn supervise(backend: std::sync::Weak<Backend>, hub: std::sync::Weak<McpHu
         };
         current.update(|status| status.state = BackendState::Starting);
         let settings = current.settings.clone();
+        let progress = current.progress.clone();
         drop(current);
         let (refresh_sender, mut refresh) = mpsc::channel(1);
         let started = tokio::time::timeout(
@@ -336,6 +477,7 @@ async fn supervise(backend: std::sync::Weak<Backend>, hub: std::sync::Weak<McpHu
                 &settings,
                 BackendClient {
                     refresh: refresh_sender,
+                    progress,
                 },
             ),
         )
@@ -397,11 +539,17 @@ async fn serve_connection(
     refresh: &mut mpsc::Receiver<()>,
 ) -> Result<String, String> {
     let peer = running.peer().clone();
+    let suspect = Arc::new(tokio::sync::Notify::new());
     let tools = list_tools(&peer, settings).await?;
-    publish(backend, hub, settings, &peer, tools, pid)?;
+    publish(backend, hub, settings, &peer, &suspect, tools, pid)?;
     tracing::info!(server = %settings.name, ?pid, "MCP server ready");
     let waiting = running.waiting();
     tokio::pin!(waiting);
+    // A child's end is seen on its pipes; only an HTTP session is probed.
+    let probes = matches!(settings.transport, Transport::Http { .. });
+    let mut probe = tokio::time::interval(HTTP_PROBE_EVERY);
+    probe.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    probe.tick().await;
     loop {
         tokio::select! {
             quit = &mut waiting => {
@@ -412,11 +560,35 @@ async fn serve_connection(
             }
             Some(()) = refresh.recv() => {
                 match list_tools(&peer, settings).await {
-                    Ok(tools) => publish(backend, hub, settings, &peer, tools, pid)?,
+                    Ok(tools) => publish(backend, hub, settings, &peer, &suspect, tools, pid)?,
                     Err(error) => tracing::warn!(server = %settings.name, %error, "could not refresh the tool list"),
                 }
             }
+            _ = probe.tick(), if probes => {
+                if let Err(error) = ping(&peer).await {
+                    return Ok(format!("the session stopped answering: {error}"));
+                }
+            }
+            () = suspect.notified(), if probes => {
+                if let Err(error) = ping(&peer).await {
+                    return Ok(format!("a call failed and the session stopped answering: {error}"));
+                }
+            }
         }
+    }
+}
+
+/// One `ping` within [`HTTP_PROBE_TIMEOUT`]: a server that restarted answers its old session
+/// with an error (or not at all).
+async fn ping(peer: &Peer<RoleClient>) -> Result<(), String> {
+    let request = ClientRequest::PingRequest(PingRequest::default());
+    match tokio::time::timeout(HTTP_PROBE_TIMEOUT, peer.send_request(request)).await {
+        Err(_) => Err(format!(
+            "no answer to ping within {} ms",
+            HTTP_PROBE_TIMEOUT.as_millis()
+        )),
+        Ok(Err(error)) => Err(error.to_string()),
+        Ok(Ok(_)) => Ok(()),
     }
 }
 
@@ -439,6 +611,7 @@ fn publish(
     hub: &std::sync::Weak<McpHub>,
     settings: &ServerSettings,
     peer: &Peer<RoleClient>,
+    suspect: &Arc<tokio::sync::Notify>,
     tools: Vec<Tool>,
     pid: Option<u32>,
 ) -> Result<(), String> {
@@ -456,6 +629,7 @@ fn publish(
     backend.connection.store(Some(Arc::new(Connection {
         peer: peer.clone(),
         tools,
+        suspect: suspect.clone(),
     })));
     backend.update(|status| {
         status.state = BackendState::Ready;

@@ -12,11 +12,13 @@ use http::header::{CONTENT_TYPE, HeaderValue};
 use http::{HeaderMap, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use rmcp::model::{ErrorCode, ErrorData, JsonRpcError, JsonRpcVersion2_0};
+use rmcp::model::{CallToolRequestParams, ErrorCode, ErrorData, JsonRpcError, JsonRpcVersion2_0};
+use rmcp::transport::common::http_header::HEADER_SESSION_ID;
 use serde_json::json;
 use toolgate_plugin::{ExchangeMeta, Tenant};
 
 use super::handler::{RequestScope, codes};
+use super::services::SessionOwner;
 use super::{AGENT_HEADER, Caller};
 use crate::body::{IdleTimeout, ProxyBody, collect_limited, full};
 use crate::config::Config;
@@ -56,9 +58,7 @@ async fn answer(
             audit_refused(
                 state,
                 &route,
-                &request,
-                &request_id,
-                None,
+                meta_of(&route, request.method(), request.uri(), &request_id, None),
                 StatusCode::UNAUTHORIZED,
                 error.code,
             )
@@ -75,6 +75,10 @@ async fn answer(
         .headers()
         .get(AGENT_HEADER)
         .map(|value| value.to_str().unwrap_or_default().trim().to_owned());
+    let owner = SessionOwner {
+        tenant: tenant.as_ref().map(|tenant| tenant.name.clone()),
+        agent: agent.clone(),
+    };
     let identity = match (&tenant, agent) {
         (_, None) => tenant.as_ref().map(|tenant| tenant.name.clone()),
         (Some(tenant), Some(agent)) if tenant.agents.contains(&agent) => Some(agent),
@@ -82,9 +86,13 @@ async fn answer(
             audit_refused(
                 state,
                 &route,
-                &request,
-                &request_id,
-                tenant.clone(),
+                meta_of(
+                    &route,
+                    request.method(),
+                    request.uri(),
+                    &request_id,
+                    tenant.clone(),
+                ),
                 StatusCode::FORBIDDEN,
                 "agent_not_held",
             )
@@ -138,25 +146,69 @@ async fn answer(
         );
     }
 
-    let meta = ExchangeMeta {
-        request_id: request_id.clone(),
-        route: route.path.clone(),
-        method: parts.method.clone(),
-        path_and_query: path_and_query(&parts.uri),
-        tenant,
-    };
+    if parts.method == http::Method::POST
+        && let Some(answer) = invalid_call_params(&body, &request_id)
+    {
+        return answer;
+    }
+
+    let session = parts
+        .headers
+        .get(HEADER_SESSION_ID)
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_owned);
+    if let Some(session) = &session
+        && !state.mcp_endpoints.may_use(&route.path, session, &owner)
+    {
+        audit_refused(
+            state,
+            &route,
+            meta_of(
+                &route,
+                &parts.method,
+                &parts.uri,
+                &request_id,
+                tenant.clone(),
+            ),
+            StatusCode::NOT_FOUND,
+            "session_not_owned",
+        )
+        .await;
+        // Answered as rmcp answers a session it does not know: whether the id exists is
+        // its owner's business alone.
+        return refusal(
+            StatusCode::NOT_FOUND,
+            ErrorCode::INVALID_REQUEST.0,
+            "Not Found: Session not found",
+            json!({"code": "invalid_message", "request_id": request_id}),
+        );
+    }
+
+    let meta = meta_of(&route, &parts.method, &parts.uri, &request_id, tenant);
     let service = state.mcp_endpoints.service(&route.path, limit);
     parts.extensions.insert(RequestScope {
         state: state.clone(),
         config,
-        route,
+        route: route.clone(),
         meta,
         headers: parts.headers.clone(),
         caller: Caller { identity },
     });
+    let closing = parts.method == http::Method::DELETE;
     let response = service
         .handle(Request::from_parts(parts, Full::new(body)))
         .await;
+    match (&session, response.headers().get(HEADER_SESSION_ID)) {
+        (None, Some(opened)) => {
+            if let Ok(opened) = opened.to_str() {
+                state.mcp_endpoints.bind(&route.path, opened, owner).await;
+            }
+        }
+        (Some(session), _) if closing && response.status().is_success() => {
+            state.mcp_endpoints.release(&route.path, session);
+        }
+        _ => {}
+    }
     if response.status().is_success() || is_json(response.headers()) {
         return response.map(|body| body.map_err(|never| match never {}).boxed());
     }
@@ -176,6 +228,43 @@ async fn answer(
     )
 }
 
+/// A `tools/call` request whose params are not a call, answered -32602 (invalid params) for its
+/// id. rmcp reads a request whose params fit no known method as an unknown method (-32601),
+/// which tells a client the server lacks tools, not that its call was malformed.
+fn invalid_call_params(body: &[u8], request_id: &str) -> Option<Response<ProxyBody>> {
+    #[derive(serde::Deserialize)]
+    struct Message {
+        method: Option<String>,
+        id: Option<serde_json::Value>,
+        params: Option<serde_json::Value>,
+    }
+    let message: Message = serde_json::from_slice(body).ok()?;
+    // A notification (no id) gets no answer, whatever it holds.
+    let id = message
+        .id
+        .filter(|_| message.method.as_deref() == Some("tools/call"))?;
+    let problem = match message.params {
+        None => "tools/call has no params".to_owned(),
+        Some(params) => serde_json::from_value::<CallToolRequestParams>(params)
+            .err()?
+            .to_string(),
+    };
+    let error = json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {
+            "code": ErrorCode::INVALID_PARAMS.0,
+            "message": format!("invalid tools/call params: {problem}"),
+            "data": {"code": "invalid_params", "request_id": request_id},
+        },
+    });
+    let mut response = Response::new(full(Bytes::from(error.to_string())));
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    Some(response)
+}
+
 fn is_json(headers: &http::HeaderMap) -> bool {
     headers
         .get(CONTENT_TYPE)
@@ -183,23 +272,31 @@ fn is_json(headers: &http::HeaderMap) -> bool {
         .is_some_and(|value| value.trim_start().starts_with("application/json"))
 }
 
+/// What every stage shares, for a request on `route`.
+fn meta_of(
+    route: &Route,
+    method: &http::Method,
+    uri: &http::Uri,
+    request_id: &str,
+    tenant: Option<Arc<Tenant>>,
+) -> ExchangeMeta {
+    ExchangeMeta {
+        request_id: request_id.to_owned(),
+        route: route.path.clone(),
+        method: method.clone(),
+        path_and_query: path_and_query(uri),
+        tenant,
+    }
+}
+
 /// The audit line of a caller refused before MCP: who knocked is an audit trail's business.
 async fn audit_refused(
     state: &Arc<GatewayState>,
     route: &Arc<Route>,
-    request: &Request<Incoming>,
-    request_id: &str,
-    tenant: Option<Arc<Tenant>>,
+    meta: ExchangeMeta,
     status: StatusCode,
     code: &str,
 ) {
-    let meta = ExchangeMeta {
-        request_id: request_id.to_owned(),
-        route: route.path.clone(),
-        method: request.method().clone(),
-        path_and_query: path_and_query(request.uri()),
-        tenant,
-    };
     let mut exchange = Exchange::new(meta, route.clone(), HeaderMap::new(), Instant::now());
     exchange.blocked = true;
     exchange

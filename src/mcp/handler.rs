@@ -7,16 +7,16 @@
 //! the `error` object of the 403 envelope, violations included.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ErrorCode, ErrorData, Implementation,
-    InitializeResult, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
-    Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ElicitRequestParams,
+    ElicitationAction, ElicitationSchema, ErrorCode, ErrorData, Implementation, InitializeResult,
+    ListToolsResult, PaginatedRequestParams, ProgressToken, ServerCapabilities, ServerConfig, Tool,
 };
-use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::service::{NotificationContext, Peer, RequestContext};
 use rmcp::{RoleServer, ServerHandler};
 use serde_json::json;
 use toolgate_plugin::{
@@ -24,7 +24,7 @@ use toolgate_plugin::{
     Violation,
 };
 
-use super::backend::{Backend, CallFailure, Connection};
+use super::backend::{Backend, CallFailure, Connection, ProgressRelay};
 use super::names::{RequestedTool, parse_requested};
 use super::services::McpEndpoint;
 use super::{Caller, Policy};
@@ -48,6 +48,9 @@ pub mod codes {
     pub const INVALID_TOOL_RESULT: i32 = -32004;
     /// The caller is not who it claims (no tenant key, or an agent its tenant does not hold).
     pub const UNAUTHORIZED: i32 = -32005;
+    /// The caller cancelled the call (`notifications/cancelled`); the backend was told too.
+    /// The caller ignores the answer, as MCP says; the audit line keeps it.
+    pub const CANCELLED: i32 = -32006;
 }
 
 /// What the HTTP side hands the MCP server with each request, in the request's extensions.
@@ -103,7 +106,15 @@ impl ServerHandler for McpEndpoint {
     ) -> Result<CallToolResponse, ErrorData> {
         let scope = scope_of(&context.extensions)?;
         let call_id = request_id_text(&context.id);
-        call_tool(&scope, request, call_id)
+        // rmcp leaves a call's `_meta` in its params; its context's meta is the transport's.
+        let progress = (request.meta.as_ref())
+            .and_then(|meta| meta.get_progress_token())
+            .or_else(|| context.meta.get_progress_token());
+        let session = Session {
+            peer: &context.peer,
+            progress,
+        };
+        call_tool(&scope, request, call_id, session, context.ct.cancelled())
             .await
             .map(CallToolResponse::from)
     }
@@ -114,6 +125,82 @@ fn request_id_text(id: &rmcp::model::RequestId) -> String {
         Ok(serde_json::Value::String(text)) => text,
         Ok(other) => other.to_string(),
         Err(_) => String::new(),
+    }
+}
+
+/// The caller's side of a call: its session, to ask it (confirmation) and tell it (progress).
+struct Session<'a> {
+    peer: &'a Peer<RoleServer>,
+    progress: Option<ProgressToken>,
+}
+
+fn policy_of(scope: &RequestScope) -> &Policy {
+    &scope.config.mcp.policy
+}
+
+/// How long a person has to confirm a call.
+const CONFIRMATION_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Asks the caller's client (MCP elicitation) whether a person confirms `call`, showing its
+/// tool and arguments. Anything but an explicit yes — a decline, a cancel, no answer in time,
+/// a client that cannot ask — refuses the call, and nothing is forwarded.
+async fn confirm(session: &Peer<RoleServer>, call: &ToolCall) -> Result<(), Box<Violation>> {
+    let refusal = |code: &str, message: String| {
+        Box::new(Violation::on_call(
+            toolgate_plugin::Check::Permission,
+            code,
+            call,
+            message,
+        ))
+    };
+    let can_ask = session
+        .peer_info()
+        .is_some_and(|client| client.capabilities.elicitation.is_some());
+    if !can_ask {
+        return Err(refusal(
+            "confirmation_unavailable",
+            format!(
+                "'{}' needs a person's confirmation, and this client cannot ask for it (no MCP elicitation)",
+                call.name
+            ),
+        ));
+    }
+    let schema = ElicitationSchema::builder()
+        .required_bool("confirm")
+        .build()
+        .map_err(|problem| refusal("confirmation_unavailable", problem.to_owned()))?;
+    let question = ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: format!(
+            "toolgate: allow the call to '{}' with these arguments?\n{}",
+            call.name, call.arguments
+        ),
+        requested_schema: schema,
+    };
+    let declined = |how: &str| {
+        refusal(
+            "confirmation_declined",
+            format!("the call to '{}' was not confirmed ({how})", call.name),
+        )
+    };
+    match session
+        .create_elicitation_with_timeout(question, Some(CONFIRMATION_TIMEOUT))
+        .await
+    {
+        Ok(answer) if answer.action == ElicitationAction::Accept => {
+            let confirmed = (answer.content.as_ref())
+                .and_then(|content| content.get("confirm"))
+                .and_then(serde_json::Value::as_bool);
+            match confirmed {
+                Some(true) => Ok(()),
+                _ => Err(declined("answered no")),
+            }
+        }
+        Ok(answer) => Err(declined(match answer.action {
+            ElicitationAction::Decline => "declined",
+            _ => "cancelled",
+        })),
+        Err(error) => Err(declined(&format!("no answer: {error}"))),
     }
 }
 
@@ -207,6 +294,7 @@ async fn close(mut exchange: Exchange, scope: &RequestScope, error: Option<&Erro
             Some(codes::INVALID_TOOL_RESULT) => "invalid_result",
             Some(codes::BACKEND_UNAVAILABLE) => "unavailable",
             Some(codes::BACKEND_TIMEOUT) => "timeout",
+            Some(codes::CANCELLED) => "cancelled",
             Some(_) => "failed",
         };
     }
@@ -256,13 +344,24 @@ async fn list_tools_checked(
     Ok(ListToolsResult::with_all_items(tools))
 }
 
+/// Checks and forwards one call. A caller's `notifications/cancelled` (`cancelled`) ends it
+/// where it is: a call not yet forwarded never is, one in flight is cancelled at the backend.
 async fn call_tool(
     scope: &RequestScope,
     request: CallToolRequestParams,
     call_id: String,
+    session: Session<'_>,
+    cancelled: impl Future<Output = ()>,
 ) -> Result<CallToolResult, ErrorData> {
     let mut exchange = open_exchange(scope, "tools/call");
-    let result = call_tool_checked(scope, request, call_id, &mut exchange).await;
+    let result = tokio::select! {
+        result = call_tool_checked(scope, request, call_id, session, &mut exchange) => result,
+        () = cancelled => Err(ErrorData::new(
+            ErrorCode(codes::CANCELLED),
+            "the caller cancelled the call",
+            None,
+        )),
+    };
     close(exchange, scope, result.as_ref().err()).await;
     result
 }
@@ -271,6 +370,7 @@ async fn call_tool_checked(
     scope: &RequestScope,
     request: CallToolRequestParams,
     call_id: String,
+    session: Session<'_>,
     exchange: &mut Exchange,
 ) -> Result<CallToolResult, ErrorData> {
     let offers = offers(scope);
@@ -335,14 +435,46 @@ async fn call_tool_checked(
     if let Some(rejection) = outcome.blocked {
         return Err(blocked(scope, &rejection));
     }
+    // What the plugins changed (a redacted value) is what the backend gets.
+    let mut call = call;
+    toolgate_plugin::edits::replace_arguments(
+        std::slice::from_mut(&mut call),
+        &outcome.response_edits,
+    );
+    let arguments = if outcome.response_edits.is_empty() {
+        request.arguments
+    } else {
+        Some(
+            serde_json::from_str::<rmcp::model::JsonObject>(&call.arguments).map_err(|error| {
+                ErrorData::internal_error(
+                    format!("the plugins' edit of the arguments is not an object: {error}"),
+                    None,
+                )
+            })?,
+        )
+    };
+
+    let backend_tool = offer.tool().tool.name.as_ref();
+    if policy_of(scope).needs_confirmation(&scope.caller, &offer.server, backend_tool)
+        && let Err(violation) = confirm(session.peer, &call).await
+    {
+        exchange.checked_calls.push(call);
+        let rejection = Rejection::forbidden(vec![*violation]);
+        return Err(refuse(exchange, scope, &rejection));
+    }
+    let progress = session.progress.map(|token| ProgressRelay {
+        session: session.peer.clone(),
+        token,
+    });
 
     let backend_started = Instant::now();
     let answer = offer
         .backend
-        .call(&offer.tool().tool.name, request.arguments)
+        .call(&offer.tool().tool.name, arguments, progress)
         .await;
     exchange.upstream_time = backend_started.elapsed();
     let result = answer.map_err(|failure| backend_failure(&offer.server, failure))?;
+    exchange.executed_calls.push(call.clone());
     let tool_error = result.is_error == Some(true);
     if let Some(mcp) = exchange.mcp.as_deref_mut() {
         mcp.tool_error = tool_error;
@@ -358,7 +490,7 @@ async fn call_tool_checked(
         }
     }
     // Delivered: accounting (`post_response`) sees it when the exchange closes.
-    exchange.deliver(vec![call], &outcome.response_edits);
+    exchange.deliver(vec![call], &[]);
     Ok(result)
 }
 

@@ -31,6 +31,8 @@ pub struct DefaultPolicy {
 pub struct AgentPolicy {
     pub allowed_servers: Option<BTreeSet<String>>,
     pub tool_overrides: BTreeMap<String, BTreeSet<String>>,
+    /// Tools, by server, whose calls by this caller a person confirms first.
+    pub require_confirmation: BTreeMap<String, BTreeSet<String>>,
 }
 
 /// The whole MCP policy of one configuration.
@@ -40,6 +42,8 @@ pub struct Policy {
     pub agents: BTreeMap<String, AgentPolicy>,
     /// `exposed_tools` of each server that has the list.
     pub exposed: BTreeMap<String, BTreeSet<String>>,
+    /// `require_confirmation` of each server: tools whose every call a person confirms first.
+    pub confirmed: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl Policy {
@@ -80,6 +84,20 @@ impl Policy {
     }
 }
 
+impl Policy {
+    /// Whether a call by `caller` to `tool` (its backend name) on `server` waits for a person
+    /// to confirm it: the server's list, or the caller's policy, says so.
+    pub fn needs_confirmation(&self, caller: &Caller, server: &str, tool: &str) -> bool {
+        let listed = |lists: &BTreeMap<String, BTreeSet<String>>| {
+            lists.get(server).is_some_and(|tools| tools.contains(tool))
+        };
+        listed(&self.confirmed)
+            || self
+                .agent(caller)
+                .is_some_and(|policy| listed(&policy.require_confirmation))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,6 +119,7 @@ mod tests {
             AgentPolicy {
                 allowed_servers: Some(set(&["fs", "memory"])),
                 tool_overrides: [("fs".to_owned(), set(&["read_file", "delete_file"]))].into(),
+                require_confirmation: [("fs".to_owned(), set(&["read_file"]))].into(),
             },
         );
         agents.insert("open".to_owned(), AgentPolicy::default());
@@ -108,6 +127,20 @@ mod tests {
             default: DefaultPolicy::default(),
             agents,
             exposed: [("fs".to_owned(), set(&["read_file", "list_directory"]))].into(),
+            confirmed: [("memory".to_owned(), set(&["delete_entities"]))].into(),
+        }
+    }
+
+    #[test]
+    fn confirmation_is_asked_when_the_server_or_the_callers_policy_lists_the_tool() {
+        let policy = policy();
+        let (dev, open) = (caller(Some("dev")), caller(Some("open")));
+        assert!(policy.needs_confirmation(&dev, "fs", "read_file"));
+        assert!(!policy.needs_confirmation(&open, "fs", "read_file"));
+        assert!(!policy.needs_confirmation(&dev, "fs", "list_directory"));
+        for anyone in [&dev, &open, &caller(None)] {
+            assert!(policy.needs_confirmation(anyone, "memory", "delete_entities"));
+            assert!(!policy.needs_confirmation(anyone, "memory", "read_graph"));
         }
     }
 

@@ -29,10 +29,7 @@ impl Plugin for ToolRemover {
         "tool_remover"
     }
     fn body_needs(&self) -> BodyNeeds {
-        BodyNeeds {
-            request: true,
-            response: false,
-        }
+        BodyNeeds::REQUEST
     }
     async fn pre_request(&self, exchange: &RequestExchange<'_>) -> Verdict<RequestEdit> {
         let names: Vec<String> = exchange

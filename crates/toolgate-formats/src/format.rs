@@ -14,8 +14,8 @@ use crate::edits::Edit;
 use crate::raw_object::RawObject;
 use crate::tool::{DeclaredTool, HistoryCall, ToolCall};
 
-/// The API shape of an LLM exchange. Everything a format means to toolgate is its
-/// [`Adapter`], in the format's own folder; [`WireFormat::adapter`] is the registry.
+/// The API shape of an LLM exchange. Everything a format means to toolgate is its adapter (the
+/// crate's `Adapter` trait), in the format's own folder; one registry maps a `WireFormat` to it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WireFormat {

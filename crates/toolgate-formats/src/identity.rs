@@ -19,7 +19,7 @@ pub struct ToolKey(String);
 
 impl ToolKey {
     /// The key of `name`: surrounding whitespace removed, then lowercased (Unicode-aware, the
-    /// same folding [`ToolPattern`](crate::ToolPattern) applies to its patterns).
+    /// same folding the plugin API's `ToolPattern` applies to its patterns).
     pub fn new(name: &str) -> ToolKey {
         ToolKey(name.trim().to_lowercase())
     }

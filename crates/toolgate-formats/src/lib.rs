@@ -17,9 +17,12 @@
 //! - [`identity`]: `ToolKey`, a tool name trimmed and case-folded.
 //! - [`directives`]: the client's `toolgate` object and `x-toolgate-*` headers.
 //! - [`format`](mod@format): `WireFormat`, `ToolRequest`, `ToolResponse`, `ParseError` and the
-//!   `Adapter` trait each format implements; `registry` maps a `WireFormat` to its adapter.
+//!   format-neutral entry points; `adapter` holds the `Adapter` trait each format implements,
+//!   `registry` maps a `WireFormat` to its adapter. Adding a format is its folder and one
+//!   registry line.
 //! - `chat/`, `responses/`, `anthropic/`: one folder per format, its `message` (request and
-//!   answer bodies) and its `stream` (the assembler of its events) side by side.
+//!   answer bodies), its `stream` (the assembler of its events) and its `rewrite` (edits
+//!   written back in its shape) side by side.
 //! - [`edits`]: body edits as the adapters apply them; `response_edits` and
 //!   `stream::StreamRewriter` write them into answers and streams.
 //! - [`answer`]: how a guard reads an answer — by its own shape, closed on doubt.

@@ -67,6 +67,32 @@ pub fn refusal(step: StreamStep, event: &SseEvent) -> Option<ParseError> {
     }
 }
 
+/// An event's data, trimmed; an event without data is preamble (a comment, a retry hint).
+pub(crate) fn event_data(event: &SseEvent) -> Result<&str, StreamStep> {
+    event
+        .data
+        .as_deref()
+        .map(str::trim)
+        .ok_or(StreamStep::Preamble)
+}
+
+/// Data read as one JSON object of `T`'s shape, or not recognized. serde would also read a
+/// struct from a JSON array; an event is an object.
+pub(crate) fn event_object<'a, T: serde::Deserialize<'a>>(data: &'a str) -> Result<T, StreamStep> {
+    if !data.starts_with('{') {
+        return Err(StreamStep::Unrecognized);
+    }
+    serde_json::from_str(data).map_err(|_| StreamStep::Unrecognized)
+}
+
+/// An event's data read as one JSON object of `T`'s shape: [`event_data`], then
+/// [`event_object`].
+pub(crate) fn event_json<'a, T: serde::Deserialize<'a>>(
+    event: &'a SseEvent,
+) -> Result<T, StreamStep> {
+    event_object(event_data(event)?)
+}
+
 /// Rebuilds tool calls from one streamed response.
 pub trait StreamAssembler: Send {
     /// Reads one event and classifies it.
@@ -169,11 +195,14 @@ pub(crate) mod tests {
         )
     }
 
-    /// The golden pairs: NAME.sse (a recorded stream) and NAME.json (the same answer unstreamed).
-    fn fixture_pairs() -> Vec<(String, Vec<u8>, Vec<u8>)> {
-        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/streams");
+    /// The golden pairs of `fixtures/DIR`: each recorded stream NAME.sse with NAME + `unstreamed`
+    /// (the same answer unstreamed), sorted by name.
+    pub(crate) fn fixture_pairs(dir: &str, unstreamed: &str) -> Vec<(String, Vec<u8>, Vec<u8>)> {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fixtures")
+            .join(dir);
         let mut pairs = Vec::new();
-        for entry in std::fs::read_dir(&dir).expect("fixtures/streams exists") {
+        for entry in std::fs::read_dir(&dir).expect("the fixtures folder exists") {
             let path = entry.expect("readable entry").path();
             if path.extension().is_some_and(|ext| ext == "sse") {
                 let name = path
@@ -182,8 +211,8 @@ pub(crate) mod tests {
                     .to_string_lossy()
                     .into_owned();
                 let stream = std::fs::read(&path).expect("readable stream");
-                let response = std::fs::read(path.with_extension("json"))
-                    .unwrap_or_else(|_| panic!("{name}.sse has no {name}.json"));
+                let response = std::fs::read(dir.join(format!("{name}{unstreamed}")))
+                    .unwrap_or_else(|_| panic!("{name}.sse has no {name}{unstreamed}"));
                 pairs.push((name, stream, response));
             }
         }
@@ -211,7 +240,7 @@ pub(crate) mod tests {
 
     #[test]
     fn every_fixture_stream_yields_the_calls_of_its_unstreamed_twin_however_it_is_chunked() {
-        let pairs = fixture_pairs();
+        let pairs = fixture_pairs("streams", ".json");
         assert!(pairs.len() >= 8, "fixtures/streams holds the golden pairs");
         for (name, stream, response) in &pairs {
             let expected = WireFormat::ChatCompletions
@@ -238,7 +267,7 @@ pub(crate) mod tests {
 
     #[test]
     fn calls_become_ready_at_the_finish_of_their_choice() {
-        let pairs = fixture_pairs();
+        let pairs = fixture_pairs("streams", ".json");
         let (_, stream, _) = pairs
             .iter()
             .find(|(name, ..)| name == "text_then_tool_call")

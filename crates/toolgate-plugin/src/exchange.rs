@@ -88,6 +88,11 @@ pub struct CompletedExchange<'a> {
     pub status: StatusCode,
     /// Every call the client received (blocked calls are not here).
     pub delivered_calls: &'a [crate::ToolCall],
+    /// Calls toolgate executed itself, on the client's behalf, and whose backend answered (an
+    /// MCP route's `tools/call`): their results never come back in a history, so accounting
+    /// that counts executed calls counts these here. `post_response` then runs before the
+    /// answer leaves.
+    pub executed_calls: &'a [crate::ToolCall],
     /// Time from the request's arrival to the end of the answer.
     pub elapsed: Duration,
 }

@@ -13,6 +13,61 @@
 //!   turns into the OpenAI error envelope.
 //! - Plugins are built by a [`PluginFactory`] from their per-route settings, once per config load.
 //!
+//! # A plugin, whole
+//! A plugin that refuses every call to a `delete_*` tool, and the one function its crate exports
+//! for the gateway's registry (docs/writing-a-plugin.md walks through the same steps):
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use toolgate_plugin::{
+//!     BodyNeeds, Check, FactoryContext, Plugin, PluginFactory, Rejection, ResponseEdit,
+//!     ResponseExchange, Verdict, Violation, async_trait, factory,
+//! };
+//!
+//! struct NoDelete;
+//!
+//! #[async_trait]
+//! impl Plugin for NoDelete {
+//!     fn name(&self) -> &str {
+//!         "no_delete"
+//!     }
+//!
+//!     // Only the answer is read: the gateway buffers nothing else for this plugin.
+//!     fn body_needs(&self) -> BodyNeeds {
+//!         BodyNeeds::RESPONSE
+//!     }
+//!
+//!     async fn pre_response(&self, exchange: &ResponseExchange<'_>) -> Verdict<ResponseEdit> {
+//!         let Some(answer) = exchange.response.as_parsed() else {
+//!             return Verdict::Continue;
+//!         };
+//!         let refused: Vec<Violation> = (answer.calls.iter())
+//!             .filter(|call| call.name.starts_with("delete_"))
+//!             .map(|call| {
+//!                 let reason = format!("'{}' deletes; this route does not", call.name);
+//!                 Violation::on_call(Check::Custom("no_delete"), "delete_refused", call, reason)
+//!             })
+//!             .collect();
+//!         if refused.is_empty() {
+//!             Verdict::Continue
+//!         } else {
+//!             Verdict::Block(Rejection::forbidden(refused))
+//!         }
+//!     }
+//! }
+//!
+//! /// One line in the gateway's `src/plugins.rs` names this function.
+//! pub fn factories(_context: &mut FactoryContext<'_>) -> Vec<Arc<dyn PluginFactory>> {
+//!     vec![factory("no_delete", 50, |_settings, _context| Ok(Arc::new(NoDelete)))]
+//! }
+//! # let mut registry = toolgate_plugin::prometheus_client::registry::Registry::default();
+//! # let schemas = toolgate_plugin::schema::SchemaChecker::standalone();
+//! # let mut context = FactoryContext { metrics: &mut registry, schemas: &schemas };
+//! # let built = factories(&mut context)[0].build(&serde_json::json!({}), &Default::default());
+//! # assert_eq!(built.map(|plugin| plugin.name().to_owned()).ok().as_deref(), Some("no_delete"));
+//! ```
+//!
 //! # Layout
 //! - [`tool`]: `DeclaredTool`, `ToolCall` and their kinds, the nouns of every check.
 //! - [`identity`]: `ToolKey`, a tool name trimmed and case-folded: the one identity every policy
@@ -35,6 +90,7 @@
 //! - [`format`](mod@format), [`answer`], [`lenient`], [`sse`], [`stream`], [`tool`],
 //!   [`identity`], [`directives`], [`edits`]: re-exported from `toolgate-formats`, where the
 //!   wire formats are read, one folder per format.
+//! - [`metrics`]: `registered`, a metric made and put in `/metrics` in one call.
 //! - [`store`]: the shared state store (fixed-window counters, once-only markers) and its
 //!   in-memory implementation.
 
@@ -47,6 +103,7 @@ pub use toolgate_formats::{
     answer, directives, edits, format, identity, lenient, on_block, sse, stream, tool,
 };
 pub mod exchange;
+pub mod metrics;
 pub mod pattern;
 pub mod plugin;
 pub mod schema;
@@ -65,10 +122,11 @@ pub use edits::Edit;
 pub use exchange::{CompletedExchange, ExchangeMeta, Parsed, RequestExchange, ResponseExchange};
 pub use format::{ErrorShape, ParseError, ParseErrorKind, ToolRequest, ToolResponse, WireFormat};
 pub use identity::ToolKey;
+pub use metrics::{registered, registered_seconds};
 pub use pattern::ToolPattern;
 pub use plugin::{
-    AvailabilityQuery, BodyNeeds, BuildContext, CrateFactories, FactoryContext, Plugin,
-    PluginFactory, SettingsError, parse_settings,
+    AvailabilityQuery, BodyNeeds, BuildContext, BuildFn, CrateFactories, FactoryContext, Plugin,
+    PluginFactory, SettingsError, factory, parse_settings,
 };
 pub use service::{BreakerSettings, ConfigParam, ServiceDescriptor};
 pub use store::{MemoryStore, StateStore, StoreError, StoreFailMode};

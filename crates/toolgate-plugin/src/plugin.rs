@@ -24,6 +24,24 @@ pub struct BodyNeeds {
     pub response: bool,
 }
 
+impl BodyNeeds {
+    /// The request alone: what request-side policies read.
+    pub const REQUEST: BodyNeeds = BodyNeeds {
+        request: true,
+        response: false,
+    };
+    /// The answer alone: what checks of the calls made read.
+    pub const RESPONSE: BodyNeeds = BodyNeeds {
+        request: false,
+        response: true,
+    };
+    /// Both bodies: a check of the calls against what the request declared.
+    pub const BOTH: BodyNeeds = BodyNeeds {
+        request: true,
+        response: true,
+    };
+}
+
 /// A guardrail. Only [`Plugin::name`] is required: every stage defaults to "continue".
 ///
 /// Stages run in priority order (lower first) across the route's chain. The first `Block` in
@@ -100,6 +118,52 @@ pub trait PluginFactory: Send + Sync + 'static {
         settings: &serde_json::Value,
         context: &BuildContext,
     ) -> Result<Arc<dyn Plugin>, SettingsError>;
+}
+
+/// How a plugin is built from its settings: the body of [`PluginFactory::build`].
+pub type BuildFn = dyn Fn(&serde_json::Value, &BuildContext) -> Result<Arc<dyn Plugin>, SettingsError>
+    + Send
+    + Sync;
+
+/// A factory given as its name, default priority and build function: what a plugin crate
+/// writes when its factory holds nothing the closure cannot capture (shared metrics, say).
+pub fn factory(
+    name: &'static str,
+    default_priority: i32,
+    build: impl Fn(&serde_json::Value, &BuildContext) -> Result<Arc<dyn Plugin>, SettingsError>
+    + Send
+    + Sync
+    + 'static,
+) -> Arc<dyn PluginFactory> {
+    Arc::new(FnFactory {
+        name,
+        default_priority,
+        build: Box::new(build),
+    })
+}
+
+struct FnFactory {
+    name: &'static str,
+    default_priority: i32,
+    build: Box<BuildFn>,
+}
+
+impl PluginFactory for FnFactory {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn default_priority(&self) -> i32 {
+        self.default_priority
+    }
+
+    fn build(
+        &self,
+        settings: &serde_json::Value,
+        context: &BuildContext,
+    ) -> Result<Arc<dyn Plugin>, SettingsError> {
+        (self.build)(settings, context)
+    }
 }
 
 /// What a plugin crate's factories are made with, once per process: the registry their

@@ -19,83 +19,39 @@ mod selection;
 
 use std::sync::Arc;
 
-use toolgate_plugin::{
-    BuildContext, FactoryContext, Plugin, PluginFactory, SettingsError, ToolCatalog,
-};
+use toolgate_plugin::{FactoryContext, PluginFactory, SettingsError, ToolCatalog, factory};
 
 pub use filtering::OnEmpty;
 pub use selection::{Selection, Transition};
 
 use crate::metrics::AccessMetrics;
 
-/// Builds `tool_groups` plugins. Runs first in a chain: what a request may not see is removed
-/// before anything else looks at it.
-pub struct ToolGroupsFactory {
-    metrics: Arc<AccessMetrics>,
-}
-
-/// Builds `tool_permission` plugins.
-pub struct ToolPermissionFactory {
-    metrics: Arc<AccessMetrics>,
-}
-
-/// Both factories, sharing one set of metrics, for the gateway's registry.
+/// Both factories, sharing one set of metrics, for the gateway's registry. `tool_groups` runs
+/// first in a chain (10): what a request may not see is removed before anything else looks at
+/// it; `tool_permission` (20) next.
 pub fn factories(context: &mut FactoryContext<'_>) -> Vec<Arc<dyn PluginFactory>> {
     let metrics = Arc::new(AccessMetrics::register(context.metrics));
+    let groups_metrics = metrics.clone();
     vec![
-        Arc::new(ToolGroupsFactory {
-            metrics: metrics.clone(),
+        factory(groups::PLUGIN_NAME, 10, move |settings, context| {
+            let settings: groups::GroupsSettings = toolgate_plugin::parse_settings(settings)?;
+            sound(&context.catalog)?;
+            groups_metrics.describe_catalog(&context.catalog);
+            Ok(Arc::new(groups::ToolGroups {
+                settings,
+                catalog: context.catalog.clone(),
+                metrics: groups_metrics.clone(),
+            }))
         }),
-        Arc::new(ToolPermissionFactory { metrics }),
+        factory(permission::PLUGIN_NAME, 20, move |settings, context| {
+            sound(&context.catalog)?;
+            Ok(Arc::new(permission::ToolPermission {
+                settings: permission::PermissionSettings::parse(settings, context)?,
+                catalog: context.catalog.clone(),
+                metrics: metrics.clone(),
+            }))
+        }),
     ]
-}
-
-impl PluginFactory for ToolGroupsFactory {
-    fn name(&self) -> &'static str {
-        groups::PLUGIN_NAME
-    }
-
-    fn default_priority(&self) -> i32 {
-        10
-    }
-
-    fn build(
-        &self,
-        settings: &serde_json::Value,
-        context: &BuildContext,
-    ) -> Result<Arc<dyn Plugin>, SettingsError> {
-        let settings: groups::GroupsSettings = toolgate_plugin::parse_settings(settings)?;
-        sound(&context.catalog)?;
-        self.metrics.describe_catalog(&context.catalog);
-        Ok(Arc::new(groups::ToolGroups {
-            settings,
-            catalog: context.catalog.clone(),
-            metrics: self.metrics.clone(),
-        }))
-    }
-}
-
-impl PluginFactory for ToolPermissionFactory {
-    fn name(&self) -> &'static str {
-        permission::PLUGIN_NAME
-    }
-
-    fn default_priority(&self) -> i32 {
-        20
-    }
-
-    fn build(
-        &self,
-        settings: &serde_json::Value,
-        context: &BuildContext,
-    ) -> Result<Arc<dyn Plugin>, SettingsError> {
-        sound(&context.catalog)?;
-        Ok(Arc::new(permission::ToolPermission {
-            settings: permission::PermissionSettings::parse(settings, context)?,
-            catalog: context.catalog.clone(),
-            metrics: self.metrics.clone(),
-        }))
-    }
 }
 
 /// Refuses a catalog in which two entries are one tool: which entry's groups, states or

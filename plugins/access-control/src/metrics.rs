@@ -8,7 +8,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
-use toolgate_plugin::ToolCatalog;
+use toolgate_plugin::{ToolCatalog, registered};
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct GroupLabel {
@@ -54,63 +54,62 @@ pub(crate) struct AccessMetrics {
 
 impl AccessMetrics {
     pub fn register(registry: &mut Registry) -> Self {
-        let metrics = AccessMetrics {
-            group_requests: Family::default(),
-            group_availability: Family::default(),
-            filtered_tools: Histogram::new([0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 500.0]),
-            state_transitions: Family::default(),
-            state_availability: Family::default(),
-            group_access_denied: Family::default(),
-            invalid_state_transitions: Counter::default(),
-            privilege_escalation_attempts: Family::default(),
-            permission_denied: Family::default(),
-        };
-        registry.register(
-            "agent_tool_group_requests",
-            "Requests by requested tool group",
-            metrics.group_requests.clone(),
-        );
-        registry.register(
-            "agent_tool_group_availability",
-            "Catalog tools in each group",
-            metrics.group_availability.clone(),
-        );
-        registry.register(
-            "agent_filtered_tools_count",
-            "Declared tools left after group and state filtering",
-            metrics.filtered_tools.clone(),
-        );
-        registry.register(
-            "agent_state_transitions",
-            "Workflow state transitions by tool, read from the conversation",
-            metrics.state_transitions.clone(),
-        );
-        registry.register(
-            "agent_state_availability",
-            "Catalog tools available in each named state",
-            metrics.state_availability.clone(),
-        );
-        registry.register(
-            "agent_group_access_denied",
-            "Requests for a tool group the tenant does not hold",
-            metrics.group_access_denied.clone(),
-        );
-        registry.register(
-            "agent_invalid_state_transition",
-            "Completed calls in a history to a tool not available in the state it was called in",
-            metrics.invalid_state_transitions.clone(),
-        );
-        registry.register(
-            "agent_privilege_escalation_attempts",
-            "Requests for groups beyond the tenant's and calls to tools the request was not offered",
-            metrics.privilege_escalation_attempts.clone(),
-        );
-        registry.register(
-            "toolgate_permission_denied",
-            "Tools removed or calls blocked by tool_permission",
-            metrics.permission_denied.clone(),
-        );
-        metrics
+        AccessMetrics {
+            group_requests: registered(
+                registry,
+                "agent_tool_group_requests",
+                "Requests by requested tool group",
+                Family::default(),
+            ),
+            group_availability: registered(
+                registry,
+                "agent_tool_group_availability",
+                "Catalog tools in each group",
+                Family::default(),
+            ),
+            filtered_tools: registered(
+                registry,
+                "agent_filtered_tools_count",
+                "Declared tools left after group and state filtering",
+                Histogram::new([0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 500.0]),
+            ),
+            state_transitions: registered(
+                registry,
+                "agent_state_transitions",
+                "Workflow state transitions by tool, read from the conversation",
+                Family::default(),
+            ),
+            state_availability: registered(
+                registry,
+                "agent_state_availability",
+                "Catalog tools available in each named state",
+                Family::default(),
+            ),
+            group_access_denied: registered(
+                registry,
+                "agent_group_access_denied",
+                "Requests for a tool group the tenant does not hold",
+                Family::default(),
+            ),
+            invalid_state_transitions: registered(
+                registry,
+                "agent_invalid_state_transition",
+                "Completed calls in a history to a tool not available in the state it was called in",
+                Counter::default(),
+            ),
+            privilege_escalation_attempts: registered(
+                registry,
+                "agent_privilege_escalation_attempts",
+                "Requests for groups beyond the tenant's and calls to tools the request was not offered",
+                Family::default(),
+            ),
+            permission_denied: registered(
+                registry,
+                "toolgate_permission_denied",
+                "Tools removed or calls blocked by tool_permission",
+                Family::default(),
+            ),
+        }
     }
 
     /// Sets the per-group and per-state gauges from a freshly loaded catalog.

@@ -238,10 +238,7 @@ impl Plugin for ToolPermission {
     }
 
     fn body_needs(&self) -> BodyNeeds {
-        BodyNeeds {
-            request: true,
-            response: true,
-        }
+        BodyNeeds::BOTH
     }
 
     async fn pre_request(&self, exchange: &RequestExchange<'_>) -> Verdict<RequestEdit> {

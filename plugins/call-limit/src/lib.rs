@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use toolgate_plugin::{
-    BodyNeeds, BuildContext, Check, FactoryContext, Plugin, PluginFactory, Rejection, ResponseEdit,
-    ResponseExchange, SettingsError, Verdict, Violation, async_trait, parse_settings,
+    BodyNeeds, Check, FactoryContext, Plugin, PluginFactory, Rejection, ResponseEdit,
+    ResponseExchange, SettingsError, Verdict, Violation, async_trait, factory, parse_settings,
 };
 
 /// The name users write in `[[plugins]] name = "…"`.
@@ -23,13 +23,11 @@ const NAME: &str = "call_limit";
 /// The check kind of this plugin's violations.
 const CHECK: Check = Check::Custom("call_limit");
 
-/// This crate's factories, for the gateway's registry.
+/// This crate's factories, for the gateway's registry. Before tool_selection (100): counting is
+/// cheaper than checking schemas or asking a judge.
 pub fn factories(_context: &mut FactoryContext<'_>) -> Vec<Arc<dyn PluginFactory>> {
-    vec![Arc::new(CallLimitFactory)]
+    vec![factory(NAME, 50, |settings, _context| build(settings))]
 }
-
-/// Builds `call_limit` plugins.
-pub struct CallLimitFactory;
 
 /// `[plugins.settings]` of `call_limit`.
 #[derive(Debug, Deserialize)]
@@ -39,32 +37,17 @@ struct Settings {
     max_calls: usize,
 }
 
-impl PluginFactory for CallLimitFactory {
-    fn name(&self) -> &'static str {
-        NAME
+fn build(settings: &serde_json::Value) -> Result<Arc<dyn Plugin>, SettingsError> {
+    let settings: Settings = parse_settings(settings)?;
+    if settings.max_calls == 0 {
+        return Err(SettingsError::new(
+            "max_calls",
+            "must be at least 1 (to allow no calls, declare no tools with tool_selection strict)",
+        ));
     }
-
-    /// Before tool_selection (100): counting is cheaper than checking schemas or asking a judge.
-    fn default_priority(&self) -> i32 {
-        50
-    }
-
-    fn build(
-        &self,
-        settings: &serde_json::Value,
-        _context: &BuildContext,
-    ) -> Result<Arc<dyn Plugin>, SettingsError> {
-        let settings: Settings = parse_settings(settings)?;
-        if settings.max_calls == 0 {
-            return Err(SettingsError::new(
-                "max_calls",
-                "must be at least 1 (to allow no calls, declare no tools with tool_selection strict)",
-            ));
-        }
-        Ok(Arc::new(CallLimit {
-            max_calls: settings.max_calls,
-        }))
-    }
+    Ok(Arc::new(CallLimit {
+        max_calls: settings.max_calls,
+    }))
 }
 
 /// One route's `call_limit`.
@@ -79,10 +62,7 @@ impl Plugin for CallLimit {
     }
 
     fn body_needs(&self) -> BodyNeeds {
-        BodyNeeds {
-            request: false,
-            response: true,
-        }
+        BodyNeeds::RESPONSE
     }
 
     async fn pre_response(&self, exchange: &ResponseExchange<'_>) -> Verdict<ResponseEdit> {
@@ -120,7 +100,7 @@ mod tests {
     use super::*;
 
     fn plugin(settings: serde_json::Value) -> Result<Arc<dyn Plugin>, SettingsError> {
-        CallLimitFactory.build(&settings, &BuildContext::default())
+        build(&settings)
     }
 
     async fn verdict(plugin: &dyn Plugin, calls: usize) -> Verdict<ResponseEdit> {

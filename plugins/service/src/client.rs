@@ -10,56 +10,11 @@ use toolgate_plugin::ServiceDescriptor;
 
 use crate::breaker::{Admission, Breaker, BreakerState};
 use crate::envelope::Answer;
+use crate::failure::{Failure, FailureKind};
 use crate::metrics::Metrics;
 
 /// The largest answer read from a service: far more than any verdict needs.
 const MAX_ANSWER_BYTES: usize = 1024 * 1024;
-
-/// Why a service gave no usable answer, the `kind` label of `toolgate_service_errors_total`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailureKind {
-    /// No complete answer within `timeout_ms`.
-    Timeout,
-    /// The connection could not be made or broke.
-    Transport,
-    /// A status other than 2xx.
-    Status,
-    /// The answer's `error` was set.
-    ServiceError,
-    /// Not JSON, not an envelope, too large, or a patch toolgate cannot apply.
-    InvalidAnswer,
-    /// The breaker is open: the service was not called.
-    BreakerOpen,
-}
-
-impl FailureKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FailureKind::Timeout => "timeout",
-            FailureKind::Transport => "transport",
-            FailureKind::Status => "status",
-            FailureKind::ServiceError => "service_error",
-            FailureKind::InvalidAnswer => "invalid_answer",
-            FailureKind::BreakerOpen => "breaker_open",
-        }
-    }
-}
-
-/// A call without a usable answer; `detail` goes to the log, not to the client.
-#[derive(Debug, Clone)]
-pub struct Failure {
-    pub kind: FailureKind,
-    pub detail: String,
-}
-
-impl Failure {
-    pub fn new(kind: FailureKind, detail: impl Into<String>) -> Self {
-        Failure {
-            kind,
-            detail: detail.into(),
-        }
-    }
-}
 
 pub struct ServiceClient {
     descriptor: Arc<ServiceDescriptor>,

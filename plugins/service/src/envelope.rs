@@ -16,7 +16,7 @@ use toolgate_plugin::{
     WireFormat,
 };
 
-use crate::client::{Failure, FailureKind};
+use crate::failure::{Failure, FailureKind};
 
 /// Violations kept from one answer, and the longest message and code kept of each: a 403 stays
 /// readable whatever a service sends.

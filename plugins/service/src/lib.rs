@@ -33,6 +33,7 @@
 //! - `envelope`: the request toolgate sends and the answer it reads, and their mapping to
 //!   violations and edits.
 //! - `client`: one service's pooled client, timeout, answer cap, breaker and metrics.
+//! - `failure`: why a service gave no usable answer (`FailureKind`, `Failure`).
 //! - `breaker`: the circuit breaker.
 //! - `plugin`: the `Plugin` impl — scope, envelope, verdict, fail mode.
 //! - `metrics`: the Prometheus series.
@@ -40,6 +41,7 @@
 mod breaker;
 mod client;
 mod envelope;
+mod failure;
 mod metrics;
 mod plugin;
 mod settings;

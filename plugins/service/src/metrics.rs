@@ -6,10 +6,11 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::{Registry, Unit};
+use prometheus_client::registry::Registry;
+use toolgate_plugin::{registered, registered_seconds};
 
 use crate::breaker::BreakerState;
-use crate::client::FailureKind;
+use crate::failure::FailureKind;
 
 /// How one consultation of a service ended, the `outcome` label of `toolgate_service_calls_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,34 +66,32 @@ pub struct Metrics {
 
 impl Metrics {
     pub fn register(registry: &mut Registry) -> Self {
-        let metrics = Metrics {
-            calls: Family::default(),
-            errors: Family::default(),
-            latency: Family::new_with_constructor(latency_histogram as fn() -> Histogram),
-            breaker_state: Family::default(),
-        };
-        registry.register(
-            "toolgate_service_calls",
-            "Validator service consultations, by service and outcome (deny = a denial)",
-            metrics.calls.clone(),
-        );
-        registry.register(
-            "toolgate_service_errors",
-            "Validator service calls without a usable answer, by service and kind",
-            metrics.errors.clone(),
-        );
-        registry.register_with_unit(
-            "toolgate_service_latency",
-            "Time a validator service took to answer (calls actually sent)",
-            Unit::Seconds,
-            metrics.latency.clone(),
-        );
-        registry.register(
-            "toolgate_service_breaker_state",
-            "Circuit breaker of each validator service: 0 closed, 1 open, 2 half-open",
-            metrics.breaker_state.clone(),
-        );
-        metrics
+        Metrics {
+            calls: registered(
+                registry,
+                "toolgate_service_calls",
+                "Validator service consultations, by service and outcome (deny = a denial)",
+                Family::default(),
+            ),
+            errors: registered(
+                registry,
+                "toolgate_service_errors",
+                "Validator service calls without a usable answer, by service and kind",
+                Family::default(),
+            ),
+            latency: registered_seconds(
+                registry,
+                "toolgate_service_latency",
+                "Time a validator service took to answer (calls actually sent)",
+                Family::new_with_constructor(latency_histogram as fn() -> Histogram),
+            ),
+            breaker_state: registered(
+                registry,
+                "toolgate_service_breaker_state",
+                "Circuit breaker of each validator service: 0 closed, 1 open, 2 half-open",
+                Family::default(),
+            ),
+        }
     }
 
     pub fn call(&self, service: &str, outcome: CallOutcome) {

@@ -10,8 +10,9 @@ use toolgate_plugin::{
     ResponseExchange, ToolCall, ToolRequest, Unavailable, Verdict,
 };
 
-use crate::client::{Failure, ServiceClient};
+use crate::client::ServiceClient;
 use crate::envelope::{Decision, DeclaredToolView, Envelope, EnvelopeContext, StageEdit};
+use crate::failure::{Failure, FailureKind};
 use crate::metrics::{CallOutcome, Metrics};
 use crate::settings::{FailMode, Settings, Stage};
 
@@ -78,7 +79,7 @@ impl ServicePlugin {
         let answered = match serde_json::to_vec(&envelope) {
             Ok(body) => self.client.call(body).await,
             Err(error) => Err(Failure::new(
-                crate::client::FailureKind::InvalidAnswer,
+                FailureKind::InvalidAnswer,
                 format!("cannot encode the envelope: {error}"),
             )),
         };

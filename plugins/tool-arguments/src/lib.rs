@@ -30,50 +30,21 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
-use toolgate_plugin::{BuildContext, FactoryContext, Plugin, PluginFactory, SettingsError};
+use toolgate_plugin::{FactoryContext, PluginFactory, factory, registered};
 
 pub use plugin::{CallFindings, Offence, apply_rules};
 pub use settings::{Action, Rule, parse as parse_rules};
 
-/// Builds `tool_arguments` plugins; holds the metrics every instance shares.
-pub struct ToolArgumentsFactory {
-    metrics: Metrics,
-}
-
-impl ToolArgumentsFactory {
-    pub fn new(registry: &mut Registry) -> Self {
-        ToolArgumentsFactory {
-            metrics: Metrics::register(registry),
-        }
-    }
-}
-
-/// This crate's factories, for the gateway's registry.
+/// This crate's factories, for the gateway's registry. After tool_selection (100): a call that
+/// is not even declared is refused before its values are looked at.
 pub fn factories(context: &mut FactoryContext<'_>) -> Vec<Arc<dyn PluginFactory>> {
-    vec![Arc::new(ToolArgumentsFactory::new(context.metrics))]
-}
-
-impl PluginFactory for ToolArgumentsFactory {
-    fn name(&self) -> &'static str {
-        plugin::NAME
-    }
-
-    /// After tool_selection (100): a call that is not even declared is refused before its
-    /// values are looked at.
-    fn default_priority(&self) -> i32 {
-        150
-    }
-
-    fn build(
-        &self,
-        settings: &serde_json::Value,
-        _context: &BuildContext,
-    ) -> Result<Arc<dyn Plugin>, SettingsError> {
+    let metrics = Metrics::register(context.metrics);
+    vec![factory(plugin::NAME, 150, move |settings, _context| {
         Ok(Arc::new(plugin::ToolArguments {
             rules: Arc::new(settings::parse(settings)?),
-            metrics: self.metrics.clone(),
+            metrics: metrics.clone(),
         }))
-    }
+    })]
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -90,15 +61,14 @@ pub struct Metrics {
 
 impl Metrics {
     fn register(registry: &mut Registry) -> Self {
-        let metrics = Metrics {
-            hits: Family::default(),
-        };
-        registry.register(
-            "toolgate_argument_rule_hits",
-            "Argument values that offended a tool_arguments rule, by rule and action",
-            metrics.hits.clone(),
-        );
-        metrics
+        Metrics {
+            hits: registered(
+                registry,
+                "toolgate_argument_rule_hits",
+                "Argument values that offended a tool_arguments rule, by rule and action",
+                Family::default(),
+            ),
+        }
     }
 
     fn record(&self, rule: &str, action: Action) {

@@ -215,10 +215,7 @@ impl Plugin for ToolArguments {
     }
 
     fn body_needs(&self) -> BodyNeeds {
-        BodyNeeds {
-            request: false,
-            response: true,
-        }
+        BodyNeeds::RESPONSE
     }
 
     async fn pre_response(&self, exchange: &ResponseExchange<'_>) -> Verdict<ResponseEdit> {

@@ -29,50 +29,22 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
-use toolgate_plugin::{BuildContext, FactoryContext, Plugin, PluginFactory, SettingsError};
+use toolgate_plugin::{FactoryContext, PluginFactory, factory, registered};
 
 pub use settings::{Behaviour, Counting, Settings};
 
-/// Builds `tool_budget` plugins; holds the metrics every instance shares.
-pub struct ToolBudgetFactory {
-    metrics: Metrics,
-}
-
-impl ToolBudgetFactory {
-    pub fn new(registry: &mut Registry) -> Self {
-        ToolBudgetFactory {
-            metrics: Metrics::register(registry),
-        }
-    }
-}
-
-/// This crate's factories, for the gateway's registry.
+/// This crate's factories, for the gateway's registry. Before tool_selection (100): a stripped
+/// tool is gone before anything else looks.
 pub fn factories(context: &mut FactoryContext<'_>) -> Vec<Arc<dyn PluginFactory>> {
-    vec![Arc::new(ToolBudgetFactory::new(context.metrics))]
-}
-
-impl PluginFactory for ToolBudgetFactory {
-    fn name(&self) -> &'static str {
-        plugin::NAME
-    }
-
-    /// Before tool_selection (100): a stripped tool is gone before anything else looks.
-    fn default_priority(&self) -> i32 {
-        50
-    }
-
-    fn build(
-        &self,
-        settings: &serde_json::Value,
-        context: &BuildContext,
-    ) -> Result<Arc<dyn Plugin>, SettingsError> {
+    let metrics = Metrics::register(context.metrics);
+    vec![factory(plugin::NAME, 50, move |settings, context| {
         Ok(Arc::new(plugin::ToolBudget {
             settings: Settings::parse(settings)?,
             store: context.store.clone(),
             fail_mode: context.store_fail_mode,
-            metrics: self.metrics.clone(),
+            metrics: metrics.clone(),
         }))
-    }
+    })]
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -91,21 +63,20 @@ pub(crate) struct Metrics {
 
 impl Metrics {
     fn register(registry: &mut Registry) -> Self {
-        let metrics = Metrics {
-            spent: Family::default(),
-            store_errors: Counter::default(),
-        };
-        registry.register(
-            "toolgate_budget_spent",
-            "Exchanges that met a spent tool budget, by budget and behaviour",
-            metrics.spent.clone(),
-        );
-        registry.register(
-            "toolgate_state_store_errors",
-            "Calls to the state store that failed or timed out",
-            metrics.store_errors.clone(),
-        );
-        metrics
+        Metrics {
+            spent: registered(
+                registry,
+                "toolgate_budget_spent",
+                "Exchanges that met a spent tool budget, by budget and behaviour",
+                Family::default(),
+            ),
+            store_errors: registered(
+                registry,
+                "toolgate_state_store_errors",
+                "Calls to the state store that failed or timed out",
+                Counter::default(),
+            ),
+        }
     }
 
     pub(crate) fn record_spent(&self, budget: &str, behaviour: &str) {

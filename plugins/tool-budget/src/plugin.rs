@@ -9,9 +9,9 @@ use std::time::Duration;
 use http::{HeaderName, HeaderValue, StatusCode};
 use toolgate_plugin::store::{CountOutcome, CountPolicy, StateStore, WindowUsage};
 use toolgate_plugin::{
-    BodyNeeds, CallOutcome, Check, ExchangeMeta, Plugin, Rejection, RequestEdit, RequestExchange,
-    ResponseEdit, ResponseExchange, StoreError, StoreFailMode, ToolCall, ToolKey, Unavailable,
-    Verdict, Violation, async_trait,
+    BodyNeeds, CallOutcome, Check, CompletedExchange, ExchangeMeta, Plugin, Rejection, RequestEdit,
+    RequestExchange, ResponseEdit, ResponseExchange, StoreError, StoreFailMode, ToolCall, ToolKey,
+    Unavailable, Verdict, Violation, async_trait,
 };
 
 use crate::Metrics;
@@ -116,10 +116,7 @@ impl Plugin for ToolBudget {
     }
 
     fn body_needs(&self) -> BodyNeeds {
-        BodyNeeds {
-            request: true,
-            response: true,
-        }
+        BodyNeeds::BOTH
     }
 
     async fn pre_request(&self, exchange: &RequestExchange<'_>) -> Verdict<RequestEdit> {
@@ -275,6 +272,47 @@ impl Plugin for ToolBudget {
             None => Verdict::Continue,
             Some((window, tool)) => Verdict::Block(rate_limited(violations, &window, &tool)),
         }
+    }
+
+    /// Executed counting of the calls toolgate executed itself (MCP): their results never
+    /// come back in a history, so each is counted here, once (marked by the exchange's own id).
+    async fn post_response(&self, exchange: &CompletedExchange<'_>) {
+        let tenant = tenant_of(exchange.meta);
+        let executed: Vec<(usize, ToolKey)> = (exchange.executed_calls.iter())
+            .enumerate()
+            .map(|(index, call)| (index, ToolKey::new(&call.name)))
+            .collect();
+        for budget in self.budgets_for(tenant) {
+            let key = counter_key(budget, tenant);
+            let markers: Vec<String> = (executed.iter())
+                .filter(|(_, tool)| budget.covers(tool))
+                .map(|(index, _)| {
+                    let request = escape(&exchange.meta.request_id);
+                    format!("{key}:executed:{request}:{index}")
+                })
+                .collect();
+            if markers.is_empty() {
+                continue;
+            }
+            let counted = self
+                .store
+                .count_new(
+                    &key,
+                    &budget.windows,
+                    &markers,
+                    self.settings.remember_calls_for,
+                )
+                .await;
+            if let Err(error) = counted {
+                self.metrics.store_errors.inc();
+                tracing::warn!(request_id = %exchange.meta.request_id, budget = %budget.name, %error, "an executed call could not be counted");
+            }
+        }
+    }
+
+    /// Only executed counting has calls to count after the answer.
+    fn runs_post_response(&self) -> bool {
+        self.settings.counting == Counting::Executed
     }
 }
 

@@ -11,19 +11,10 @@ use quick_cache::sync::Cache;
 use tokio::sync::Semaphore;
 use toolgate_plugin::{Check, ToolCall, Unavailable, Violation};
 
-use crate::judge_client::{Decision, JudgeClient};
+use crate::judge_client::{Decision, JudgeClient, ReviewContext};
 use crate::metrics::{JudgeOutcome, Metrics};
 use crate::settings::{JudgeSettings, SemanticFailMode};
 use toolgate_plugin::schema::truncate;
-
-/// What the judge is told about the exchange, besides the call itself.
-#[derive(Debug, Clone, Copy)]
-pub struct ReviewContext<'a> {
-    /// For log lines, so a blocked call can be found in the audit log.
-    pub request_id: &'a str,
-    pub user_request: Option<&'a str>,
-    pub reasoning: Option<&'a str>,
-}
 
 /// Why the judge gave no verdict. Details go to the log, never to the client.
 enum Failure {

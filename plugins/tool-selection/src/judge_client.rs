@@ -16,8 +16,16 @@ use serde::Deserialize;
 use serde_json::json;
 use toolgate_plugin::ToolCall;
 
-use crate::judge::ReviewContext;
 use crate::settings::JudgeSettings;
+
+/// What the judge is told about the exchange, besides the call itself.
+#[derive(Debug, Clone, Copy)]
+pub struct ReviewContext<'a> {
+    /// For log lines, so a blocked call can be found in the audit log.
+    pub request_id: &'a str,
+    pub user_request: Option<&'a str>,
+    pub reasoning: Option<&'a str>,
+}
 
 /// The judge's answer about one call.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,7 +6,8 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::{Registry, Unit};
+use prometheus_client::registry::Registry;
+use toolgate_plugin::{registered, registered_seconds};
 
 /// How one judge review ended, the `outcome` label of `toolgate_judge_calls_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,23 +48,21 @@ pub struct Metrics {
 
 impl Metrics {
     pub fn register(registry: &mut Registry) -> Self {
-        let metrics = Metrics {
-            judge_calls: Family::default(),
+        Metrics {
+            judge_calls: registered(
+                registry,
+                "toolgate_judge_calls",
+                "Semantic judge reviews of tool calls, by outcome",
+                Family::default(),
+            ),
             // 5 ms … ~10 s: a cached-nothing judge call to a hosted model sits in the middle.
-            judge_latency: Histogram::new(exponential_buckets(0.005, 2.0, 12)),
-        };
-        registry.register(
-            "toolgate_judge_calls",
-            "Semantic judge reviews of tool calls, by outcome",
-            metrics.judge_calls.clone(),
-        );
-        registry.register_with_unit(
-            "toolgate_judge_latency",
-            "Time the semantic judge added to a tool call it was asked about (cache misses)",
-            Unit::Seconds,
-            metrics.judge_latency.clone(),
-        );
-        metrics
+            judge_latency: registered_seconds(
+                registry,
+                "toolgate_judge_latency",
+                "Time the semantic judge added to a tool call it was asked about (cache misses)",
+                Histogram::new(exponential_buckets(0.005, 2.0, 12)),
+            ),
+        }
     }
 
     pub fn judge_call(&self, outcome: JudgeOutcome) {

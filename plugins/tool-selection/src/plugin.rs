@@ -11,7 +11,8 @@ use toolgate_plugin::{
 use toolgate_plugin::schema::{SchemaChecker, truncate};
 
 use crate::checks::{check_calls, no_tools_declared};
-use crate::judge::{Judge, ReviewContext};
+use crate::judge::Judge;
+use crate::judge_client::ReviewContext;
 use crate::metrics::Metrics;
 use crate::settings::Settings;
 
@@ -43,10 +44,7 @@ impl Plugin for ToolSelection {
     }
 
     fn body_needs(&self) -> BodyNeeds {
-        BodyNeeds {
-            request: true,
-            response: true,
-        }
+        BodyNeeds::BOTH
     }
 
     /// Membership, then arguments and schema, then (only if all of those pass) the judge.
@@ -223,12 +221,6 @@ mod tests {
     fn the_plugin_reads_both_bodies() {
         let plugin = plugin(json!({}));
         assert_eq!(plugin.name(), "tool_selection");
-        assert_eq!(
-            plugin.body_needs(),
-            BodyNeeds {
-                request: true,
-                response: true
-            }
-        );
+        assert_eq!(plugin.body_needs(), BodyNeeds::BOTH);
     }
 }

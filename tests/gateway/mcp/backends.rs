@@ -1,7 +1,8 @@
 //! MCP backends that fail, and backends of the other transport: a killed stdio backend is
 //! restarted (calls meanwhile get a clear error, open sessions hear its tools changed), a hung
 //! call times out, backends that never start or speak garbage get errors — never a hang — while
-//! the healthy ones answer, and a streamable HTTP backend is proxied like a stdio one.
+//! the healthy ones answer, and a streamable HTTP backend is proxied like a stdio one and
+//! reconnected when it restarts.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -152,11 +153,9 @@ allowed_servers = ["silent", "garbage", "everything"]
         .expect("the healthy backend answers");
 }
 
-#[tokio::test]
-async fn a_streamable_http_backend_is_proxied_like_a_stdio_one() {
-    let Some(servers) = servers_dir() else { return };
-    let port = free_loopback_port();
-    let mut backend = tokio::process::Command::new("node")
+/// server-everything serving Streamable HTTP on `port`.
+fn http_everything(servers: &std::path::Path, port: u16) -> tokio::process::Child {
+    tokio::process::Command::new("node")
         .arg(servers.join("server-everything/dist/index.js"))
         .arg("streamableHttp")
         .env("PORT", port.to_string())
@@ -164,8 +163,11 @@ async fn a_streamable_http_backend_is_proxied_like_a_stdio_one() {
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true)
         .spawn()
-        .expect("node starts");
-    let config = format!(
+        .expect("node starts")
+}
+
+fn http_backend_config(port: u16) -> String {
+    format!(
         r#"
 [tenants.ops]
 api_keys = ["sk-ops"]
@@ -174,6 +176,7 @@ api_keys = ["sk-ops"]
 url = "http://127.0.0.1:{port}/mcp"
 headers = {{ x-test = "yes" }}
 exposed_tools = ["echo", "get-sum"]
+call_timeout_ms = 20000
 
 [mcp.agent_policies.ops]
 allowed_servers = ["remote"]
@@ -182,9 +185,16 @@ allowed_servers = ["remote"]
 path = "/mcp"
 kind = "mcp"
 "#
-    );
+    )
+}
+
+#[tokio::test]
+async fn a_streamable_http_backend_is_proxied_like_a_stdio_one() {
+    let Some(servers) = servers_dir() else { return };
+    let port = free_loopback_port();
+    let mut backend = http_everything(&servers, port);
     let upstream = ScriptedUpstream::start().await;
-    let gateway = TestGateway::start(&upstream, &config).await;
+    let gateway = TestGateway::start(&upstream, &http_backend_config(port)).await;
     let health = wait_until_ready(&gateway, &["remote"]).await;
     assert_eq!(health["mcp_servers"]["remote"]["transport"], "http");
     let ops = connect(&gateway, "sk-ops", None).await;
@@ -193,5 +203,61 @@ kind = "mcp"
         .await
         .expect("through HTTP");
     assert!(text_of(&sum).contains("42"), "{sum:?}");
+    let _ = backend.kill().await;
+}
+
+/// A Streamable HTTP backend that restarts loses every session: toolgate notices (its probe or
+/// a failed call), answers -32002 at once while the server is away — far sooner than the 20 s
+/// call timeout — says so in `/health`, and opens a new session when the server is back.
+#[tokio::test]
+async fn a_restarted_http_backend_is_reconnected_and_health_says_what_happened() {
+    let Some(servers) = servers_dir() else { return };
+    let port = free_loopback_port();
+    let mut backend = http_everything(&servers, port);
+    let upstream = ScriptedUpstream::start().await;
+    let gateway = TestGateway::start(&upstream, &http_backend_config(port)).await;
+    wait_until_ready(&gateway, &["remote"]).await;
+    let ops = connect(&gateway, "sk-ops", None).await;
+    call(&ops, "remote__echo", json!({"message": "before"}))
+        .await
+        .expect("answers before the restart");
+
+    let _ = backend.kill().await;
+    let _ = backend.wait().await;
+    // Away: within the probe's period the session is found lost and calls are refused as
+    // unavailable, each at once (the call timeout is 20 s; the test would hang past it).
+    let mut refused = None;
+    for _ in 0..100 {
+        match tokio::time::timeout(
+            Duration::from_secs(10),
+            call(&ops, "remote__echo", json!({"message": "away"})),
+        )
+        .await
+        {
+            Ok(Err(error)) if error.code.0 == -32002 => {
+                refused = Some(error);
+                break;
+            }
+            Ok(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            Err(_) => panic!("a call to a backend that is away hung"),
+        }
+    }
+    let refused = refused.expect("calls were refused as unavailable while the server was away");
+    assert!(refused.message.contains("remote"), "{refused:?}");
+    let health = gateway.admin_json("/health").await;
+    let remote = &health["mcp_servers"]["remote"];
+    assert_ne!(remote["state"], "ready", "{health}");
+    assert!(remote["last_error"].is_string(), "{health}");
+
+    let mut backend = http_everything(&servers, port);
+    let health = wait_until_ready(&gateway, &["remote"]).await;
+    assert!(
+        health["mcp_servers"]["remote"]["restarts"].as_u64() >= Some(1),
+        "{health}"
+    );
+    let echo = call(&ops, "remote__echo", json!({"message": "after"}))
+        .await
+        .expect("answers after the restart, in the same client session");
+    assert!(text_of(&echo).contains("after"), "{echo:?}");
     let _ = backend.kill().await;
 }

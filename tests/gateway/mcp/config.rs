@@ -29,8 +29,8 @@ fn mcp_config_mistakes_are_located_and_all_reported() {
                 [mcp_servers.web]\nurl = \"ftp://example.com\"\n\n\
                 [mcp_servers.ok]\ncommand = \"x\"\ncall_timeout_ms = 0\n\n\
                 [mcp.agent_policies.stranger]\nallowed_servers = [\"ok\", \"nowhere\"]\n\n\
-                [mcp.agent_policies.reader]\nallowed_servers = [\"ok\"]\ntool_overrides = { web = [\"x\"] }\n\n\
-                [[routes]]\npath = \"/mcp\"\nkind = \"mcp\"\nupstream = \"llm\"\n\n\
+                [mcp.agent_policies.reader]\nallowed_servers = [\"ok\"]\ntool_overrides = { web = [\"x\"] }\nrequire_confirmation = { nowhere = [\"x\"], ok = [\"\"] }\n\n\
+                [[routes]]\npath = \"/mcp\"\nkind = \"mcp\"\nupstream = \"llm\"\nunreadable_answers = \"pass\"\n\n\
                 [[routes]]\npath = \"/other\"\nkind = \"tools\"\n";
     assert_contains_all(
         &config_errors(text, "m.toml", &plugins),
@@ -45,7 +45,10 @@ fn mcp_config_mistakes_are_located_and_all_reported() {
             "mcp.agent_policies.stranger: 'stranger' is neither a tenant nor an agent",
             "mcp.agent_policies.stranger.allowed_servers[1]: unknown MCP server 'nowhere'",
             "mcp.agent_policies.reader.tool_overrides.web: 'web' is not in this policy's allowed_servers",
+            "mcp.agent_policies.reader.require_confirmation.nowhere: unknown MCP server 'nowhere'",
+            "mcp.agent_policies.reader.require_confirmation.ok[0]: a tool name must not be empty",
             "routes[0].upstream: an MCP route has no upstream",
+            "routes[0].unreadable_answers: an MCP route has no unreadable_answers",
             "routes[1].kind: unknown kind 'tools' (one of: llm, mcp)",
         ],
     );

@@ -8,7 +8,10 @@ mod access;
 mod backends;
 mod checks;
 mod config;
+mod confirmation;
+mod effects;
 mod protocol;
+mod relay;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,7 @@
 //! JSON-RPC that is not a well-formed call, sent raw to the MCP route: a body that is not JSON,
-//! one over the size limit, an unknown method, a message that is not JSON-RPC, a call without a
-//! name and a session toolgate never issued each get a JSON-RPC error — never a hang.
+//! one over the size limit, an unknown method, a message that is not JSON-RPC, a call whose
+//! params are not a call (-32602) and a session toolgate never issued each get a JSON-RPC
+//! error — never a hang.
 
 use serde_json::{Value, json};
 
@@ -105,19 +106,30 @@ async fn malformed_messages_unknown_methods_and_oversized_ones_get_json_rpc_erro
     assert!(status >= 400, "{status} {answer}");
     assert!(answer["error"]["code"].is_i64(), "{answer}");
 
-    // tools/call without a name: rmcp reads a request whose params fit no known method as an
-    // unknown method (-32601), not invalid params; either way an error for that id.
-    let (_, answer) = raw_post(
-        &gateway,
-        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {}}).to_string(),
-        Some(&session),
-    )
-    .await;
-    assert_eq!(answer["id"], 3, "{answer}");
-    assert!(
-        [-32601, -32602].contains(&answer["error"]["code"].as_i64().unwrap_or_default()),
-        "{answer}"
-    );
+    // tools/call whose params are not a call: invalid params (-32602) for that id, whatever is
+    // wrong with them; nothing reaches a backend.
+    for (id, params) in [
+        (3, json!({})),
+        (5, json!({"name": 7})),
+        (
+            6,
+            json!({"name": "everything__echo", "arguments": "not an object"}),
+        ),
+        (7, json!([1, 2])),
+    ] {
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+        let (status, answer) = raw_post(&gateway, call.to_string(), Some(&session)).await;
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["id"], id, "{answer}");
+        assert_eq!(answer["error"]["code"], -32602, "{answer}");
+        assert_eq!(
+            answer["error"]["data"]["code"], "invalid_params",
+            "{answer}"
+        );
+    }
+    let call = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call"});
+    let (_, answer) = raw_post(&gateway, call.to_string(), Some(&session)).await;
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
 
     // A session toolgate never issued.
     let (status, answer) = raw_post(
@@ -128,4 +140,99 @@ async fn malformed_messages_unknown_methods_and_oversized_ones_get_json_rpc_erro
     .await;
     assert!(status >= 400, "{status} {answer}");
     assert!(answer["error"]["code"].is_i64(), "{answer}");
+}
+
+/// Opens a session as `key` (and `agent`) with a raw initialize, and returns its id.
+async fn open_session(gateway: &TestGateway, key: &str, agent: Option<&str>) -> String {
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}});
+    let bearer = format!("Bearer {key}");
+    let mut headers = vec![("authorization", bearer.as_str()), ("accept", ACCEPT_MCP)];
+    if let Some(agent) = agent {
+        headers.push(("x-toolgate-agent", agent));
+    }
+    let response = gateway.post_json_with("/mcp", &headers, &initialize).await;
+    assert_eq!(response.status(), 200);
+    let session = response
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|value| value.to_str().ok())
+        .expect("a session id")
+        .to_owned();
+    let _ = response.text().await;
+    session
+}
+
+/// Sends `method` in `session` as `key` (and `agent`); returns the HTTP status and the body.
+async fn in_session(
+    gateway: &TestGateway,
+    http_method: reqwest::Method,
+    session: &str,
+    key: &str,
+    agent: Option<&str>,
+) -> (u16, String) {
+    let list = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"});
+    let mut request = reqwest::Client::new()
+        .request(http_method, format!("{}/mcp", gateway.url()))
+        .bearer_auth(key)
+        .header("accept", ACCEPT_MCP)
+        .header("content-type", "application/json")
+        .header("mcp-session-id", session);
+    if let Some(agent) = agent {
+        request = request.header("x-toolgate-agent", agent);
+    }
+    let response = request.body(list.to_string()).send().await.expect("sent");
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap_or_default())
+}
+
+#[tokio::test]
+async fn a_session_belongs_to_the_tenant_and_agent_that_opened_it() {
+    let Some(servers) = servers_dir() else { return };
+    let files = temp_dir("sessions");
+    let upstream = ScriptedUpstream::start().await;
+    let gateway = TestGateway::start(&upstream, &standard_config(&servers, &files, "")).await;
+    wait_until_ready(&gateway, &["everything"]).await;
+    let session = open_session(&gateway, "sk-dev", None).await;
+    let (post, get, delete) = (
+        reqwest::Method::POST,
+        reqwest::Method::GET,
+        reqwest::Method::DELETE,
+    );
+
+    // Another tenant, and the same tenant asserting an agent, are strangers to the session:
+    // every use of it is answered as for a session that does not exist, and it survives.
+    for (key, agent) in [("sk-ops", None), ("sk-dev", Some("reader"))] {
+        for method in [post.clone(), get.clone(), delete.clone()] {
+            let (status, body) = in_session(&gateway, method.clone(), &session, key, agent).await;
+            assert_eq!(status, 404, "{method} as {key} {agent:?}: {body}");
+            assert!(body.contains("ession not found"), "{body}");
+        }
+    }
+    let (status, body) = in_session(&gateway, post.clone(), &session, "sk-dev", None).await;
+    assert_eq!(status, 200, "the owner still uses it: {body}");
+    assert!(
+        body.contains("dev__everything__echo") || body.contains("echo"),
+        "{body}"
+    );
+
+    // Its owner ends it; then it is gone for everyone.
+    let (status, body) = in_session(&gateway, delete, &session, "sk-dev", None).await;
+    assert!((200..300).contains(&status), "{status} {body}");
+    let (status, _) = in_session(&gateway, post, &session, "sk-dev", None).await;
+    assert_eq!(status, 404);
+
+    // The refusals are in the audit trail (written by a task of its own: wait, bounded).
+    let mut refused = 0;
+    for _ in 0..200 {
+        refused = (gateway.audit_lines().iter())
+            .filter(|line| line["refusal"] == "session_not_owned")
+            .count();
+        if refused == 6 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert_eq!(refused, 6, "{:?}", gateway.audit_lines());
 }

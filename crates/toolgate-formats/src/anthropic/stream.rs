@@ -11,7 +11,7 @@ use serde_json::value::RawValue;
 
 use crate::format::{name_text, text_or_raw_json};
 use crate::sse::SseEvent;
-use crate::stream::{StreamAssembler, StreamStep};
+use crate::stream::{StreamAssembler, StreamStep, event_json};
 use crate::tool::{ToolCall, ToolKind};
 
 /// Every event's data; the fields that depend on `type` stay raw until the type says which.
@@ -272,16 +272,9 @@ impl PendingCall {
 
 impl StreamAssembler for AnthropicStreamAssembler {
     fn observe(&mut self, event: &SseEvent) -> StreamStep {
-        let Some(data) = event.data.as_deref() else {
-            return StreamStep::Preamble;
-        };
-        let data = data.trim();
-        // serde would also read a struct from a JSON array; an event is an object.
-        if !data.starts_with('{') {
-            return StreamStep::Unrecognized;
-        }
-        let Ok(wire) = serde_json::from_str::<EventWire>(data) else {
-            return StreamStep::Unrecognized;
+        let wire: EventWire = match event_json(event) {
+            Ok(wire) => wire,
+            Err(step) => return step,
         };
         if wire.choices.is_some() {
             return StreamStep::Unrecognized;
@@ -384,12 +377,12 @@ impl StreamAssembler for AnthropicStreamAssembler {
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
 
     use super::*;
     use crate::format::{ToolResponse, WireFormat};
     use crate::sse::SseParser;
     use crate::sse::tests::chunkings;
+    use crate::stream::tests::fixture_pairs;
     use crate::stream::tests::observe_all;
     use StreamStep::*;
 
@@ -423,24 +416,6 @@ mod tests {
         calls.iter().map(line).collect()
     }
 
-    /// The golden pairs: NAME.sse and NAME.response.json, the same answer unstreamed.
-    fn fixture_pairs() -> Vec<(String, Vec<u8>, Vec<u8>)> {
-        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/anthropic");
-        let mut pairs = Vec::new();
-        for entry in std::fs::read_dir(&dir).expect("fixtures/anthropic exists") {
-            let path = entry.expect("readable entry").path();
-            if path.extension().is_some_and(|ext| ext == "sse") {
-                let name = path.file_stem().expect("a name").to_string_lossy();
-                let response = dir.join(format!("{name}.response.json"));
-                let response = std::fs::read(response).expect("every stream has its message");
-                let stream = std::fs::read(&path).expect("readable stream");
-                pairs.push((name.into_owned(), stream, response));
-            }
-        }
-        pairs.sort();
-        pairs
-    }
-
     /// What the gateway does: parse events and observe each; calls are taken when ready (as
     /// the gateway validates them) and at the end. Returns each step with its readiness.
     fn assemble(chunks: &[&[u8]]) -> (ToolResponse, Vec<(StreamStep, bool)>) {
@@ -468,7 +443,7 @@ mod tests {
 
     #[test]
     fn every_fixture_stream_yields_the_calls_of_its_message_however_it_is_chunked() {
-        let pairs = fixture_pairs();
+        let pairs = fixture_pairs("anthropic", ".response.json");
         assert!(
             pairs.len() >= 8,
             "fixtures/anthropic holds the golden pairs"
@@ -506,7 +481,7 @@ mod tests {
     }
 
     fn fixture_steps(name: &str) -> Vec<(StreamStep, bool)> {
-        let pairs = fixture_pairs();
+        let pairs = fixture_pairs("anthropic", ".response.json");
         let (_, stream, _) = pairs.iter().find(|(n, ..)| n == name).expect("fixture");
         assemble(&[stream]).1
     }

@@ -12,7 +12,7 @@ use serde_json::value::RawValue;
 
 use crate::format::text_or_raw_json;
 use crate::sse::SseEvent;
-use crate::stream::{StreamAssembler, StreamStep};
+use crate::stream::{StreamAssembler, StreamStep, event_data, event_object};
 use crate::tool::{ToolCall, ToolKind};
 
 #[derive(Deserialize, Default)]
@@ -285,20 +285,17 @@ impl PendingCall {
 
 impl StreamAssembler for ChatStreamAssembler {
     fn observe(&mut self, event: &SseEvent) -> StreamStep {
-        let Some(data) = event.data.as_deref() else {
-            return StreamStep::Preamble;
+        let data = match event_data(event) {
+            Ok(data) => data,
+            Err(step) => return step,
         };
-        let data = data.trim();
         if data == "[DONE]" {
             self.done = true;
             return StreamStep::Done;
         }
-        // serde would also read a struct from a JSON array; a chunk is an object.
-        if !data.starts_with('{') {
-            return StreamStep::Unrecognized;
-        }
-        let Ok(chunk) = serde_json::from_str::<ChunkWire>(data) else {
-            return StreamStep::Unrecognized;
+        let chunk: ChunkWire = match event_object(data) {
+            Ok(chunk) => chunk,
+            Err(step) => return step,
         };
         if chunk.foreign_type.is_some() {
             return StreamStep::Unrecognized;

@@ -13,7 +13,7 @@ use serde_json::value::RawValue;
 
 use crate::format::{WireFormat, name_text, text_or_raw_json};
 use crate::sse::SseEvent;
-use crate::stream::{StreamAssembler, StreamStep};
+use crate::stream::{StreamAssembler, StreamStep, event_json};
 use crate::tool::{ToolCall, ToolKind};
 
 #[derive(Deserialize, Default)]
@@ -387,16 +387,9 @@ impl ResponsesStreamAssembler {
 
 impl StreamAssembler for ResponsesStreamAssembler {
     fn observe(&mut self, event: &SseEvent) -> StreamStep {
-        let Some(data) = event.data.as_deref() else {
-            return StreamStep::Preamble;
-        };
-        let data = data.trim();
-        // serde would also read a struct from a JSON array; an event is an object.
-        if !data.starts_with('{') {
-            return StreamStep::Unrecognized;
-        }
-        let Ok(mut wire) = serde_json::from_str::<EventWire>(data) else {
-            return StreamStep::Unrecognized;
+        let mut wire: EventWire = match event_json(event) {
+            Ok(wire) => wire,
+            Err(step) => return step,
         };
         // SDKs go by the data's `type`; the SSE `event:` name is the fallback.
         let kind = wire.kind.take();
@@ -449,7 +442,6 @@ impl StreamAssembler for ResponsesStreamAssembler {
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
 
     use bytes::Bytes;
 
@@ -457,25 +449,8 @@ mod tests {
     use crate::format::ToolResponse;
     use crate::sse::SseParser;
     use crate::sse::tests::chunkings;
+    use crate::stream::tests::fixture_pairs;
     use StreamStep::*;
-
-    /// NAME.sse (a recorded stream) with NAME.response.json (the same answer unstreamed).
-    fn fixture_pairs() -> Vec<(String, Vec<u8>, Vec<u8>)> {
-        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/responses");
-        let mut pairs = Vec::new();
-        for entry in std::fs::read_dir(&dir).expect("fixtures/responses exists") {
-            let path = entry.expect("readable entry").path();
-            if path.extension().is_some_and(|ext| ext == "sse") {
-                let name = path.file_stem().expect("a name").to_string_lossy();
-                let response = path.with_file_name(format!("{name}.response.json"));
-                let stream = std::fs::read(&path).expect("readable stream");
-                let response = std::fs::read(response).expect("every .sse has a .response.json");
-                pairs.push((name.into_owned(), stream, response));
-            }
-        }
-        pairs.sort();
-        pairs
-    }
 
     /// What the gateway does: observe every event, take the calls whenever they are ready and
     /// once more at the end. Returns the calls, the steps, and how many takes there were.
@@ -500,7 +475,7 @@ mod tests {
 
     #[test]
     fn every_fixture_stream_yields_the_calls_of_its_unstreamed_twin_however_it_is_chunked() {
-        let pairs = fixture_pairs();
+        let pairs = fixture_pairs("responses", ".response.json");
         assert!(
             pairs.len() >= 9,
             "fixtures/responses holds the golden pairs"

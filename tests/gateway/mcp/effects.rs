@@ -1,0 +1,96 @@
+//! What the route's plugins do to an MCP call takes effect where toolgate executes it: a
+//! tool_arguments redaction is what the backend receives, and a tool_budget counting executed
+//! calls counts each call the backend answered, exactly.
+
+use serde_json::json;
+
+use super::{
+    call, connect, refusal_data, servers_dir, standard_config, start_config, temp_dir, text_of,
+};
+
+#[tokio::test]
+async fn a_redacted_argument_never_reaches_the_backend() {
+    let Some(servers) = servers_dir() else { return };
+    let files = temp_dir("redact");
+    let extra = r#"
+[[routes.plugins]]
+name = "tool_arguments"
+[[routes.plugins.settings.rules]]
+name = "no-secrets"
+tools = "everything__echo"
+pointer = "/message"
+deny = ["sk-live-"]
+action = "redact"
+replacement = "[REDACTED]"
+"#;
+    let (_upstream, gateway) =
+        start_config(&standard_config(&servers, &files, extra), &["everything"]).await;
+    let dev = connect(&gateway, "sk-dev", None).await;
+
+    // server-everything's echo answers with what it received.
+    let echo = call(
+        &dev,
+        "everything__echo",
+        json!({"message": "key sk-live-123"}),
+    )
+    .await
+    .expect("redacted, then forwarded");
+    let text = text_of(&echo);
+    assert!(text.contains("[REDACTED]"), "{text}");
+    assert!(
+        !text.contains("sk-live-"),
+        "the secret reached the backend: {text}"
+    );
+    let plain = call(
+        &dev,
+        "everything__echo",
+        json!({"message": "nothing to hide"}),
+    )
+    .await
+    .expect("forwarded as sent");
+    assert!(text_of(&plain).contains("nothing to hide"));
+}
+
+#[tokio::test]
+async fn executed_mcp_calls_use_up_a_budget_exactly() {
+    let Some(servers) = servers_dir() else { return };
+    let files = temp_dir("budget");
+    let extra = r#"
+[[routes.plugins]]
+name = "tool_budget"
+[routes.plugins.settings]
+count = "executed"
+[[routes.plugins.settings.budgets]]
+tools = "everything__echo"
+limits = ["3/hour"]
+"#;
+    let (_upstream, gateway) =
+        start_config(&standard_config(&servers, &files, extra), &["everything"]).await;
+    let dev = connect(&gateway, "sk-dev", None).await;
+    for turn in 0..3 {
+        call(
+            &dev,
+            "everything__echo",
+            json!({"message": format!("call {turn}")}),
+        )
+        .await
+        .unwrap_or_else(|error| panic!("call {turn} is within the budget: {error:?}"));
+    }
+    let error = call(&dev, "everything__echo", json!({"message": "one too many"}))
+        .await
+        .expect_err("the fourth call is over a budget of 3");
+    assert_eq!(error.code.0, -32001, "{error:?}");
+    assert_eq!(
+        refusal_data(&error)["code"],
+        "tool_budget_exceeded",
+        "{error:?}"
+    );
+    // Another tool is not covered; another tenant has a budget of its own.
+    call(&dev, "everything__get-sum", json!({"a": 1, "b": 2}))
+        .await
+        .expect("not covered by the budget");
+    let ops = connect(&gateway, "sk-ops", None).await;
+    call(&ops, "everything__echo", json!({"message": "ops"}))
+        .await
+        .expect("ops has its own count");
+}
