@@ -1,10 +1,13 @@
-//! The admin listener: `/health` (the process is up, and the state of each MCP backend),
-//! `/ready` (it is serving traffic), `/metrics` (Prometheus text format) and `/tools` (which
-//! tools a request would be offered). Kept off the proxy port so it is never exposed with it.
+//! The admin listener: `/health` (the process is up, and the state of what it depends on: each
+//! MCP backend, the state store, each validator service's breaker), `/ready` (it is serving
+//! traffic, and can: not while a `fail_mode = "block"` store is down), `/metrics` (Prometheus
+//! text format) and `/tools` (which tools a request would be offered). Kept off the proxy port
+//! so it is never exposed with it.
 
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use http::header::{CONTENT_TYPE, HeaderValue};
 use http::{Request, Response, StatusCode};
@@ -14,8 +17,10 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 use toolgate_plugin::prometheus_client::encoding::text::encode;
+use toolgate_plugin::{StoreError, StoreFailMode};
 
 use crate::body::{ProxyBody, full};
+use crate::config::Config;
 use crate::state::GatewayState;
 
 pub async fn serve(listener: TcpListener, state: Arc<GatewayState>) {
@@ -27,7 +32,7 @@ pub async fn serve(listener: TcpListener, state: Arc<GatewayState>) {
         tokio::spawn(async move {
             let service = service_fn(move |request| {
                 let state = state.clone();
-                async move { Ok::<_, Infallible>(answer(&state, &request)) }
+                async move { Ok::<_, Infallible>(answer(&state, &request).await) }
             });
             let _ = auto::Builder::new(TokioExecutor::new())
                 .serve_connection(TokioIo::new(stream), service)
@@ -36,24 +41,10 @@ pub async fn serve(listener: TcpListener, state: Arc<GatewayState>) {
     }
 }
 
-fn answer(state: &GatewayState, request: &Request<Incoming>) -> Response<ProxyBody> {
+async fn answer(state: &GatewayState, request: &Request<Incoming>) -> Response<ProxyBody> {
     match request.uri().path() {
-        "/health" => health(state),
-        "/ready" => {
-            let config = state.config.load();
-            if state.ready.load(Ordering::Acquire) {
-                let routes = config.router.routes().count();
-                json(
-                    StatusCode::OK,
-                    format!(r#"{{"status":"ready","routes":{routes}}}"#),
-                )
-            } else {
-                json(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    r#"{"status":"not ready"}"#.to_owned(),
-                )
-            }
-        }
+        "/health" => health(state).await,
+        "/ready" => ready(state).await,
         "/tools" => {
             let (status, body) =
                 crate::discovery::tools(&state.config.load(), request.uri().query());
@@ -83,14 +74,89 @@ fn answer(state: &GatewayState, request: &Request<Incoming>) -> Response<ProxyBo
     }
 }
 
-/// Up is up: a backend that is down does not make toolgate unhealthy (restarting toolgate would
-/// not bring it back), it is reported in `mcp_servers` for whoever watches.
-fn health(state: &GatewayState) -> Response<ProxyBody> {
+/// Ready while serving, unless the state store is down and its `fail_mode` is `block`: every
+/// budgeted exchange would be refused, so traffic is better sent to a replica that can count.
+async fn ready(state: &GatewayState) -> Response<ProxyBody> {
+    if !state.ready.load(Ordering::Acquire) {
+        return json(
+            StatusCode::SERVICE_UNAVAILABLE,
+            r#"{"status":"not ready"}"#.to_owned(),
+        );
+    }
+    let config = state.config.load();
+    let store = StoreStatus::check(&config).await;
+    let mut body = serde_json::json!({"status": "ready", "routes": config.router.routes().count()});
+    let status = if store.blocks_traffic() {
+        body["status"] = "not ready".into();
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::OK
+    };
+    body["store"] = store.to_json();
+    json(status, body.to_string())
+}
+
+/// Up is up: a dependency that is down does not make toolgate unhealthy (restarting toolgate
+/// would not bring it back); each is reported for whoever watches — `mcp_servers`, `store`,
+/// and the plugins' sections (`services`: each validator service's breaker).
+async fn health(state: &GatewayState) -> Response<ProxyBody> {
     let mut body = serde_json::json!({"status": "ok"});
     if !state.mcp.is_empty() {
         body["mcp_servers"] = serde_json::json!(state.mcp.health());
     }
+    let config = state.config.load();
+    body["store"] = StoreStatus::check(&config).await.to_json();
+    for (section, detail) in state.plugins.health_sections() {
+        body[section] = detail;
+    }
     json(StatusCode::OK, body.to_string())
+}
+
+/// The state store as the admin endpoints show it, from a check made now.
+struct StoreStatus {
+    store: String,
+    fail_mode: StoreFailMode,
+    problem: Option<StoreError>,
+}
+
+/// The longest an admin answer waits for the store: probes time out after a second by default,
+/// and a `/health` that timed out would have the process restarted for a dependency's fault.
+const STORE_CHECK_BUDGET: Duration = Duration::from_millis(750);
+
+impl StoreStatus {
+    async fn check(config: &Config) -> StoreStatus {
+        let problem = match tokio::time::timeout(STORE_CHECK_BUDGET, config.store.check()).await {
+            Ok(checked) => checked.err(),
+            Err(_) => Some(StoreError::new(format!(
+                "no answer within {} ms",
+                STORE_CHECK_BUDGET.as_millis()
+            ))),
+        };
+        StoreStatus {
+            store: config.store.describe(),
+            fail_mode: config.store_fail_mode,
+            problem,
+        }
+    }
+
+    fn blocks_traffic(&self) -> bool {
+        self.problem.is_some() && self.fail_mode == StoreFailMode::Block
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        let mut status = serde_json::json!({
+            "store": self.store,
+            "state": if self.problem.is_some() { "down" } else { "up" },
+            "fail_mode": match self.fail_mode {
+                StoreFailMode::Block => "block",
+                StoreFailMode::Allow => "allow",
+            },
+        });
+        if let Some(problem) = &self.problem {
+            status["error"] = problem.message().into();
+        }
+        status
+    }
 }
 
 fn json(status: StatusCode, body: String) -> Response<ProxyBody> {

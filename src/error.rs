@@ -89,6 +89,28 @@ impl GatewayError {
         )
     }
 
+    /// A client whose request body did not arrive in time: silent too long, or trickled past
+    /// the whole body's deadline.
+    pub fn request_timeout(message: impl Into<String>) -> Self {
+        Self::new(
+            Blame::Client,
+            StatusCode::REQUEST_TIMEOUT,
+            "request_timeout",
+            message,
+        )
+    }
+
+    /// An exchange still running when the shutdown grace ran out: the client may retry on
+    /// another replica.
+    pub fn shutting_down() -> Self {
+        Self::new(
+            Blame::Internal,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting_down",
+            "the gateway is shutting down and could not finish this exchange in its grace period; retry",
+        )
+    }
+
     /// A route that requires a tenant's key got none, or one no tenant holds.
     pub fn unauthenticated(failure: crate::tenants::AuthFailure) -> Self {
         let (code, message) = match failure {
@@ -197,6 +219,15 @@ impl GatewayError {
         }
     }
 }
+
+impl std::fmt::Display for GatewayError {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(&self.message)
+    }
+}
+
+/// A body ended by toolgate itself (a shutdown) fails with the gateway's reason.
+impl std::error::Error for GatewayError {}
 
 impl From<UpstreamError> for GatewayError {
     fn from(error: UpstreamError) -> Self {

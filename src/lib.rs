@@ -11,6 +11,10 @@
 //! - [`config`]: `gateway.toml` — format, `${VAR}` expansion, located errors, runtime `Config`.
 //! - [`state`]: what every exchange shares — `Runtime` and `GatewayState`.
 //! - [`server`]: listeners, connection tasks, graceful shutdown; `Gateway` and `Runtime`.
+//! - [`connections`]: each connection's phases bounded, and idle ones reclaimed at the cap.
+//! - [`shutdown`]: what exchanges still running answer when the shutdown grace runs out.
+//! - [`request_body`]: the client's body under the limits (size, silence, deadline) on every
+//!   route, its fault answered as the client's.
 //! - [`proxy`]: the request path: route, read, `pre_request`, forward, check, answer.
 //! - [`reload`]: hot reload on SIGHUP and on a change of the config file.
 //! - [`streaming`]: the stream guard that holds tool calls back until they are checked.
@@ -34,6 +38,7 @@ mod admin;
 mod body;
 mod cli;
 mod config;
+mod connections;
 mod demo;
 mod discovery;
 mod error;
@@ -45,9 +50,11 @@ mod pipeline;
 mod plugins;
 mod proxy;
 mod reload;
+mod request_body;
 mod route_table;
 mod router;
 mod server;
+mod shutdown;
 mod state;
 mod streaming;
 mod telemetry;

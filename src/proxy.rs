@@ -8,15 +8,18 @@ use std::time::Instant;
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{HeaderMap, Request, Response, Version};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use toolgate_plugin::{ExchangeMeta, Parsed, Rejection, ToolCall, ToolRequest, WireFormat};
 
-use crate::body::{self, IdleTimeout, ProxyBody, collect_limited};
+use crate::body::{self, ProxyBody, collect_limited};
 use crate::config::{Config, ServerConfig};
 use crate::error::GatewayError;
 use crate::exchange::{AfterBlock, Exchange, path_and_query};
 use crate::on_block::{OnBlock, Recovery, ResendHead, RetryOutcome};
+use crate::request_body::ClientBody;
 use crate::router::{Route, RouteKind};
+use crate::shutdown::{CutAtGraceEnd, GraceOver};
 use crate::state::GatewayState;
 use crate::streaming;
 use crate::tenants::{authenticate, strip_client_credentials};
@@ -30,33 +33,50 @@ pub async fn handle(state: Arc<GatewayState>, request: Request<Incoming>) -> Res
     let request_id = request_id_for(request.headers());
     let config = state.config.load_full();
     let route = config.router.find(request.uri().path()).cloned();
-    let mut response = match route {
-        None => {
-            let shape = WireFormat::from_path(request.uri().path())
-                .unwrap_or(WireFormat::ChatCompletions)
-                .error_shape();
-            let response = GatewayError::route_not_found(request.uri().path())
-                .report(&request_id)
-                .response(shape);
-            state
-                .metrics
-                .record_request("", response.status().as_u16(), started.elapsed());
+    let shape = match &route {
+        Some(route) => route.format.resolve(request.uri().path(), None),
+        None => WireFormat::from_path(request.uri().path()).unwrap_or(WireFormat::ChatCompletions),
+    }
+    .error_shape();
+    let serving = async {
+        match route {
+            None => {
+                let response = GatewayError::route_not_found(request.uri().path())
+                    .report(&request_id)
+                    .response(shape);
+                state
+                    .metrics
+                    .record_request("", response.status().as_u16(), started.elapsed());
+                response
+            }
+            Some(route) if matches!(route.kind, RouteKind::Mcp) => {
+                // Boxed: inline, the MCP service's future (kilobytes) would size the state of
+                // every exchange, LLM ones included, for as long as each waits on its upstream.
+                let serving = Box::pin(crate::mcp::endpoint::serve(
+                    state.clone(),
+                    config.clone(),
+                    route,
+                    request,
+                    request_id.clone(),
+                    started,
+                ));
+                serving.await
+            }
+            Some(route) => serve_llm(&state, &config, route, request, &request_id, started).await,
+        }
+    };
+    let grace_over = state.grace_over.arrived();
+    let mut response = tokio::select! {
+        response = serving => response,
+        () = grace_over => {
+            // Dropping the exchange drops its upstream request: the client gets an answer it
+            // can retry elsewhere, never a dropped connection.
+            let mut response = GatewayError::shutting_down().report(&request_id).response(shape);
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
             response
         }
-        Some(route) if matches!(route.kind, RouteKind::Mcp) => {
-            // Boxed: inline, the MCP service's future (kilobytes) would size the state of every
-            // exchange, LLM ones included, for as long as each waits on its upstream.
-            let serving = Box::pin(crate::mcp::endpoint::serve(
-                state.clone(),
-                config.clone(),
-                route,
-                request,
-                request_id.clone(),
-                started,
-            ));
-            serving.await
-        }
-        Some(route) => serve_llm(&state, &config, route, request, &request_id, started).await,
     };
     if let Ok(value) = HeaderValue::from_str(&request_id) {
         response.headers_mut().insert(REQUEST_ID, value);
@@ -96,7 +116,12 @@ async fn serve_llm(
     let result = match authenticate(&config.tenants, auth, request.headers()) {
         Ok(tenant) => {
             exchange.meta.tenant = tenant;
-            let forwarding = Box::pin(forward(&mut exchange, request, &config.server));
+            let forwarding = Box::pin(forward(
+                &mut exchange,
+                request,
+                &config.server,
+                &state.grace_over,
+            ));
             forwarding.await
         }
         Err(failure) => Err(GatewayError::unauthenticated(failure)),
@@ -148,6 +173,7 @@ async fn forward(
     exchange: &mut Exchange,
     request: Request<Incoming>,
     server: &ServerConfig,
+    grace_over: &GraceOver,
 ) -> Result<Step, GatewayError> {
     let route = exchange.route.clone();
     let Some(upstream) = route.upstream().cloned() else {
@@ -155,8 +181,10 @@ async fn forward(
     };
     let (parts, incoming) = request.into_parts();
     let mut headers = parts.headers;
+    let client_body = ClientBody::new(incoming, server);
+    let client_fault = client_body.fault_record();
     // 1. Read the request (only if a plugin needs it) and run `pre_request`.
-    let body = match read_and_screen_request(exchange, &mut headers, incoming, server).await? {
+    let body = match read_and_screen_request(exchange, &mut headers, client_body).await? {
         Screened::Forward(body) => body,
         Screened::Answer(response) => return Ok(Step::Respond(response)),
     };
@@ -175,11 +203,21 @@ async fn forward(
     *upstream_request.version_mut() = Version::HTTP_11;
     *upstream_request.headers_mut() = headers;
     let upstream_started = Instant::now();
-    let response = upstream.send(upstream_request).await?;
+    let response = match upstream.send(upstream_request).await {
+        Ok(response) => response,
+        // The body being forwarded failed on the client's side: the upstream is not to blame.
+        Err(error) => match client_fault.get() {
+            Some(fault) => return Err(fault.to_error()),
+            None => return Err(error.into()),
+        },
+    };
     exchange.upstream_time = upstream_started.elapsed();
     // 3. and 4., once per attempt: a block the route retries sends the conversation upstream
     //    again, with the blocked calls answered; the client gets the first answer that passes.
-    let mut answered = Box::pin(read_and_check(exchange, response, &upstream, server)).await;
+    let mut answered = Box::pin(read_and_check(
+        exchange, response, &upstream, server, grace_over,
+    ))
+    .await;
     let mut retried_block = None;
     loop {
         let blocked = match (answered, retried_block.take()) {
@@ -226,7 +264,12 @@ async fn forward(
         };
         retried_block = Some(rejection);
         answered = match Box::pin(exchange.resend(body)).await {
-            Ok(response) => Box::pin(read_and_check(exchange, response, &upstream, server)).await,
+            Ok(response) => {
+                Box::pin(read_and_check(
+                    exchange, response, &upstream, server, grace_over,
+                ))
+                .await
+            }
             Err(error) => Err(error),
         };
     }
@@ -258,6 +301,7 @@ async fn read_and_check(
     response: Response<Incoming>,
     upstream: &crate::upstream::Upstream,
     server: &ServerConfig,
+    grace_over: &GraceOver,
 ) -> Result<Answered, GatewayError> {
     let upstream_started = Instant::now();
     let route = exchange.route.clone();
@@ -274,9 +318,19 @@ async fn read_and_check(
         )));
     }
     if !guarded || !response_parts.status.is_success() {
+        let mut body = body::passthrough(response_body, upstream.read_timeout);
+        if is_event_stream(&response_parts.headers) {
+            body = CutAtGraceEnd::new(
+                body,
+                grace_over,
+                exchange.format,
+                exchange.meta.request_id.clone(),
+            )
+            .boxed();
+        }
         return Ok(Answered::Other(Step::Respond(Response::from_parts(
             response_parts,
-            body::passthrough(response_body, upstream.read_timeout),
+            body,
         ))));
     }
     if is_event_stream(&response_parts.headers) {
@@ -335,29 +389,24 @@ enum Screened {
 async fn read_and_screen_request(
     exchange: &mut Exchange,
     headers: &mut HeaderMap,
-    incoming: Incoming,
-    server: &ServerConfig,
+    client_body: ClientBody<Incoming>,
 ) -> Result<Screened, GatewayError> {
     let route = exchange.route.clone();
+    // A body announced too large is refused before the upstream is bothered; one that grows
+    // too large on the way fails the forward, answered as the client's fault.
+    if let Some(fault) = client_body.announced_too_large() {
+        return Err(fault.to_error());
+    }
     if route.chain.is_empty() {
-        return Ok(Screened::Forward(body::passthrough(
-            incoming,
-            server.request_body_timeout,
-        )));
+        return Ok(Screened::Forward(forwarded(client_body)));
     }
     let needs = route.chain.body_needs();
     let mut bytes = Bytes::new();
     let untouched = if needs.request || needs.response {
-        let limit = server.max_request_body_bytes;
-        bytes = collect_limited(
-            IdleTimeout::new(incoming, server.request_body_timeout),
-            limit,
-        )
-        .await
-        .map_err(|error| {
-            GatewayError::bad_request(format!("the request body could not be read: {error}"))
-        })?
-        .ok_or_else(|| GatewayError::request_too_large(limit))?;
+        bytes = client_body
+            .read_whole()
+            .await
+            .map_err(|fault| fault.to_error())?;
         let path = exchange
             .meta
             .path_and_query
@@ -378,7 +427,7 @@ async fn read_and_screen_request(
         }
         None
     } else {
-        Some(body::passthrough(incoming, server.request_body_timeout))
+        Some(forwarded(client_body))
     };
     let outcome = Box::pin(exchange.pre_request(&mut bytes)).await;
     if let Some(rejection) = outcome.blocked {
@@ -410,6 +459,12 @@ async fn read_and_screen_request(
     Ok(Screened::Forward(
         untouched.unwrap_or_else(|| body::full(bytes)),
     ))
+}
+
+/// The client's body as it goes upstream untouched: its limits are its own, its frames gathered
+/// in bursts as every passed-through body's are.
+fn forwarded(client_body: ClientBody<Incoming>) -> ProxyBody {
+    body::Coalesce::new(client_body).boxed()
 }
 
 /// The upstream's URI for this exchange, and the request headers as the upstream gets them:

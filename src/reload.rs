@@ -1,18 +1,30 @@
 //! Hot reload: on SIGHUP, or when the configuration file's content changes, the new file is
-//! loaded and validated first and then swapped in atomically. Exchanges in flight finish on the
-//! configuration they started with (each holds its own `Arc`); an invalid file is refused with
-//! its errors logged, and the running configuration stays.
+//! loaded and validated first (its state store checked as at start-up) and then swapped in
+//! atomically. Exchanges in flight finish on the configuration they started with (each holds its
+//! own `Arc`); an invalid file is refused with its errors logged, and the running configuration
+//! stays.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::{Config, ConfigErrors};
+use crate::config::{Config, ConfigError, ConfigErrors};
 use crate::state::GatewayState;
 
-/// Loads `path` and, if it is valid, makes it the running configuration.
-pub fn reload(state: &GatewayState, path: &Path) -> Result<(), ConfigErrors> {
-    let result = Config::from_file(path, &state.plugins);
+/// Loads `path` and, if it is valid (and its state store does not refuse us, as at start-up),
+/// makes it the running configuration.
+pub async fn reload(state: &GatewayState, path: &Path) -> Result<(), ConfigErrors> {
+    let mut result = Config::from_file(path, &state.plugins);
+    if let Ok(config) = &result
+        && let Err(message) = config.check_store().await
+    {
+        result = Err(ConfigErrors(vec![ConfigError {
+            origin: path.display().to_string(),
+            line_column: None,
+            key: Some("store.url".to_owned()),
+            message,
+        }]));
+    }
     state.metrics.record_reload(result.is_ok());
     let config = match result {
         Ok(config) => config,
@@ -67,7 +79,7 @@ pub fn watch(
                 () = signalled => {
                     tracing::info!("SIGHUP: reloading the configuration");
                     last_seen = std::fs::read(&path).ok();
-                    let _ = reload(&state, &path);
+                    let _ = reload(&state, &path).await;
                 }
                 () = tokio::time::sleep(poll) => {
                     // Content, not modification time: editors and ConfigMap updates replace
@@ -75,7 +87,7 @@ pub fn watch(
                     let current = std::fs::read(&path).ok();
                     if current.is_some() && current != last_seen {
                         last_seen = current;
-                        let _ = reload(&state, &path);
+                        let _ = reload(&state, &path).await;
                     }
                 }
             }

@@ -1,7 +1,8 @@
 //! The listeners: the proxy and the admin endpoint, each connection served in its own task
-//! (HTTP/1.1 and HTTP/2), and a graceful shutdown that stops accepting and drains in-flight
-//! exchanges within a bound. The caller hands in the shutdown signal, so tests bind port 0 and
-//! stop the gateway when they like.
+//! (HTTP/1.1 and HTTP/2) with its phases bounded (`connections`), and a graceful shutdown that
+//! stops accepting and drains in-flight exchanges within a bound; those still running when it
+//! runs out get an error answer in their format (`shutdown`). The caller hands in the shutdown
+//! signal, so tests bind port 0 and stop the gateway when they like.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -15,14 +16,16 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
-use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::admin;
-use crate::config::Config;
+use crate::config::{Config, ServerConfig};
+use crate::connections::{BusyBody, Connections, PhaseDeadlines, WatchedStream};
 use crate::mcp::McpHub;
 use crate::mcp::services::Endpoints;
 use crate::proxy;
+use crate::shutdown::GraceEnd;
 pub use crate::state::{GatewayState, Runtime};
 use crate::telemetry::AuditLog;
 
@@ -40,24 +43,29 @@ pub struct Gateway {
     state: Arc<GatewayState>,
     listener: TcpListener,
     admin: Option<TcpListener>,
-    shutdown_grace: Duration,
-    header_read_timeout: Duration,
+    /// The listener's settings as bound: a reload does not change them.
+    server: ServerConfig,
     /// One permit per connection being served.
-    connections: Arc<Semaphore>,
+    slots: Arc<Semaphore>,
+    grace_end: GraceEnd,
 }
 
+/// How long exchanges cut at the end of the grace get to write their error answers.
+const CUT_ANSWER_WINDOW: Duration = Duration::from_secs(1);
+
 impl Gateway {
-    /// Binds `server.listen` and `server.admin_listen` and opens the audit output.
+    /// Checks the state store, binds `server.listen` and `server.admin_listen` and opens the
+    /// audit output.
     pub async fn bind(config: Config, runtime: Runtime) -> std::io::Result<Gateway> {
+        config.check_store().await.map_err(std::io::Error::other)?;
         let listener = TcpListener::bind(config.server.listen).await?;
         let admin = match config.server.admin_listen {
             Some(address) => Some(TcpListener::bind(address).await?),
             None => None,
         };
         let audit = AuditLog::start(&config.audit)?;
-        let shutdown_grace = config.server.shutdown_grace;
-        let header_read_timeout = config.server.header_read_timeout;
-        let max_connections = config.server.max_connections;
+        let server = config.server.clone();
+        let (grace_end, grace_over) = GraceEnd::new();
         let mcp = Arc::new(McpHub::default());
         mcp.apply(&config.mcp);
         let state = Arc::new(GatewayState {
@@ -69,14 +77,15 @@ impl Gateway {
             ready: AtomicBool::new(false),
             mcp,
             mcp_endpoints: Endpoints::default(),
+            grace_over,
         });
         Ok(Gateway {
             state,
             listener,
             admin,
-            shutdown_grace,
-            header_read_timeout,
-            connections: Arc::new(Semaphore::new(max_connections)),
+            slots: Arc::new(Semaphore::new(server.max_connections)),
+            server,
+            grace_end,
         })
     }
 
@@ -101,18 +110,16 @@ impl Gateway {
             state,
             listener,
             admin,
-            shutdown_grace,
-            header_read_timeout,
-            connections,
+            server,
+            slots,
+            grace_end,
         } = self;
         // Dropped last, however the run ends: backends outlive the drain of calls in flight.
         let _stop_backends = StopBackends(state.mcp.clone());
         let graceful = GracefulShutdown::new();
-        let mut builder = auto::Builder::new(TokioExecutor::new());
-        builder
-            .http1()
-            .timer(TokioTimer::new())
-            .header_read_timeout(header_read_timeout);
+        let builder = connection_builder(&server);
+        let phases = PhaseDeadlines::of(&server);
+        let connections = Connections::new();
         if let Some(admin) = admin {
             tokio::spawn(admin::serve(admin, state.clone()));
         }
@@ -120,55 +127,103 @@ impl Gateway {
         tracing::info!(listen = %listener.local_addr()?, "toolgate is serving");
         tokio::pin!(shutdown);
         loop {
-            // At the connection cap, stop accepting: new clients wait in the kernel's backlog.
-            let permit = tokio::select! {
-                permit = connections.clone().acquire_owned() => match permit {
-                    Ok(permit) => permit,
-                    Err(_) => break,
-                },
+            let admitted = tokio::select! {
+                admitted = admit(&listener, &slots, &connections) => admitted,
                 () = &mut shutdown => break,
             };
-            tokio::select! {
-                accepted = listener.accept() => {
-                    let (stream, peer) = match accepted {
-                        Ok(accepted) => accepted,
-                        Err(error) => {
-                            // Running out of file descriptors must not end the gateway.
-                            tracing::warn!(%error, "accept failed");
-                            tokio::time::sleep(Duration::from_millis(50)).await;
-                            continue;
-                        }
-                    };
-                    let _ = stream.set_nodelay(true);
-                    let state = state.clone();
-                    let service = service_fn(move |request| {
-                        // hyper keeps one slot the size of this future for the connection's
-                        // whole life; boxed, the exchange's state (kilobytes) is freed as soon
-                        // as the answer's head is out, which matters under many open streams.
-                        let exchange = Box::pin(proxy::handle(state.clone(), request));
-                        async move { Ok::<_, Infallible>(exchange.await) }
-                    });
-                    let connection = builder.serve_connection(TokioIo::new(stream), service).into_owned();
-                    let connection = graceful.watch(connection);
-                    tokio::spawn(async move {
-                        if let Err(error) = connection.await {
-                            tracing::debug!(%peer, %error, "connection ended with an error");
-                        }
-                        drop(permit);
-                    });
+            let Some((stream, peer, permit)) = admitted else {
+                continue;
+            };
+            let _ = stream.set_nodelay(true);
+            let registered = connections.register();
+            let connection_state = registered.state().clone();
+            let state = state.clone();
+            let service = service_fn(move |request| {
+                let busy = connection_state.begin_exchange();
+                // hyper keeps one slot the size of this future for the connection's whole
+                // life; boxed, the exchange's state (kilobytes) is freed as soon as the
+                // answer's head is out, which matters under many open streams.
+                let exchange = Box::pin(proxy::handle(state.clone(), request));
+                async move {
+                    let response = exchange.await;
+                    Ok::<_, Infallible>(response.map(|body| BusyBody::new(body, busy)))
                 }
-                () = &mut shutdown => break,
-            }
+            });
+            let stream = WatchedStream::new(stream, &registered);
+            let connection = builder
+                .serve_connection(TokioIo::new(stream), service)
+                .into_owned();
+            let connection = graceful.watch(connection);
+            tokio::spawn(async move {
+                crate::connections::drive(connection, registered, phases, peer).await;
+                drop(permit);
+            });
         }
         state.ready.store(false, Ordering::Release);
         drop(listener);
-        tracing::info!("shutting down: draining in-flight requests");
-        if tokio::time::timeout(shutdown_grace, graceful.shutdown())
-            .await
-            .is_err()
-        {
-            tracing::warn!(grace = ?shutdown_grace, "in-flight requests did not finish within the grace period");
+        tracing::info!(
+            open = connections.count(),
+            "shutting down: draining in-flight requests"
+        );
+        let grace = server.shutdown_grace;
+        let drained = graceful.shutdown();
+        tokio::pin!(drained);
+        if tokio::time::timeout(grace, &mut drained).await.is_err() {
+            tracing::warn!(
+                ?grace,
+                open = connections.count(),
+                "in-flight requests did not finish within the grace period: cutting them with an error answer"
+            );
+            grace_end.fire();
+            if tokio::time::timeout(CUT_ANSWER_WINDOW, &mut drained)
+                .await
+                .is_err()
+            {
+                tracing::warn!("some connections were still open after their error answers");
+            }
         }
         Ok(())
     }
+}
+
+/// The next client to serve and the slot it takes; `None` when accepting failed.
+///
+/// With a slot free, the listener accepts as before. At the cap it still accepts one client, so
+/// the wait is for a client that exists, and frees the idlest connection for it; further clients
+/// wait in the kernel's backlog.
+async fn admit(
+    listener: &TcpListener,
+    slots: &Arc<Semaphore>,
+    connections: &Connections,
+) -> Option<(TcpStream, SocketAddr, OwnedSemaphorePermit)> {
+    let free = slots.clone().try_acquire_owned().ok();
+    let (stream, peer) = match listener.accept().await {
+        Ok(accepted) => accepted,
+        Err(error) => {
+            // Running out of file descriptors must not end the gateway.
+            tracing::warn!(%error, "accept failed");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            return None;
+        }
+    };
+    let permit = match free {
+        Some(permit) => permit,
+        None => connections.make_room(slots).await.ok()?,
+    };
+    Some((stream, peer, permit))
+}
+
+/// HTTP/1.1 and HTTP/2 as the server settings bound them.
+fn connection_builder(server: &ServerConfig) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(server.header_read_timeout);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(server.http2_keep_alive_interval)
+        .keep_alive_timeout(server.http2_keep_alive_timeout);
+    builder
 }

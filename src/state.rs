@@ -11,6 +11,7 @@ use toolgate_plugin::prometheus_client::registry::Registry;
 use crate::config::{Config, PluginRegistry};
 use crate::mcp::McpHub;
 use crate::mcp::services::Endpoints;
+use crate::shutdown::GraceOver;
 use crate::telemetry::{AuditLog, Metrics};
 
 /// What lives as long as the process: the plugin factories and the metrics they registered.
@@ -58,4 +59,6 @@ pub struct GatewayState {
     pub mcp: Arc<McpHub>,
     /// The MCP routes' Streamable HTTP services (and their sessions).
     pub mcp_endpoints: Endpoints,
+    /// Fires when the shutdown grace runs out: exchanges still running answer with an error.
+    pub grace_over: GraceOver,
 }

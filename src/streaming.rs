@@ -145,10 +145,14 @@ impl Relay {
         let upstream_started = Instant::now();
         // A burst of upstream frames comes as one, so its events leave in one client write.
         let mut body = Coalesce::new(body);
+        let grace_over = state.grace_over.arrived();
+        tokio::pin!(grace_over);
         loop {
             let mut parser = SseParser::new();
-            let Flow::Retry(request) = self.relay(&mut body, &mut parser, read_timeout).await
-            else {
+            let flow = self
+                .relay(&mut body, &mut parser, read_timeout, &mut grace_over)
+                .await;
+            let Flow::Retry(request) = flow else {
                 break;
             };
             match Box::pin(self.retry(request)).await {
@@ -168,14 +172,22 @@ impl Relay {
     }
 
     /// Relays one upstream stream until it ends, the client leaves, or a block is retried.
-    async fn relay(
+    async fn relay<G: Future<Output = ()>>(
         &mut self,
         body: &mut Coalesce<Incoming>,
         parser: &mut SseParser,
         read_timeout: std::time::Duration,
+        grace_over: &mut std::pin::Pin<&mut G>,
     ) -> Flow {
         loop {
-            let next = match tokio::time::timeout(read_timeout, body.frame()).await {
+            let next = tokio::select! {
+                next = tokio::time::timeout(read_timeout, body.frame()) => next,
+                () = grace_over.as_mut() => {
+                    Box::pin(self.fail(GatewayError::shutting_down())).await;
+                    return Flow::Stop;
+                }
+            };
+            let next = match next {
                 Ok(next) => next,
                 Err(_) => {
                     Box::pin(self.fail(GatewayError::upstream_timeout("the stream stalled"))).await;

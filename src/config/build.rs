@@ -36,8 +36,8 @@ pub struct PluginRegistry {
     schemas: SchemaChecker,
 }
 
-/// What identifies a store across loads: its URL (none = memory) and timeout.
-type StoreKey = (Option<String>, Duration);
+/// What identifies a store across loads: its URL (none = memory), timeout and CA certificate.
+type StoreKey = (Option<String>, Duration, Option<Vec<u8>>);
 
 impl PluginRegistry {
     /// An empty registry.
@@ -89,8 +89,9 @@ impl PluginRegistry {
         &self,
         url: Option<&str>,
         timeout: Duration,
+        root_certificate: Option<Vec<u8>>,
     ) -> Result<Arc<dyn StateStore>, String> {
-        let key: StoreKey = (url.map(str::to_owned), timeout);
+        let key: StoreKey = (url.map(str::to_owned), timeout, root_certificate.clone());
         let mut cached = self
             .store
             .lock()
@@ -102,10 +103,22 @@ impl PluginRegistry {
         }
         let store: Arc<dyn StateStore> = match url {
             None => Arc::new(MemoryStore::default()),
-            Some(url) => Arc::new(toolgate_store_redis::RedisStore::new(url, timeout)?),
+            Some(url) => Arc::new(toolgate_store_redis::RedisStore::new(
+                url,
+                timeout,
+                root_certificate,
+            )?),
         };
         *cached = Some((key, store.clone()));
         Ok(store)
+    }
+
+    /// The `/health` sections of the factories that report one (validator services' breakers).
+    pub fn health_sections(&self) -> Vec<(&'static str, serde_json::Value)> {
+        self.factories
+            .values()
+            .filter_map(|factory| factory.health())
+            .collect()
     }
 
     fn names(&self) -> String {
@@ -324,6 +337,8 @@ pub(super) fn build(
             catalog,
             tenants,
             mcp,
+            store: context.store,
+            store_fail_mode: context.store_fail_mode,
             origin: source.origin.to_owned(),
         }),
         _ => Err(ConfigErrors(errors)),
@@ -394,21 +409,65 @@ fn build_server(
             "max_response_body_bytes",
             raw.server.max_response_body_bytes,
         ),
+        ("max_connections", raw.server.max_connections),
     ] {
         if value == 0 {
             errors
                 .push(source.error_at_key(&server_path.clone().key(key), "must be greater than 0"));
         }
     }
+    let server = &raw.server;
+    // A zero timeout would cut every connection or body at once; `request_body_deadline_ms`
+    // is the one bound that may be off (0).
+    for (key, value) in [
+        ("shutdown_grace_ms", server.shutdown_grace_ms),
+        ("header_read_timeout_ms", server.header_read_timeout_ms),
+        ("request_body_timeout_ms", server.request_body_timeout_ms),
+        ("first_byte_timeout_ms", server.first_byte_timeout_ms),
+        ("handshake_timeout_ms", server.handshake_timeout_ms),
+        ("idle_timeout_ms", server.idle_timeout_ms),
+        (
+            "http2_keep_alive_interval_ms",
+            server.http2_keep_alive_interval_ms,
+        ),
+        (
+            "http2_keep_alive_timeout_ms",
+            server.http2_keep_alive_timeout_ms,
+        ),
+    ] {
+        if value == 0 {
+            errors.push(source.error_at_key(
+                &server_path.clone().key(key),
+                "must be greater than 0 (milliseconds)",
+            ));
+        }
+    }
+    if server.handshake_timeout_ms < server.first_byte_timeout_ms {
+        errors.push(source.error_at_key(
+            &server_path.clone().key("handshake_timeout_ms"),
+            format!(
+                "must be at least first_byte_timeout_ms ({} ms): the handshake starts with the first byte",
+                server.first_byte_timeout_ms
+            ),
+        ));
+    }
+    let millis = Duration::from_millis;
     Some(ServerConfig {
         listen: listen?,
         admin_listen: admin_listen?,
-        max_request_body_bytes: raw.server.max_request_body_bytes,
-        max_response_body_bytes: raw.server.max_response_body_bytes,
-        shutdown_grace: Duration::from_millis(raw.server.shutdown_grace_ms),
-        header_read_timeout: Duration::from_millis(raw.server.header_read_timeout_ms),
-        request_body_timeout: Duration::from_millis(raw.server.request_body_timeout_ms),
-        max_connections: raw.server.max_connections,
+        max_request_body_bytes: server.max_request_body_bytes,
+        max_response_body_bytes: server.max_response_body_bytes,
+        shutdown_grace: millis(server.shutdown_grace_ms),
+        header_read_timeout: millis(server.header_read_timeout_ms),
+        request_body_timeout: millis(server.request_body_timeout_ms),
+        request_body_deadline: (server.request_body_deadline_ms > 0)
+            .then(|| millis(server.request_body_deadline_ms)),
+        max_connections: server.max_connections,
+        first_byte_timeout: millis(server.first_byte_timeout_ms),
+        handshake_timeout: millis(server.handshake_timeout_ms),
+        idle_timeout: millis(server.idle_timeout_ms),
+        http2_keep_alive_interval: millis(server.http2_keep_alive_interval_ms),
+        http2_keep_alive_timeout: millis(server.http2_keep_alive_timeout_ms),
     })
 }
 
@@ -444,10 +503,35 @@ fn build_store(
         .as_ref()
         .map(|url| url.0.trim())
         .filter(|url| !url.is_empty() && *url != "memory");
-    match plugins.store_for(url, Duration::from_millis(timeout_ms.max(1))) {
+    let root_certificate = match &raw.store.ca_file {
+        None => None,
+        Some(path) => {
+            let path = source.relative_path(&path.0);
+            match std::fs::read(&path) {
+                Ok(pem) => Some(pem),
+                Err(error) => {
+                    errors.push(source.error_at_key(
+                        &store_path.clone().key("ca_file"),
+                        format!("cannot read {}: {error}", path.display()),
+                    ));
+                    return None;
+                }
+            }
+        }
+    };
+    match plugins.store_for(
+        url,
+        Duration::from_millis(timeout_ms.max(1)),
+        root_certificate,
+    ) {
         Ok(store) => Some((store, fail_mode)),
         Err(message) => {
-            errors.push(source.error_at_key(&store_path.key("url"), message));
+            let key = if message.contains("CA certificate") {
+                "ca_file"
+            } else {
+                "url"
+            };
+            errors.push(source.error_at_key(&store_path.key(key), message));
             None
         }
     }
@@ -612,7 +696,12 @@ fn build_chain(
                 priority: entry.priority.unwrap_or_else(|| factory.default_priority()),
                 on_block,
             }),
-            Err(error) => errors.push(source.error_at_key(&locate(&error.path), error.message)),
+            Err(error) => errors.extend(
+                error
+                    .each()
+                    .into_iter()
+                    .map(|error| source.error_at_key(&locate(&error.path), error.message)),
+            ),
         }
     }
     Chain::new(chain)
@@ -781,6 +870,21 @@ fn build_catalog(raw: &RawConfig, source: &Source, errors: &mut Vec<ConfigError>
         catalog = catalog.with_access_level(level.clone(), entry.categories.clone());
     }
     for (name, tenant) in &raw.tenants {
+        // A group no tool is in (nor `default`, nor `*`) is a typo: the tenant could never be
+        // offered a tool through it.
+        for (index, group) in tenant.groups.iter().enumerate() {
+            if !catalog.knows_group(group) {
+                let path = KeyPath::default()
+                    .key("tenants")
+                    .key(name)
+                    .key("groups")
+                    .index(index);
+                errors.push(source.error_at_key(
+                    &path,
+                    format!("unknown group '{group}': no [tools.NAME] is in it (groups are named by the tools' `groups`; `default` and `*` always exist)"),
+                ));
+            }
+        }
         if let Some(level) = &tenant.access_level
             && catalog.access_level(level).is_none()
         {

@@ -5,6 +5,7 @@
 mod build;
 mod env;
 mod mcp;
+mod recover;
 mod services;
 mod source;
 
@@ -36,6 +37,10 @@ pub struct Config {
     pub tenants: TenantDirectory,
     /// `[mcp_servers]` and `[mcp]`: the backends of MCP routes and who may use them.
     pub mcp: crate::mcp::McpConfig,
+    /// `[store]`: the state store the plugins count in, and what they do when it is down
+    /// (`/ready` and `/health` report it; start-up checks it).
+    pub store: Arc<dyn toolgate_plugin::StateStore>,
+    pub store_fail_mode: toolgate_plugin::StoreFailMode,
     /// Where the configuration came from, for logs.
     pub origin: String,
 }
@@ -52,8 +57,21 @@ pub struct ServerConfig {
     pub header_read_timeout: Duration,
     /// The longest silence while reading a client's request body.
     pub request_body_timeout: Duration,
-    /// Connections served at once; more wait in the listen backlog.
+    /// The longest a client may take to send its whole request body; `None`: no bound.
+    pub request_body_deadline: Option<Duration>,
+    /// Connections served at once. At the cap, the connection idle the longest is closed for a
+    /// new one; when none is idle, new clients wait in the listen backlog.
     pub max_connections: usize,
+    /// How long a new connection may stay silent before its first byte.
+    pub first_byte_timeout: Duration,
+    /// How long a new connection may take to deliver its first request head: protocol
+    /// detection, the HTTP/2 preface and settings, the first request's headers.
+    pub handshake_timeout: Duration,
+    /// How long a connection may stay open with no exchange in flight.
+    pub idle_timeout: Duration,
+    /// How often an HTTP/2 client is pinged, and how long its acknowledgement may take.
+    pub http2_keep_alive_interval: Duration,
+    pub http2_keep_alive_timeout: Duration,
 }
 
 impl Config {
@@ -71,6 +89,29 @@ impl Config {
         Config::from_toml(&text, &origin, plugins)
     }
 
+    /// Asks the state store whether it answers, once, before serving. A store that refuses
+    /// us (a wrong password or ACL user, a certificate not trusted) is an error, so a bad
+    /// credential stops the start instead of failing the first request. A store that is only
+    /// unreachable is logged: it may come up later, and `/ready` says whether traffic can be
+    /// served meanwhile.
+    pub async fn check_store(&self) -> Result<(), String> {
+        let store = self.store.describe();
+        match self.store.check().await {
+            Ok(()) => {
+                tracing::info!(%store, "the state store answers");
+                Ok(())
+            }
+            Err(error) if error.is_refused() => Err(format!(
+                "the state store refused the connection ({}); check [store] url (user, password) and ca_file",
+                error.message()
+            )),
+            Err(error) => {
+                tracing::warn!(%store, error = %error.message(), fail_mode = ?self.store_fail_mode, "the state store does not answer yet");
+                Ok(())
+            }
+        }
+    }
+
     /// Loads a configuration from its text; `origin` names it in errors.
     pub fn from_toml(
         text: &str,
@@ -78,15 +119,24 @@ impl Config {
         plugins: &PluginRegistry,
     ) -> Result<Config, ConfigErrors> {
         let source = source::Source { origin, text };
-        let raw: RawConfig = toml::from_str(text).map_err(|error| {
-            let key = error
-                .span()
-                .and_then(|span| source.key_at(span.start))
-                .map(|path| path.to_string());
-            let message = error.message().trim_end().to_owned();
-            ConfigErrors(vec![source.error_at(error.span(), key, message)])
-        })?;
-        build::build(raw, &source, plugins)
+        let mut reading = recover::read(&source);
+        let Some(raw) = reading.raw.take() else {
+            return Err(ConfigErrors(reading.errors));
+        };
+        match build::build(raw, &source, plugins) {
+            Ok(config) if reading.errors.is_empty() => Ok(config),
+            Ok(_) => Err(ConfigErrors(reading.errors)),
+            Err(ConfigErrors(more)) => {
+                // What the taken-out values' absence caused is their echo, not news.
+                let news: Vec<ConfigError> = more
+                    .into_iter()
+                    .filter(|error| !reading.concerns_removed(error))
+                    .collect();
+                Err(ConfigErrors(
+                    reading.errors.into_iter().chain(news).collect(),
+                ))
+            }
+        }
     }
 }
 
@@ -234,9 +284,14 @@ pub(crate) struct RawAgentPolicy {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawStore {
-    /// `redis://[:password@]host:port[/db]`; absent = in memory, per process.
+    /// `redis://[[user]:password@]host:port[/db]`, `rediss://…` for TLS; absent = in memory,
+    /// per process.
     #[serde(default)]
     pub url: Option<EnvString>,
+    /// A PEM CA certificate that a `rediss://` server's certificate must chain to, instead of
+    /// the system's roots (relative to the configuration file's folder).
+    #[serde(default)]
+    pub ca_file: Option<EnvString>,
     /// `block` (default: 503 `state_store_unavailable`) or `allow`.
     #[serde(default)]
     pub fail_mode: Option<String>,
@@ -325,8 +380,21 @@ pub(crate) struct RawServer {
     pub header_read_timeout_ms: u64,
     #[serde(default = "default_request_body_timeout_ms")]
     pub request_body_timeout_ms: u64,
+    /// 0: no total deadline for a request body (the silence timeout still applies).
+    #[serde(default = "default_request_body_deadline_ms")]
+    pub request_body_deadline_ms: u64,
     #[serde(default = "default_max_connections")]
     pub max_connections: usize,
+    #[serde(default = "default_first_byte_timeout_ms")]
+    pub first_byte_timeout_ms: u64,
+    #[serde(default = "default_handshake_timeout_ms")]
+    pub handshake_timeout_ms: u64,
+    #[serde(default = "default_idle_timeout_ms")]
+    pub idle_timeout_ms: u64,
+    #[serde(default = "default_http2_keep_alive_interval_ms")]
+    pub http2_keep_alive_interval_ms: u64,
+    #[serde(default = "default_http2_keep_alive_timeout_ms")]
+    pub http2_keep_alive_timeout_ms: u64,
 }
 
 impl Default for RawServer {
@@ -339,7 +407,13 @@ impl Default for RawServer {
             shutdown_grace_ms: default_shutdown_grace_ms(),
             header_read_timeout_ms: default_header_read_timeout_ms(),
             request_body_timeout_ms: default_request_body_timeout_ms(),
+            request_body_deadline_ms: default_request_body_deadline_ms(),
             max_connections: default_max_connections(),
+            first_byte_timeout_ms: default_first_byte_timeout_ms(),
+            handshake_timeout_ms: default_handshake_timeout_ms(),
+            idle_timeout_ms: default_idle_timeout_ms(),
+            http2_keep_alive_interval_ms: default_http2_keep_alive_interval_ms(),
+            http2_keep_alive_timeout_ms: default_http2_keep_alive_timeout_ms(),
         }
     }
 }
@@ -365,7 +439,25 @@ fn default_header_read_timeout_ms() -> u64 {
 fn default_request_body_timeout_ms() -> u64 {
     60_000
 }
+fn default_request_body_deadline_ms() -> u64 {
+    300_000
+}
 fn default_max_connections() -> usize {
+    10_000
+}
+fn default_first_byte_timeout_ms() -> u64 {
+    10_000
+}
+fn default_handshake_timeout_ms() -> u64 {
+    30_000
+}
+fn default_idle_timeout_ms() -> u64 {
+    120_000
+}
+fn default_http2_keep_alive_interval_ms() -> u64 {
+    30_000
+}
+fn default_http2_keep_alive_timeout_ms() -> u64 {
     10_000
 }
 

@@ -129,6 +129,18 @@ impl Source<'_> {
         self.error_at(self.span_of(path), Some(path.to_string()), message.into())
     }
 
+    /// A path written in the file: relative ones are taken from the file's folder (the
+    /// working directory for a text that is not a file).
+    pub fn relative_path(&self, written: &str) -> std::path::PathBuf {
+        let written = std::path::Path::new(written);
+        match std::path::Path::new(self.origin).parent() {
+            Some(folder) if written.is_relative() && !folder.as_os_str().is_empty() => {
+                folder.join(written)
+            }
+            _ => written.to_path_buf(),
+        }
+    }
+
     /// The key path of the entry at a byte offset (for parser errors, which carry only a span).
     pub fn key_at(&self, offset: usize) -> Option<KeyPath> {
         let document = toml_edit::Document::parse(self.text).ok()?;

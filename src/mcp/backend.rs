@@ -8,7 +8,6 @@
 //! backend costs its caller an error, never the proxy a task.
 
 use std::collections::{BTreeMap, HashMap};
-use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -19,16 +18,16 @@ use rmcp::model::{
     PingRequest, ProgressNotificationParam, ProgressToken, RequestId, ServerResult, Tool,
 };
 use rmcp::service::{NotificationContext, Peer, PeerRequestOptions, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, RoleClient, RoleServer, ServiceError, ServiceExt};
 use serde::Serialize;
-use tokio::io::AsyncBufReadExt;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use toolgate_plugin::DeclaredTool;
 
 use super::names::qualify;
+use super::stdio::StrayOutput;
 use super::{McpConfig, ServerSettings, Transport};
 
 /// The first pause before a restart; it doubles with each start that fails in a row.
@@ -39,8 +38,6 @@ const HEALTHY_RUN: Duration = Duration::from_secs(10);
 /// How often a Streamable HTTP backend's session is probed, and how long a probe may take.
 const HTTP_PROBE_EVERY: Duration = Duration::from_secs(2);
 const HTTP_PROBE_TIMEOUT: Duration = Duration::from_secs(2);
-/// Lines of a child's stderr longer than this are cut in the log.
-const MAX_STDERR_LINE: usize = 2048;
 
 /// Every backend of the running configuration, and the MCP sessions to tell when the tools they
 /// may see change.
@@ -289,7 +286,10 @@ pub enum CallFailure {
     TimedOut(Duration),
     /// The backend answered with a JSON-RPC error of its own: passed on as it is.
     Refused(ErrorData),
-    /// The connection broke, or the answer was not an MCP result.
+    /// The connection broke during the call (the backend died or went away): the backend is
+    /// unavailable, as it is until it is back.
+    Lost(String),
+    /// The answer was not an MCP result.
     Broken(String),
 }
 
@@ -394,11 +394,14 @@ impl Backend {
                 "the answer to tools/call is not a call result".into(),
             )),
             Ok(Err(ServiceError::McpError(error))) => Err(CallFailure::Refused(error)),
+            Ok(Err(error @ (ServiceError::TransportClosed | ServiceError::TransportSend(_)))) => {
+                Err(CallFailure::Lost(error.to_string()))
+            }
             Ok(Err(error)) => Err(CallFailure::Broken(error.to_string())),
         };
         if matches!(
             outcome,
-            Err(CallFailure::TimedOut(_) | CallFailure::Broken(_))
+            Err(CallFailure::TimedOut(_) | CallFailure::Broken(_) | CallFailure::Lost(_))
         ) {
             // A permit is kept when the supervisor is busy: the probe runs when it looks.
             connection.suspect.notify_one();
@@ -471,15 +474,14 @@ async fn supervise(backend: std::sync::Weak<Backend>, hub: std::sync::Weak<McpHu
         let progress = current.progress.clone();
         drop(current);
         let (refresh_sender, mut refresh) = mpsc::channel(1);
+        let stray = Arc::new(Mutex::new(StrayOutput::default()));
+        let client = BackendClient {
+            refresh: refresh_sender,
+            progress,
+        };
         let started = tokio::time::timeout(
             settings.startup_timeout,
-            connect(
-                &settings,
-                BackendClient {
-                    refresh: refresh_sender,
-                    progress,
-                },
-            ),
+            connect(&settings, client, stray.clone()),
         )
         .await
         .unwrap_or_else(|_| {
@@ -487,12 +489,24 @@ async fn supervise(backend: std::sync::Weak<Backend>, hub: std::sync::Weak<McpHu
                 "did not start within {} ms",
                 settings.startup_timeout.as_millis()
             ))
+        })
+        .map_err(|error| {
+            let stray = stray.lock().unwrap_or_else(PoisonError::into_inner);
+            match stray.describe() {
+                Some(printed) => format!("{error}: {printed}"),
+                None => error,
+            }
         });
         let outcome = match started {
-            Ok((running, pid)) => {
+            Ok(Started {
+                running,
+                pid,
+                child,
+            }) => {
                 let connected = Instant::now();
                 let ended =
                     serve_connection(&backend, &hub, &settings, running, pid, &mut refresh).await;
+                drop(child);
                 if connected.elapsed() >= HEALTHY_RUN {
                     failures = 0;
                 }
@@ -660,11 +674,20 @@ fn backend_tool(server: &str, tool: Tool) -> BackendTool {
     }
 }
 
-/// Starts the transport and runs MCP's `initialize` handshake.
+/// A connection whose `initialize` succeeded, and the child behind it (dropping it kills it).
+struct Started {
+    running: Running,
+    pid: Option<u32>,
+    child: Option<tokio::process::Child>,
+}
+
+/// Starts the transport and runs MCP's `initialize` handshake. What a stdio child prints on
+/// stdout that is not JSON-RPC is kept in `stray`.
 async fn connect(
     settings: &ServerSettings,
     client: BackendClient,
-) -> Result<(Running, Option<u32>), String> {
+    stray: Arc<Mutex<StrayOutput>>,
+) -> Result<Started, String> {
     match &settings.transport {
         Transport::Stdio {
             command,
@@ -672,33 +695,18 @@ async fn connect(
             env,
             cwd,
         } => {
-            let mut program = tokio::process::Command::new(command);
-            program.args(args).envs(env).kill_on_drop(true);
-            if let Some(cwd) = cwd {
-                program.current_dir(cwd);
-            }
-            let (transport, stderr) = TokioChildProcess::builder(program)
-                .stderr(Stdio::piped())
-                .spawn()
-                .map_err(|error| format!("cannot start '{command}': {error}"))?;
-            let pid = transport.id();
-            if let Some(stderr) = stderr {
-                let server = settings.name.clone();
-                tokio::spawn(async move {
-                    let mut lines = tokio::io::BufReader::new(stderr).lines();
-                    while let Ok(Some(mut line)) = lines.next_line().await {
-                        if let Some((cut, _)) = line.char_indices().nth(MAX_STDERR_LINE) {
-                            line.truncate(cut);
-                        }
-                        tracing::info!(server = %server, "{line}");
-                    }
-                });
-            }
+            let spawned =
+                super::stdio::spawn(&settings.name, command, args, env, cwd.as_deref(), stray)?;
+            let pid = spawned.child.id();
             let running = client
-                .serve(transport)
+                .serve((spawned.stdout, spawned.stdin))
                 .await
                 .map_err(|error| format!("initialize failed: {error}"))?;
-            Ok((running, pid))
+            Ok(Started {
+                running,
+                pid,
+                child: Some(spawned.child),
+            })
         }
         Transport::Http { url, headers } => {
             let headers: HashMap<http::HeaderName, http::HeaderValue> =
@@ -710,7 +718,11 @@ async fn connect(
                 .serve(transport)
                 .await
                 .map_err(|error| format!("initialize failed: {error}"))?;
-            Ok((running, None))
+            Ok(Started {
+                running,
+                pid: None,
+                child: None,
+            })
         }
     }
 }

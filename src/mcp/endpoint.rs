@@ -20,10 +20,11 @@ use toolgate_plugin::{ExchangeMeta, Tenant};
 use super::handler::{RequestScope, codes};
 use super::services::SessionOwner;
 use super::{AGENT_HEADER, Caller};
-use crate::body::{IdleTimeout, ProxyBody, collect_limited, full};
+use crate::body::{ProxyBody, full};
 use crate::config::Config;
 use crate::error::GatewayError;
 use crate::exchange::{Exchange, path_and_query};
+use crate::request_body::{ClientBody, ClientBodyFault};
 use crate::router::Route;
 use crate::state::GatewayState;
 use crate::tenants::authenticate;
@@ -110,14 +111,9 @@ async fn answer(
 
     let (mut parts, incoming) = request.into_parts();
     let limit = config.server.max_request_body_bytes;
-    let body = match collect_limited(
-        IdleTimeout::new(incoming, config.server.request_body_timeout),
-        limit,
-    )
-    .await
-    {
-        Ok(Some(body)) => body,
-        Ok(None) => {
+    let body = match ClientBody::new(incoming, &config.server).read_whole().await {
+        Ok(body) => body,
+        Err(ClientBodyFault::TooLarge(_)) => {
             let error = GatewayError::request_too_large(limit);
             return refusal(
                 StatusCode::PAYLOAD_TOO_LARGE,
@@ -126,11 +122,12 @@ async fn answer(
                 json!({"code": "message_too_large", "limit": limit, "request_id": request_id}),
             );
         }
-        Err(error) => {
+        Err(fault) => {
+            let error = fault.to_error();
             return refusal(
-                StatusCode::BAD_REQUEST,
+                error.status,
                 ErrorCode::INVALID_REQUEST.0,
-                &format!("the message could not be read: {error}"),
+                &format!("the message could not be read: {fault}"),
                 json!({"code": "unreadable_message", "request_id": request_id}),
             );
         }

@@ -652,6 +652,11 @@ fn backend_failure(server: &str, failure: CallFailure) -> ErrorData {
         ),
         // The backend's own refusal (unknown tool, invalid params …) is its answer to give.
         CallFailure::Refused(error) => error,
+        CallFailure::Lost(reason) => ErrorData::new(
+            ErrorCode(codes::BACKEND_UNAVAILABLE),
+            format!("MCP server '{server}' went away during the call: {reason}"),
+            Some(json!({"code": "backend_lost", "server": server})),
+        ),
         CallFailure::Broken(reason) => ErrorData::new(
             ErrorCode(codes::INVALID_TOOL_RESULT),
             format!("MCP server '{server}' gave no usable answer: {reason}"),

@@ -12,10 +12,14 @@
 //! - [`names`]: qualified tool names (`server__tool`) and how a requested name is read.
 //! - [`policy`]: seed 004's `exposed_tools`, agent policies and default policy.
 //! - [`backend`]: one supervised connection per backend server (stdio child or Streamable
-//!   HTTP), its tool list, restarts with backoff, call timeouts; the hub that holds them.
+//!   HTTP), its tool list, restarts with backoff, call timeouts, progress and cancellation;
+//!   the hub that holds them.
+//! - [`stdio`]: a stdio backend's child, its stderr logged, its stdout watched for what is not
+//!   JSON-RPC.
 //! - [`endpoint`]: the HTTP side — authentication, the message size cap, and the hand-over to
 //!   rmcp's Streamable HTTP service.
-//! - [`services`]: the Streamable HTTP service of each MCP route, kept across reloads.
+//! - [`services`]: the Streamable HTTP service of each MCP route, kept across reloads, and
+//!   the owner of each session.
 //! - [`handler`]: the MCP server itself — `tools/list` and `tools/call` through the policy, the
 //!   schema checks and the plugin pipeline, with audit lines and metrics.
 
@@ -25,6 +29,7 @@ pub mod handler;
 pub mod names;
 pub mod policy;
 pub mod services;
+pub mod stdio;
 
 use std::collections::BTreeMap;
 use std::fmt;

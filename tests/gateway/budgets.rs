@@ -155,6 +155,61 @@ async fn a_spent_tool_is_stripped_from_the_request() {
     );
 }
 
+/// Issue 22 point 8: a strip that leaves no declared tool follows the shared `on_empty` rule of
+/// every tool-removing plugin: by default the tool fields go (never `"tools": []`, which OpenAI
+/// refuses), `pass_through_empty` sends the empty list, `reject` refuses with a 403. A second
+/// plugin (tool_permission) removing the last tool the budget left follows the same rule.
+#[tokio::test]
+async fn a_strip_that_empties_the_tools_never_sends_an_empty_list_unless_asked() {
+    let every_tool = "behaviour = \"strip\"\n{on_empty}[[routes.plugins.settings.budgets]]\ntools = \"*\"\nlimits = [\"1/30d\"]\n";
+    for (on_empty, expected) in [
+        ("", "stripped"),
+        ("on_empty = \"strip_tools_field\"\n", "stripped"),
+        ("on_empty = \"pass_through_empty\"\n", "empty"),
+        ("on_empty = \"reject\"\n", "refused"),
+    ] {
+        let (upstream, gateway) =
+            start_in_memory(&every_tool.replace("{on_empty}", on_empty)).await;
+        upstream.set_default(Reply::chat_text("done"));
+        assert_eq!(post_history(&gateway, 0).await.status(), 200);
+        let mut body = request_with_history(1, false);
+        body["tool_choice"] = json!("auto");
+        let spent = gateway.post_chat(&body).await;
+        match expected {
+            "refused" => {
+                let error = json_with_status(spent, 403).await;
+                assert_refusal(&error, "no_tools_permitted", "budget");
+                assert_eq!(upstream.request_count(), 1, "never sent upstream");
+            }
+            _ => {
+                assert_eq!(spent.status(), 200, "{on_empty}");
+                let sent = upstream.forwarded_json();
+                if expected == "empty" {
+                    assert_eq!(sent["tools"], json!([]), "{sent}");
+                } else {
+                    assert!(sent.get("tools").is_none(), "{on_empty}: {sent}");
+                    assert!(sent.get("tool_choice").is_none(), "{sent}");
+                    assert_eq!(sent["messages"].as_array().map(Vec::len), Some(3));
+                }
+            }
+        }
+    }
+
+    // The budget strips `pay`, then tool_permission removes `search`, the last one left.
+    let upstream = ScriptedUpstream::start().await;
+    upstream.set_default(Reply::chat_text("done"));
+    let config = "[[routes]]\npath = \"/v1/chat/completions\"\nupstream = \"llm\"\n\
+        [[routes.plugins]]\nname = \"tool_budget\"\npriority = 10\n[routes.plugins.settings]\nbehaviour = \"strip\"\n\
+        [[routes.plugins.settings.budgets]]\ntools = \"pay\"\nlimits = [\"1/30d\"]\n\
+        [[routes.plugins]]\nname = \"tool_permission\"\npriority = 20\n[routes.plugins.settings]\n\
+        allow = [\"*\"]\ndeny = [\"search\"]\n";
+    let gateway = TestGateway::start(&upstream, config).await;
+    assert_eq!(post_history(&gateway, 1).await.status(), 200);
+    assert_eq!(post_history(&gateway, 2).await.status(), 200);
+    let sent = upstream.forwarded_json();
+    assert!(sent.get("tools").is_none(), "{sent}");
+}
+
 #[tokio::test]
 async fn two_gateways_on_one_redis_admit_exactly_n_proposed_calls_between_them() {
     let redis = RedisServer::start();

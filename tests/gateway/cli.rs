@@ -87,6 +87,64 @@ fn check_names_file_line_column_and_key_and_exits_2() {
     );
 }
 
+/// Issue 22 point 9: one run of `check` names every error of the file, shape errors (unknown
+/// keys, wrong types) and references alike; a budget naming a tenant, a tenant naming a group
+/// and a policy naming an agent that do not exist are each an error at their line and column.
+#[test]
+fn check_reports_every_error_of_a_file_in_one_run() {
+    let text = "[server]\nlisten = \"127.0.0.1:0\"\ncolour = \"blue\"\n\n\
+         [upstreams.llm]\nurl = \"http://127.0.0.1:1\"\nconnect_timeout_ms = \"soon\"\n\n\
+         [tenants.acme]\napi_keys = [\"sk-acme\"]\ngroups = [\"default\", \"biling\"]\nagents = [\"acme-bot\"]\n\n\
+         [mcp.agent_policies.ghost-bot]\nallowed_servers = []\n\n\
+         [[routes]]\npath = \"/v1\"\nupstream = \"llm\"\nflavour = \"mild\"\n\
+         [[routes.plugins]]\nname = \"tool_budget\"\n[routes.plugins.settings]\n\
+         [[routes.plugins.settings.budgets]]\ntools = \"pay\"\nlimits = [\"1/day\"]\ntenants = [\"acme\", \"globex\",\n  \"initech\"]\n\n\
+         [[routes]]\npath = \"/v2\"\nupstream = \"nowhere\"\n";
+    let path = write_config(text);
+    let output = check(&path);
+    assert_eq!(output.status.code(), Some(2));
+    let errors = stderr(&output);
+    let file = path.display().to_string();
+    let line_of = |needle: &str| {
+        text.lines()
+            .position(|line| line.contains(needle))
+            .map(|index| index + 1)
+            .unwrap_or_else(|| panic!("{needle} is in the text"))
+    };
+    for (needle, expected) in [
+        ("colour", "server.colour: unknown field `colour`"),
+        ("soon", "upstreams.llm.connect_timeout_ms: invalid type"),
+        ("biling", "tenants.acme.groups[1]: unknown group 'biling'"),
+        (
+            "ghost-bot",
+            "mcp.agent_policies.ghost-bot: 'ghost-bot' is neither a tenant nor an agent",
+        ),
+        ("flavour", "routes[0].flavour: unknown field `flavour`"),
+        (
+            "globex",
+            "routes[0].plugins[0].settings.budgets[0].tenants[1]: unknown tenant 'globex'",
+        ),
+        (
+            "initech",
+            "routes[0].plugins[0].settings.budgets[0].tenants[2]: unknown tenant 'initech'",
+        ),
+        ("nowhere", "routes[1].upstream: unknown upstream 'nowhere'"),
+    ] {
+        let located = format!("{file}:{}:", line_of(needle));
+        assert!(
+            errors
+                .lines()
+                .any(|line| line.starts_with(&located) && line.contains(expected)),
+            "expected {located} {expected} in:\n{errors}"
+        );
+    }
+    assert_eq!(
+        errors.lines().count(),
+        8,
+        "each once, and nothing else:\n{errors}"
+    );
+}
+
 #[test]
 fn check_reports_unknown_keys_wrong_types_and_unset_variables() {
     for (text, expected) in [

@@ -1,6 +1,7 @@
 //! Validator services that misbehave, end to end: slow (timeout), erroring (5xx or `error` set),
-//! garbage answers, the circuit breaker opening and recovering, each under both fail modes; and
-//! services called concurrently with each other and with the tool_selection judge.
+//! garbage answers, the circuit breaker opening and recovering (in `/metrics` and `/health`),
+//! each under both fail modes; and services called concurrently with each other and with the
+//! tool_selection judge.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -197,6 +198,11 @@ async fn the_breaker_opens_after_consecutive_failures_and_a_probe_closes_it() {
     gateway
         .assert_metrics_contain(&[flaky_breaker(1), flaky_errors("breaker_open", 2)])
         .await;
+    let health = gateway.admin_json("/health").await;
+    assert_eq!(
+        health["services"]["flaky"]["breaker"], "open",
+        "/health shows the breaker too: {health}"
+    );
 
     // After the cool-down one probe goes through; the service has recovered, so it closes.
     // Until then every exchange is refused without a call.
@@ -225,6 +231,8 @@ async fn the_breaker_opens_after_consecutive_failures_and_a_probe_closes_it() {
     assert_eq!((closed, open), (200, 200), "{closed_body}");
     assert_eq!(checker.request_count(), 5);
     gateway.assert_metrics_contain(&[flaky_breaker(0)]).await;
+    let health = gateway.admin_json("/health").await;
+    assert_eq!(health["services"]["flaky"]["breaker"], "closed", "{health}");
 }
 
 /// A server where every request waits until `expected` requests are in flight together (for at

@@ -4,10 +4,14 @@
 //! while the config file is rewritten every few seconds (valid and invalid versions, and
 //! SIGHUP). Hostile answers are in the mix too (a repeated key, a string index, a call in
 //! another format's event, a stream sent as JSON and JSON sent as a stream), each carrying a
-//! call of the undeclared `delete_user`. Loopback only, bounded in time. It reports requests
-//! sent and answered, answers by status, lost requests (no HTTP answer, or no end within the
-//! client's deadline), bypasses (a hostile call released to the client), panics in the
-//! gateway's log and its peak RSS, and fails if anything was lost, bypassed or panicked.
+//! call of the undeclared `delete_user`. Hostile clients too: sockets that fill the connection
+//! cap and do nothing (silent, an HTTP/2 preface only, an idle keep-alive), and requests whose
+//! body is trickled past its deadline, too large (with a length or chunked) or malformed
+//! chunked, each of which must get its own answer (408, 413, 400). Loopback only, bounded in
+//! time. It reports requests sent and answered, answers by status, lost requests (no HTTP
+//! answer, or no end within the client's deadline), misanswered client faults, bypasses (a
+//! hostile call released to the client), panics in the gateway's log and its peak RSS, and
+//! fails if anything was lost, misanswered, bypassed or panicked.
 //!
 //! `cargo run --release -p toolgate-bench --bin soak -- [--seconds 600] [--concurrency 32]`
 
@@ -46,6 +50,18 @@ const FAULTS: [&str; 16] = [
     "hostile_stream_as_json",
     "hostile_json_as_stream",
 ];
+
+/// The faults a client commits, with the status each must be answered with.
+const CLIENT_FAULTS: [(&str, &str); 4] = [
+    ("trickle_body", "408"),
+    ("oversize_body", "413"),
+    ("oversize_chunked", "413"),
+    ("malformed_chunked", "400"),
+];
+
+/// The request body cap the soak's gateway runs with, and the oversize bodies' size.
+const BODY_CAP: usize = 1024 * 1024;
+const OVERSIZE: usize = 2 * 1024 * 1024;
 
 /// The undeclared tool every hostile answer calls: the client must never receive its call.
 const HOSTILE_TOOL: &str = "delete_user";
@@ -108,7 +124,7 @@ fn toolgate_binary() -> Result<PathBuf, String> {
 
 /// The config, in one of three versions: two valid ones that differ (strict or not, an extra
 /// route) and an invalid one the gateway must refuse while it keeps serving.
-fn config(version: usize, listen: SocketAddr, upstream: SocketAddr) -> String {
+fn config(version: usize, listen: SocketAddr, upstream: SocketAddr, cap: usize) -> String {
     let (strict, extra) = match version % 3 {
         0 => ("false", ""),
         1 => (
@@ -121,7 +137,10 @@ fn config(version: usize, listen: SocketAddr, upstream: SocketAddr) -> String {
         ),
     };
     format!(
-        "[server]\nlisten = \"{listen}\"\nadmin_listen = \"off\"\nshutdown_grace_ms = 5000\n\n\
+        "[server]\nlisten = \"{listen}\"\nadmin_listen = \"off\"\nshutdown_grace_ms = 5000\n\
+         max_connections = {cap}\nmax_request_body_bytes = {BODY_CAP}\nfirst_byte_timeout_ms = 2000\n\
+         handshake_timeout_ms = 4000\nidle_timeout_ms = 5000\nrequest_body_timeout_ms = 2000\n\
+         request_body_deadline_ms = 3000\n\n\
          [upstreams.faulty]\nurl = \"http://{upstream}\"\nconnect_timeout_ms = 500\n\
          response_timeout_ms = 1000\nread_timeout_ms = 1000\n\n[audit]\noutput = \"off\"\n\n\
          [[plugins]]\nname = \"tool_selection\"\n[plugins.settings]\nstrict = {strict}\n\n\
@@ -138,6 +157,12 @@ struct Tally {
     lost_examples: Mutex<Vec<String>>,
     bypassed: AtomicU64,
     bypass_examples: Mutex<Vec<String>>,
+    /// A client fault answered otherwise than its status.
+    misanswered: AtomicU64,
+    misanswer_examples: Mutex<Vec<String>>,
+    /// Sockets the slowloris holders opened, and how many the gateway closed.
+    idle_sockets_opened: AtomicU64,
+    idle_sockets_closed: AtomicU64,
 }
 
 async fn soak(duration: Duration, concurrency: usize) -> Result<bool, String> {
@@ -148,7 +173,10 @@ async fn soak(duration: Duration, concurrency: usize) -> Result<bool, String> {
         .map_err(|error| error.to_string())?;
     let listen = free_port().map_err(|error| error.to_string())?;
     let config_path = dir.0.join("gateway.toml");
-    std::fs::write(&config_path, config(0, listen, upstream)).map_err(|error| error.to_string())?;
+    // The idle holders alone fill the cap: every client's connection is let in by reclaiming.
+    let cap = concurrency * 2;
+    std::fs::write(&config_path, config(0, listen, upstream, cap))
+        .map_err(|error| error.to_string())?;
     let mut command = Command::new(&binary);
     command
         .args(["serve", "--config"])
@@ -167,13 +195,29 @@ async fn soak(duration: Duration, concurrency: usize) -> Result<bool, String> {
     let tally = Arc::new(Tally::default());
     let stop = Arc::new(AtomicBool::new(false));
     let deadline = Instant::now() + duration;
+    let mut holders = Vec::new();
+    for holder in 0..cap {
+        let (tally, stop) = (tally.clone(), stop.clone());
+        holders.push(tokio::spawn(hold_idle_sockets(
+            listen,
+            IdleKind::ALL[holder % IdleKind::ALL.len()],
+            tally,
+            stop,
+        )));
+    }
     let mut clients = Vec::new();
     for worker in 0..concurrency {
         let (tally, stop) = (tally.clone(), stop.clone());
         clients.push(tokio::spawn(async move {
             let mut random = Random(0x9E37_79B9_7F4A_7C15 ^ (worker as u64 + 1));
             while !stop.load(Ordering::Relaxed) {
-                let fault = FAULTS[random.below(FAULTS.len())];
+                // One request in five is a client's fault, the others an upstream's.
+                let (fault, expected) = if random.below(5) == 0 {
+                    let (fault, status) = CLIENT_FAULTS[random.below(CLIENT_FAULTS.len())];
+                    (fault, Some(status))
+                } else {
+                    (FAULTS[random.below(FAULTS.len())], None)
+                };
                 let stream = random.below(2) == 1;
                 tally.sent.fetch_add(1, Ordering::Relaxed);
                 match exchange(listen, fault, stream).await {
@@ -187,6 +231,15 @@ async fn soak(duration: Duration, concurrency: usize) -> Result<bool, String> {
                             let mut examples = tally.bypass_examples.lock().await;
                             if examples.len() < 10 {
                                 examples.push(format!("{fault} stream={stream}: {status}"));
+                            }
+                        }
+                        if let Some(expected) = expected
+                            && status != expected
+                        {
+                            tally.misanswered.fetch_add(1, Ordering::Relaxed);
+                            let mut examples = tally.misanswer_examples.lock().await;
+                            if examples.len() < 10 {
+                                examples.push(format!("{fault}: {status}, not {expected}"));
                             }
                         }
                         *tally.by_status.lock().await.entry(status).or_default() += 1;
@@ -213,7 +266,7 @@ async fn soak(duration: Duration, concurrency: usize) -> Result<bool, String> {
         }
         if Instant::now() >= next_reload {
             reloads += 1;
-            let _ = std::fs::write(&config_path, config(reloads, listen, upstream));
+            let _ = std::fs::write(&config_path, config(reloads, listen, upstream, cap));
             if reloads % 4 == 0 {
                 let _ = Command::new("kill")
                     .args(["-HUP", &pid.to_string()])
@@ -226,6 +279,9 @@ async fn soak(duration: Duration, concurrency: usize) -> Result<bool, String> {
     for client in clients {
         let _ = client.await;
     }
+    for holder in holders {
+        let _ = holder.await;
+    }
     let alive = gateway.check_alive();
     peak_rss_kib = peak_rss_kib.max(status_kib(pid, "VmHWM").unwrap_or(0));
     drop(gateway);
@@ -237,11 +293,16 @@ async fn soak(duration: Duration, concurrency: usize) -> Result<bool, String> {
     let answered = tally.answered.load(Ordering::Relaxed);
     let lost = tally.lost.load(Ordering::Relaxed);
     let bypassed = tally.bypassed.load(Ordering::Relaxed);
+    let misanswered = tally.misanswered.load(Ordering::Relaxed);
+    let idle_opened = tally.idle_sockets_opened.load(Ordering::Relaxed);
+    let idle_closed = tally.idle_sockets_closed.load(Ordering::Relaxed);
     let mut report = format!(
         "## Soak: {}s, {concurrency} clients, faults at random, config rewritten every 3 s\n\n\
          | measure | value |\n|---|---|\n| requests sent | {sent} |\n| answered | {answered} |\n\
          | lost (no HTTP answer, or none within {}s) | {lost} |\n\
          | bypassed (a hostile call released to the client) | {bypassed} |\n\
+         | client faults misanswered (not 408 / 413 / 400) | {misanswered} |\n\
+         | idle sockets held at the cap ({cap}): opened / closed by the gateway | {idle_opened} / {idle_closed} |\n\
          | panics in the gateway log | {panics} |\n\
          | config rewrites (every 3rd invalid, every 4th with SIGHUP) | {reloads} |\n\
          | invalid versions refused | {refused_reloads} |\n| gateway alive at the end | {} |\n\
@@ -260,11 +321,19 @@ async fn soak(duration: Duration, concurrency: usize) -> Result<bool, String> {
     for example in tally.bypass_examples.lock().await.iter() {
         report.push_str(&format!("\nbypassed: {example}"));
     }
+    for example in tally.misanswer_examples.lock().await.iter() {
+        report.push_str(&format!("\nmisanswered: {example}"));
+    }
     println!("{report}");
     let results = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("results");
     let _ = std::fs::create_dir_all(&results);
     let _ = std::fs::write(results.join("soak.md"), &report);
-    Ok(lost == 0 && bypassed == 0 && panics == 0 && alive.is_ok() && answered == sent)
+    Ok(lost == 0
+        && bypassed == 0
+        && misanswered == 0
+        && panics == 0
+        && alive.is_ok()
+        && answered == sent)
 }
 
 /// What the client got: the status, and whether a hostile call reached it before any error.
@@ -278,24 +347,39 @@ async fn exchange(gateway: SocketAddr, fault: &str, stream: bool) -> Result<Answ
     let body = format!(
         r#"{{"model":"m","stream":{stream},"messages":[{{"role":"user","content":"weather?"}}],"tools":[{{"type":"function","function":{{"name":"get_weather","parameters":{{"type":"object","properties":{{"city":{{"type":"string"}}}},"required":["city"]}}}}}}]}}"#
     );
-    let request = format!(
+    let (framing, sending) = client_body(fault, body);
+    let head = format!(
         "POST /v1/chat/completions HTTP/1.1\r\nhost: soak\r\ncontent-type: application/json\r\n\
-         x-soak-fault: {fault}\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
+         x-soak-fault: {fault}\r\nconnection: close\r\n{framing}\r\n"
     );
     let attempt = async {
-        let mut socket = TcpStream::connect(gateway)
+        let socket = TcpStream::connect(gateway)
             .await
             .map_err(|error| format!("connect: {error}"))?;
-        socket
-            .write_all(request.as_bytes())
+        let (mut reader, mut writer) = socket.into_split();
+        writer
+            .write_all(head.as_bytes())
             .await
             .map_err(|error| format!("write: {error}"))?;
+        // The body is sent while the answer is read: a gateway that refuses a body answers
+        // before it is whole, and a client that stops writing then is what a real one does.
+        let sender = tokio::spawn(async move {
+            for (pause, piece) in sending {
+                if !pause.is_zero() {
+                    tokio::time::sleep(pause).await;
+                }
+                if writer.write_all(&piece).await.is_err() {
+                    break;
+                }
+            }
+            writer
+        });
         let mut answer = Vec::new();
-        socket
-            .read_to_end(&mut answer)
-            .await
-            .map_err(|error| format!("read: {error}"))?;
+        let read = reader.read_to_end(&mut answer).await;
+        sender.abort();
+        if answer.is_empty() {
+            read.map_err(|error| format!("read: {error}"))?;
+        }
         let head = String::from_utf8_lossy(&answer[..answer.len().min(64)]).into_owned();
         let status = head
             .strip_prefix("HTTP/1.1 ")
@@ -320,6 +404,105 @@ async fn exchange(gateway: SocketAddr, fault: &str, stream: bool) -> Result<Answ
     tokio::time::timeout(CLIENT_DEADLINE, attempt)
         .await
         .unwrap_or_else(|_| Err("no end within the deadline".to_owned()))
+}
+
+/// The body's framing header line(s) and its bytes, each after a pause, as the client `fault`
+/// sends them (a well-behaved client sends `body` at once).
+fn client_body(fault: &str, body: String) -> (String, Vec<(Duration, Vec<u8>)>) {
+    let chunked = "transfer-encoding: chunked\r\n".to_owned();
+    match fault {
+        // A byte every 300 ms: never silent for the 2 s timeout, past the 3 s deadline.
+        "trickle_body" => (
+            format!("content-length: {}\r\n", body.len()),
+            body.bytes()
+                .map(|byte| (Duration::from_millis(300), vec![byte]))
+                .collect(),
+        ),
+        "oversize_body" => (
+            format!("content-length: {OVERSIZE}\r\n"),
+            vec![(Duration::ZERO, vec![b' '; OVERSIZE])],
+        ),
+        "oversize_chunked" => {
+            let piece = 64 * 1024;
+            let mut chunk = format!("{piece:x}\r\n").into_bytes();
+            chunk.extend(std::iter::repeat_n(b' ', piece));
+            chunk.extend_from_slice(b"\r\n");
+            let mut pieces = vec![(Duration::ZERO, chunk); OVERSIZE / piece];
+            pieces.push((Duration::ZERO, b"0\r\n\r\n".to_vec()));
+            (chunked, pieces)
+        }
+        "malformed_chunked" => (
+            chunked,
+            vec![(
+                Duration::ZERO,
+                b"5\r\n{\"a\":\r\nzz\r\nnot a chunk\r\n0\r\n\r\n".to_vec(),
+            )],
+        ),
+        _ => (
+            format!("content-length: {}\r\n", body.len()),
+            vec![(Duration::ZERO, body.into_bytes())],
+        ),
+    }
+}
+
+/// What a socket held open at the cap does.
+#[derive(Debug, Clone, Copy)]
+enum IdleKind {
+    /// Connects and sends nothing.
+    Silent,
+    /// Sends the HTTP/2 preface and nothing after.
+    Http2Preface,
+    /// Makes one request on a keep-alive connection, then holds it idle.
+    IdleKeepAlive,
+}
+
+impl IdleKind {
+    const ALL: [IdleKind; 3] = [
+        IdleKind::Silent,
+        IdleKind::Http2Preface,
+        IdleKind::IdleKeepAlive,
+    ];
+}
+
+/// Holds one socket of `kind` open at a time until `stop`, opening another each time the
+/// gateway closes it (at a phase deadline, or reclaimed for a client).
+async fn hold_idle_sockets(
+    gateway: SocketAddr,
+    kind: IdleKind,
+    tally: Arc<Tally>,
+    stop: Arc<AtomicBool>,
+) {
+    while !stop.load(Ordering::Relaxed) {
+        let Ok(mut socket) = TcpStream::connect(gateway).await else {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        tally.idle_sockets_opened.fetch_add(1, Ordering::Relaxed);
+        let opening: &[u8] = match kind {
+            IdleKind::Silent => b"",
+            IdleKind::Http2Preface => b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+            IdleKind::IdleKeepAlive => {
+                b"GET /v1/models HTTP/1.1\r\nhost: soak\r\nx-soak-fault: ok_json\r\n\r\n"
+            }
+        };
+        if socket.write_all(opening).await.is_err() {
+            continue;
+        }
+        // Whatever the gateway sends (its HTTP/2 settings, an answer) is read and dropped, until
+        // it closes the socket or the soak ends.
+        let mut sink = [0u8; 4096];
+        loop {
+            match tokio::time::timeout(Duration::from_millis(250), socket.read(&mut sink)).await {
+                Ok(Ok(0) | Err(_)) => {
+                    tally.idle_sockets_closed.fetch_add(1, Ordering::Relaxed);
+                    break;
+                }
+                Ok(Ok(_)) => {}
+                Err(_) if stop.load(Ordering::Relaxed) => return,
+                Err(_) => {}
+            }
+        }
+    }
 }
 
 /// The faulty upstream: reads a request head, then misbehaves as `x-soak-fault` says.

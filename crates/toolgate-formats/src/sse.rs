@@ -207,6 +207,60 @@ fn find_line_end(haystack: &[u8]) -> Option<usize> {
         .map(|position| offset + position)
 }
 
+/// Follows where a relayed stream's events end without keeping its bytes: how many events
+/// passed, and whether the bytes so far stop between two events. A relay that must end a stream
+/// early (a shutdown) writes its own error event only where a client will read it as a new
+/// event, and numbers it after the ones relayed. Same line-ending rules as [`SseParser`].
+#[derive(Debug, Default, Clone)]
+pub struct SseBoundary {
+    events: u64,
+    /// A field or comment line was read since the last event ended.
+    event_open: bool,
+    /// The line being read has no byte yet.
+    line_empty: bool,
+    /// The last byte was a `\r`: a `\n` next is the rest of that line ending.
+    after_cr: bool,
+}
+
+impl SseBoundary {
+    pub fn new() -> Self {
+        SseBoundary {
+            line_empty: true,
+            ..SseBoundary::default()
+        }
+    }
+
+    pub fn push(&mut self, chunk: &[u8]) {
+        for &byte in chunk {
+            let after_cr = std::mem::replace(&mut self.after_cr, byte == b'\r');
+            match byte {
+                b'\n' if after_cr => {}
+                b'\r' | b'\n' => {
+                    if self.line_empty && self.event_open {
+                        self.events += 1;
+                        self.event_open = false;
+                    }
+                    self.line_empty = true;
+                }
+                _ => {
+                    self.line_empty = false;
+                    self.event_open = true;
+                }
+            }
+        }
+    }
+
+    /// Events ended so far.
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
+    /// The bytes so far end between events: what comes next starts a new one.
+    pub fn between_events(&self) -> bool {
+        !self.event_open && self.line_empty
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -379,5 +433,24 @@ pub(crate) mod tests {
             }
             assert_eq!(find_line_end(&vec![0x8D; length]), None);
         }
+    }
+
+    #[test]
+    fn the_boundary_tracker_counts_events_however_the_bytes_are_cut() {
+        let stream = b"data: a\n\nevent: x\r\ndata: b\r\n\r\n: comment\r\rdata: c\n";
+        for cut in 0..stream.len() {
+            let mut boundary = SseBoundary::new();
+            boundary.push(&stream[..cut]);
+            boundary.push(&stream[cut..]);
+            assert_eq!(boundary.events(), 3, "cut at {cut}");
+            assert!(!boundary.between_events(), "an event is open at the end");
+        }
+        let mut boundary = SseBoundary::new();
+        assert!(boundary.between_events());
+        boundary.push(b"data: a\r\n\r\n");
+        assert!(boundary.between_events());
+        assert_eq!(boundary.events(), 1);
+        boundary.push(b"\n");
+        assert_eq!(boundary.events(), 1, "a blank line alone is no event");
     }
 }

@@ -83,8 +83,11 @@
 //! - [`catalog`]: the tool catalog (groups, workflow states, categories, action types), indexed
 //!   by `ToolKey`.
 //! - [`directives`]: the client's `toolgate` object and `x-toolgate-*` headers.
+//! - [`header_rules`]: the connection and framing headers no plugin edit may set.
 //! - [`pattern`]: tool-name patterns (`search_*`), matched against a name's `ToolKey`.
 //! - [`taxonomy`]: tool categories, action types and access levels (seed 003).
+//! - [`tool_removal`]: `OnEmpty` and the one rule for removing declared tools, shared by every
+//!   plugin that removes them.
 //! - [`tenant`]: the tenant an exchange was authenticated as.
 //! - [`service`]: validator service descriptors (`[services.NAME]`) handed to plugin factories.
 //! - [`format`](mod@format), [`answer`], [`lenient`], [`sse`], [`stream`], [`tool`],
@@ -103,6 +106,7 @@ pub use toolgate_formats::{
     answer, directives, edits, format, identity, lenient, on_block, sse, stream, tool,
 };
 pub mod exchange;
+pub mod header_rules;
 pub mod metrics;
 pub mod pattern;
 pub mod plugin;
@@ -111,6 +115,7 @@ pub mod service;
 pub mod store;
 pub mod taxonomy;
 pub mod tenant;
+pub mod tool_removal;
 pub mod unavailable;
 pub mod verdict;
 

@@ -118,6 +118,13 @@ pub trait PluginFactory: Send + Sync + 'static {
         settings: &serde_json::Value,
         context: &BuildContext,
     ) -> Result<Arc<dyn Plugin>, SettingsError>;
+
+    /// The state of what this factory's plugins share and depend on (a validator service's
+    /// circuit breaker, say), as one section of the admin `/health` detail: its key and a JSON
+    /// value. Read on every `/health`, so it must be cheap and do no I/O. Default: nothing.
+    fn health(&self) -> Option<(&'static str, serde_json::Value)> {
+        None
+    }
 }
 
 /// How a plugin is built from its settings: the body of [`PluginFactory::build`].
@@ -221,6 +228,8 @@ pub struct SettingsError {
     pub path: String,
     /// What is wrong with the value, for people.
     pub message: String,
+    /// Further errors of the same settings, so `toolgate check` names them all in one run.
+    pub more: Vec<SettingsError>,
 }
 
 impl SettingsError {
@@ -229,7 +238,25 @@ impl SettingsError {
         SettingsError {
             path: path.into(),
             message: message.into(),
+            more: Vec::new(),
         }
+    }
+
+    /// One error carrying all of `errors` (the first, then the others in `more`), or `None`
+    /// when there are none: for a plugin that checks every entry before answering.
+    pub fn all(errors: Vec<SettingsError>) -> Option<SettingsError> {
+        let mut errors = errors.into_iter();
+        let mut first = errors.next()?;
+        first.more.extend(errors);
+        Some(first)
+    }
+
+    /// This error and every one in `more`, flattened.
+    pub fn each(mut self) -> Vec<SettingsError> {
+        let more = std::mem::take(&mut self.more);
+        let mut flat = vec![self];
+        flat.extend(more.into_iter().flat_map(SettingsError::each));
+        flat
     }
 }
 
@@ -261,6 +288,20 @@ mod tests {
             .expect_err("a string is not a number");
         assert_eq!(error.path, "timeout_ms");
         assert!(error.message.contains("invalid type"), "{}", error.message);
+    }
+
+    #[test]
+    fn several_errors_travel_as_one_and_come_apart_in_order() {
+        assert!(SettingsError::all(Vec::new()).is_none());
+        let all = SettingsError::all(vec![
+            SettingsError::new("a", "first"),
+            SettingsError::new("b", "second"),
+            SettingsError::new("c", "third"),
+        ])
+        .expect("three errors");
+        assert_eq!(all.path, "a");
+        let paths: Vec<String> = all.each().into_iter().map(|error| error.path).collect();
+        assert_eq!(paths, ["a", "b", "c"]);
     }
 
     #[test]

@@ -71,19 +71,49 @@ impl CountOutcome {
     }
 }
 
-/// The store could not answer (unreachable, timed out, or answered nonsense).
+/// The store could not answer (unreachable, timed out, or answered nonsense), or refused us
+/// (a wrong password, a certificate it does not trust): see [`StoreError::is_refused`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the state store is unavailable: {message}")]
 pub struct StoreError {
     message: String,
+    kind: StoreErrorKind,
+}
+
+/// Why a store did not answer: it may answer later, or it will not until the configuration
+/// changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StoreErrorKind {
+    Unavailable,
+    Refused,
 }
 
 impl StoreError {
-    /// An error whose `message` says what went wrong.
+    /// An error whose `message` says what went wrong; the store may answer later.
     pub fn new(message: impl Into<String>) -> Self {
         StoreError {
             message: message.into(),
+            kind: StoreErrorKind::Unavailable,
         }
+    }
+
+    /// The store answered but refused us (authentication, permissions, TLS trust): retrying
+    /// will not help until the configuration changes, so start-up fails on it.
+    pub fn refused(message: impl Into<String>) -> Self {
+        StoreError {
+            message: message.into(),
+            kind: StoreErrorKind::Refused,
+        }
+    }
+
+    /// Whether the store refused us rather than being unreachable.
+    pub fn is_refused(&self) -> bool {
+        self.kind == StoreErrorKind::Refused
+    }
+
+    /// What went wrong, without the "unavailable" preamble of `Display`.
+    pub fn message(&self) -> &str {
+        &self.message
     }
 }
 
@@ -125,6 +155,13 @@ pub trait StateStore: Send + Sync + Debug + 'static {
 
     /// What the store is, for logs (`memory`, `redis://host:port`), never with a password.
     fn describe(&self) -> String;
+
+    /// Whether the store answers now: connects (and authenticates) if it must, then asks it
+    /// something trivial. Run at start-up and by the admin `/ready` and `/health`, so it is
+    /// bounded by the store's own timeout. Default: a store in this process always answers.
+    async fn check(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 /// Milliseconds since the Unix epoch on this machine's clock.

@@ -14,9 +14,9 @@ use toolgate_plugin::{
     ResponseExchange, ToolCatalog, Verdict, Violation,
 };
 
-use crate::filtering::{self, OnEmpty};
 use crate::metrics::{AccessMetrics, GroupLabel, TenantLabel, TransitionLabels, known_or_other};
 use crate::selection::{self, Refusal, Selection, entry_of};
+use toolgate_plugin::tool_removal::{self, OnEmpty};
 
 pub const PLUGIN_NAME: &str = "tool_groups";
 
@@ -158,8 +158,8 @@ impl Plugin for ToolGroups {
             .into_iter()
             .chain(filtered_by_state)
             .collect();
-        filtering::verdict(
-            declared.len(),
+        tool_removal::verdict(
+            declared.iter().map(|tool| tool.name.as_str()),
             removed,
             self.settings.on_empty,
             Check::Group,

@@ -11,7 +11,6 @@
 //! remove what the model may not see before the request, block calls to it before the response,
 //! and answer `GET /tools` (discovery) with the same rules.
 
-mod filtering;
 mod groups;
 mod metrics;
 mod permission;
@@ -21,8 +20,8 @@ use std::sync::Arc;
 
 use toolgate_plugin::{FactoryContext, PluginFactory, SettingsError, ToolCatalog, factory};
 
-pub use filtering::OnEmpty;
 pub use selection::{Selection, Transition};
+pub use toolgate_plugin::tool_removal::OnEmpty;
 
 use crate::metrics::AccessMetrics;
 

@@ -16,8 +16,8 @@ use toolgate_plugin::{
     ToolPattern, Verdict, Violation, taxonomy,
 };
 
-use crate::filtering::{self, OnEmpty};
 use crate::metrics::{AccessMetrics, DenialLabels};
+use toolgate_plugin::tool_removal::{self, OnEmpty};
 
 pub const PLUGIN_NAME: &str = "tool_permission";
 
@@ -264,8 +264,8 @@ impl Plugin for ToolPermission {
             )]
         };
         // Untouched when nothing is removed: the body goes upstream as its original bytes.
-        filtering::verdict(
-            request.declared_tools.len(),
+        tool_removal::verdict(
+            request.declared_tools.iter().map(|tool| tool.name.as_str()),
             removed,
             self.settings.on_empty,
             Check::Permission,

@@ -16,6 +16,17 @@ pub enum BreakerState {
     HalfOpen = 2,
 }
 
+impl BreakerState {
+    /// The state's name in `/health`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BreakerState::Closed => "closed",
+            BreakerState::Open => "open",
+            BreakerState::HalfOpen => "half_open",
+        }
+    }
+}
+
 /// Whether a call may be sent now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Admission {
@@ -78,6 +89,16 @@ impl Breaker {
                 *state = State::HalfOpen { since: now };
                 (Admission::Send, None)
             }
+        }
+    }
+
+    /// The state now, for `/health`. An open breaker whose cool-down is over is still open
+    /// until a call probes it.
+    pub fn state(&self) -> BreakerState {
+        match *self.state.lock().unwrap_or_else(PoisonError::into_inner) {
+            State::Closed { .. } => BreakerState::Closed,
+            State::Open { .. } => BreakerState::Open,
+            State::HalfOpen { .. } => BreakerState::HalfOpen,
         }
     }
 
@@ -154,6 +175,7 @@ mod tests {
         assert_eq!(breaker.admit(), (Admission::Send, None));
         assert_eq!(breaker.record(false), Some(BreakerState::Open));
         assert_eq!(breaker.admit(), (Admission::Refuse, None));
+        assert_eq!(breaker.state().as_str(), "open");
     }
 
     #[tokio::test(start_paused = true)]

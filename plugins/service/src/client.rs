@@ -36,6 +36,11 @@ impl ServiceClient {
         }
     }
 
+    /// The breaker's state now, for `/health`.
+    pub fn breaker_state(&self) -> BreakerState {
+        self.breaker.state()
+    }
+
     pub fn descriptor(&self) -> &Arc<ServiceDescriptor> {
         &self.descriptor
     }

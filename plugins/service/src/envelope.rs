@@ -11,6 +11,8 @@ use http::{HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
+use toolgate_plugin::header_rules::is_connection_or_framing;
+use toolgate_plugin::tool_removal::{self, OnEmpty};
 use toolgate_plugin::{
     Check, DeclaredTool, RequestEdit, ResponseEdit, ToolCall, ToolKey, ToolKind, Violation,
     WireFormat,
@@ -149,8 +151,11 @@ impl Answer {
                 FailureKind::ServiceError,
                 format!(
                     "the service reported an error of type '{}': {}",
-                    truncate(&error.kind, MAX_CODE_CHARS),
-                    truncate(&error.message, MAX_MESSAGE_CHARS)
+                    truncate(&without_control_characters(&error.kind), MAX_CODE_CHARS),
+                    truncate(
+                        &without_control_characters(&error.message),
+                        MAX_MESSAGE_CHARS
+                    )
                 ),
             ));
         }
@@ -168,45 +173,43 @@ impl Answer {
         self.decision.unwrap_or(Decision::Allow)
     }
 
-    /// The service's violations for a deny, each on its call when it names one; a deny without
-    /// violations gets one (`service_denied`), so the 403 always says who refused.
-    pub fn violations(&self, service: &str, calls: &[&ToolCall]) -> Vec<Violation> {
-        let mut violations: Vec<Violation> = self
-            .violations
-            .iter()
-            .take(MAX_VIOLATIONS)
-            .map(|found| {
-                let code = found
-                    .code
-                    .as_deref()
-                    .filter(|code| !code.is_empty())
-                    .map_or_else(
-                        || "service_denied".to_owned(),
-                        |code| truncate(code, MAX_CODE_CHARS),
-                    );
-                let message = format!(
-                    "{} (service '{service}')",
-                    truncate(
-                        found.message.as_deref().unwrap_or("denied by the service"),
-                        MAX_MESSAGE_CHARS
-                    )
-                );
-                let call = found
-                    .tool_call_id
-                    .as_deref()
-                    .and_then(|id| calls.iter().find(|call| call.id.as_deref() == Some(id)));
-                let mut violation = match call {
-                    Some(call) => Violation::on_call(Check::Service, code, call, message),
-                    None => Violation::new(Check::Service, code, message),
-                };
-                if call.is_none() {
-                    violation.tool_call_id = found.tool_call_id.clone();
-                    violation.tool = found.tool.clone();
-                    violation.choice = found.choice;
+    /// The service's violations for a deny, each attached to the call it names by
+    /// `(choice, tool_call_id)`, or to a tool the request declared by `tool`. A violation that
+    /// names a call or tool the service was not sent, or whose code is not `[a-z0-9_.-]`, makes
+    /// the answer invalid: what reaches the client is never the service's invention. A deny
+    /// without violations gets one (`service_denied`), so the 403 always says who refused.
+    pub fn violations(
+        &self,
+        service: &str,
+        calls: &[&ToolCall],
+        declared: &[DeclaredToolView<'_>],
+    ) -> Result<Vec<Violation>, Failure> {
+        let mut violations = Vec::new();
+        for (index, found) in self.violations.iter().take(MAX_VIOLATIONS).enumerate() {
+            let code = match found.code.as_deref().filter(|code| !code.is_empty()) {
+                None => "service_denied".to_owned(),
+                Some(code) if is_valid_code(code) => code.to_owned(),
+                Some(code) => {
+                    return Err(invalid_violation(
+                        index,
+                        format!(
+                            "code '{}' is not made of [a-z0-9_.-] (at most {MAX_CODE_CHARS})",
+                            truncate(&without_control_characters(code), MAX_CODE_CHARS)
+                        ),
+                    ));
                 }
-                violation
-            })
-            .collect();
+            };
+            let message = format!(
+                "{} (service '{service}')",
+                truncate(
+                    &without_control_characters(
+                        found.message.as_deref().unwrap_or("denied by the service")
+                    ),
+                    MAX_MESSAGE_CHARS
+                )
+            );
+            violations.push(attach(found, index, calls, declared, code, message)?);
+        }
         if violations.is_empty() {
             violations.push(Violation::new(
                 Check::Service,
@@ -214,7 +217,7 @@ impl Answer {
                 format!("service '{service}' denied the exchange"),
             ));
         }
-        violations
+        Ok(violations)
     }
 
     /// The edits of a `modify` answer at the stage whose edit type is `E`, on a request that
@@ -240,6 +243,102 @@ impl Answer {
     }
 }
 
+/// One violation, on what it names: a call by `tool_call_id` (in `choice` when given), a call
+/// without an id by `choice`, a declared tool by `tool`, or the exchange when it names nothing.
+fn attach(
+    found: &AnswerViolation,
+    index: usize,
+    calls: &[&ToolCall],
+    declared: &[DeclaredToolView<'_>],
+    code: String,
+    message: String,
+) -> Result<Violation, Failure> {
+    let names_tool = |call: &ToolCall| {
+        found
+            .tool
+            .as_deref()
+            .is_none_or(|tool| ToolKey::new(tool) == call.key())
+    };
+    match (found.tool_call_id.as_deref(), found.choice) {
+        (Some(id), choice) => calls
+            .iter()
+            .find(|call| {
+                call.id.as_deref() == Some(id)
+                    && choice.is_none_or(|choice| choice == call.choice)
+                    && names_tool(call)
+            })
+            .map(|call| Violation::on_call(Check::Service, code, call, message))
+            .ok_or_else(|| {
+                invalid_violation(
+                    index,
+                    format!(
+                        "tool_call_id '{}' is not a call it was sent{}",
+                        truncate(&without_control_characters(id), MAX_CODE_CHARS),
+                        choice.map_or(String::new(), |choice| format!(" in choice {choice}"))
+                    ),
+                )
+            }),
+        (None, Some(choice)) => calls
+            .iter()
+            .find(|call| call.id.is_none() && call.choice == choice && names_tool(call))
+            .map(|call| Violation::on_call(Check::Service, code, call, message))
+            .ok_or_else(|| {
+                invalid_violation(
+                    index,
+                    format!("choice {choice} has no call without an id that it was sent"),
+                )
+            }),
+        (None, None) => match found.tool.as_deref() {
+            None => Ok(Violation::new(Check::Service, code, message)),
+            Some(tool) => {
+                let key = ToolKey::new(tool);
+                let known = declared
+                    .iter()
+                    .map(|tool| tool.name)
+                    .chain(calls.iter().map(|call| call.name.as_str()))
+                    .find(|name| ToolKey::new(name) == key);
+                match known {
+                    Some(name) => {
+                        let mut violation = Violation::new(Check::Service, code, message);
+                        violation.tool = Some(name.to_owned());
+                        Ok(violation)
+                    }
+                    None => Err(invalid_violation(
+                        index,
+                        format!(
+                            "tool '{}' is neither declared nor called in what it was sent",
+                            truncate(&without_control_characters(tool), MAX_CODE_CHARS)
+                        ),
+                    )),
+                }
+            }
+        },
+    }
+}
+
+fn invalid_violation(index: usize, detail: String) -> Failure {
+    Failure::new(
+        FailureKind::InvalidAnswer,
+        format!("violations[{index}]: {detail}"),
+    )
+}
+
+/// A code is machine-readable: lower-case ASCII letters, digits, `_`, `.` and `-`, short.
+fn is_valid_code(code: &str) -> bool {
+    code.len() <= MAX_CODE_CHARS
+        && code.bytes().all(|byte| {
+            byte.is_ascii_lowercase() || byte.is_ascii_digit() || matches!(byte, b'_' | b'.' | b'-')
+        })
+}
+
+/// `text` without control characters (newlines, escapes, …), which could forge log lines or
+/// terminal output where a message is shown.
+fn without_control_characters(text: &str) -> String {
+    text.chars()
+        .filter(|character| !character.is_control())
+        .collect()
+}
+
 /// The edit type of one stage, and which parts of a patch it can carry.
 pub trait StageEdit: Sized {
     /// The edits `patch` asks for, or why the stage cannot make them.
@@ -250,10 +349,11 @@ impl StageEdit for RequestEdit {
     fn from_patch(patch: &Patch, declared: &[DeclaredToolView<'_>]) -> Result<Vec<Self>, String> {
         let mut edits = Vec::new();
         if !patch.remove_tools.is_empty() {
-            edits.push(RequestEdit::RemoveDeclaredTools(declared_spellings(
-                &patch.remove_tools,
-                declared,
-            )));
+            // The shared rule: removing every declared tool drops the tool fields, never
+            // forwards `"tools": []`.
+            let removed = declared_spellings(&patch.remove_tools, declared);
+            let names = declared.iter().map(|tool| tool.name);
+            edits.extend(tool_removal::removal(names, removed, OnEmpty::default()));
         }
         for (name, value) in &patch.request_headers {
             let (name, value) = header(name, value)?;
@@ -286,9 +386,20 @@ impl StageEdit for ResponseEdit {
     }
 }
 
+/// A header a patch sets. Connection and framing headers are refused: the gateway frames the
+/// bodies it sends, and a service's `content-length` would desync the client's connection.
 fn header(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), String> {
-    let parsed_name = HeaderName::from_bytes(name.as_bytes())
-        .map_err(|_| format!("patch names an invalid header '{}'", truncate(name, 64)))?;
+    let parsed_name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+        format!(
+            "patch names an invalid header '{}'",
+            truncate(&without_control_characters(name), 64)
+        )
+    })?;
+    if is_connection_or_framing(&parsed_name) {
+        return Err(format!(
+            "patch sets '{parsed_name}', a connection or framing header no service may set"
+        ));
+    }
     let parsed_value = HeaderValue::from_str(value)
         .map_err(|_| format!("patch sets header '{parsed_name}' to an invalid value"))?;
     Ok((parsed_name, parsed_value))
@@ -373,7 +484,9 @@ mod tests {
         .expect("an answer");
         assert_eq!(answer.decision(), Decision::Deny);
         let (first, second) = (call("call_1", "search"), call("call_2", "send_email"));
-        let found = answer.violations("dlp", &[&first, &second]);
+        let found = answer
+            .violations("dlp", &[&first, &second], &[])
+            .expect("valid violations");
         assert_eq!(found.len(), 2);
         assert_eq!(found[0].check, Check::Service);
         assert_eq!(found[0].code, "secret_in_arguments");
@@ -383,13 +496,66 @@ mod tests {
         assert_eq!(found[1].code, "service_denied");
 
         let bare = read(json!({"decision": "deny"})).expect("an answer");
-        let found = bare.violations("dlp", &[]);
+        let found = bare.violations("dlp", &[], &[]).expect("valid");
         assert_eq!(found.len(), 1);
         assert!(
             found[0].message.contains("'dlp' denied"),
             "{}",
             found[0].message
         );
+    }
+
+    #[test]
+    fn a_violation_naming_what_the_service_was_not_sent_is_an_invalid_answer() {
+        let sent = call("call_1", "search");
+        let tools = [DeclaredTool::function("search", None)];
+        let declared: Vec<DeclaredToolView<'_>> = tools.iter().map(Into::into).collect();
+        for violation in [
+            json!({"code": "x", "tool_call_id": "call_invented", "tool": "delete_all"}),
+            json!({"code": "x", "tool_call_id": "call_1", "choice": 3}),
+            json!({"code": "x", "tool_call_id": "call_1", "tool": "other"}),
+            json!({"code": "x", "choice": 0}),
+            json!({"code": "x", "tool": "delete_all"}),
+            json!({"code": "Secret Found"}),
+            json!({"code": "a\nforged"}),
+        ] {
+            let answer =
+                read(json!({"decision": "deny", "violations": [violation]})).expect("an answer");
+            let outcome = answer.violations("dlp", &[&sent], &declared);
+            assert_eq!(
+                outcome.err().map(|failure| failure.kind),
+                Some(FailureKind::InvalidAnswer),
+                "{violation}"
+            );
+        }
+        let by_tool = read(json!({"decision": "deny", "violations": [
+            {"code": "risky.tool-v2", "tool": " SEARCH", "message": "line\none\u{1b}[31m"}]}))
+        .expect("an answer");
+        let found = by_tool
+            .violations("dlp", &[], &declared)
+            .expect("a declared tool");
+        assert_eq!(found[0].tool.as_deref(), Some("search"));
+        assert_eq!(found[0].code, "risky.tool-v2");
+        assert_eq!(found[0].message, "lineone[31m (service 'dlp')");
+    }
+
+    #[test]
+    fn connection_and_framing_headers_are_refused_in_patches() {
+        for (key, name) in [
+            ("response_headers", "content-length"),
+            ("response_headers", "Transfer-Encoding"),
+            ("response_headers", "connection"),
+            ("request_headers", "host"),
+            ("request_headers", "upgrade"),
+        ] {
+            let answer = read(json!({"decision": "modify", "patch": {key: {name: "1"}}}))
+                .expect("an answer");
+            let failure = answer
+                .edits::<RequestEdit>(&[])
+                .expect_err("a framing header");
+            assert_eq!(failure.kind, FailureKind::InvalidAnswer, "{name}");
+            assert!(failure.detail.contains("framing"), "{}", failure.detail);
+        }
     }
 
     #[test]
@@ -431,6 +597,22 @@ mod tests {
                 "{patch}"
             );
         }
+    }
+
+    #[test]
+    fn removing_every_declared_tool_drops_the_tool_fields() {
+        let answer = read(json!({"decision": "modify", "patch": {
+            "remove_tools": ["delete_user", "SEARCH"]}}))
+        .expect("an answer");
+        let tools = [
+            DeclaredTool::function("delete_user", None),
+            DeclaredTool::function("search", None),
+        ];
+        let declared: Vec<DeclaredToolView<'_>> = tools.iter().map(Into::into).collect();
+        let edits = answer
+            .edits::<RequestEdit>(&declared)
+            .expect("valid in pre_request");
+        assert_eq!(edits, [RequestEdit::StripToolFields]);
     }
 
     #[test]

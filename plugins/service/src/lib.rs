@@ -127,6 +127,23 @@ impl PluginFactory for ServiceFactory {
             self.metrics.clone(),
         )))
     }
+
+    /// `services`: each called service's breaker (`closed`, `open`, `half_open`), as in
+    /// `toolgate_service_breaker_state`.
+    fn health(&self) -> Option<(&'static str, serde_json::Value)> {
+        let clients = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
+        if clients.is_empty() {
+            return None;
+        }
+        let services: serde_json::Map<String, serde_json::Value> = clients
+            .iter()
+            .map(|(name, client)| {
+                let state = client.breaker_state().as_str();
+                (name.clone(), serde_json::json!({ "breaker": state }))
+            })
+            .collect();
+        Some(("services", serde_json::Value::Object(services)))
+    }
 }
 
 #[cfg(test)]

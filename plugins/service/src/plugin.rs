@@ -85,12 +85,17 @@ impl ServicePlugin {
         };
         let verdict = answered.and_then(|answer| match answer.decision() {
             Decision::Allow => Ok((Verdict::Continue, CallOutcome::Allow)),
-            Decision::Deny => Ok((
-                Verdict::Block(Rejection::forbidden(
-                    answer.violations(self.service(), &calls),
+            Decision::Deny => match answer.violations(self.service(), &calls, declared) {
+                Ok(violations) => Ok((
+                    Verdict::Block(Rejection::forbidden(violations)),
+                    CallOutcome::Deny,
                 )),
-                CallOutcome::Deny,
-            )),
+                Err(failure) => {
+                    // As for a patch below: the call succeeded, its content is unusable.
+                    self.metrics.error(self.service(), failure.kind);
+                    Err(failure)
+                }
+            },
             Decision::Modify => match answer.edits::<E>(declared) {
                 Ok(edits) => Ok((Verdict::Modify(edits), CallOutcome::Modify)),
                 Err(failure) => {

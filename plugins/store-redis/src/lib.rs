@@ -6,10 +6,16 @@
 //!   marking happen as one atomic step on the server: two replicas never both take the last unit.
 //! - Windows follow the Redis server's clock (`TIME` inside the script), so replicas whose clocks
 //!   drift still agree on when a window resets.
-//! - The connection is made on first use and remade by the connection manager after a failure;
-//!   every call is bounded by a timeout. A Redis that is down is a [`StoreError`], which the
-//!   plugin answers per the gateway's `fail_mode`; when Redis comes back the next call succeeds,
-//!   without a restart.
+//! - The connection is made on first use (or by the gateway's start-up check) and remade by the
+//!   connection manager after a failure. A call that meets a broken connection (Redis restarted
+//!   since the last call) is sent once more on the new one, so a restart costs no request.
+//!   Every attempt is bounded by the timeout. A Redis that stays down is a [`StoreError`], which
+//!   the plugin answers per the gateway's `fail_mode`; when Redis comes back the next call
+//!   succeeds, without a restart of the gateway.
+//! - A Redis that refuses us — a wrong password or ACL user, a certificate we do not trust — is
+//!   a *refused* [`StoreError`]: the gateway's start-up check fails on it rather than the first
+//!   request.
+//! - `rediss://` is TLS over rustls, trusting the system's roots or the one CA given.
 //! - Keys: `<key>:<window ms>:<period>` per window (expiring when the period ends) and the
 //!   markers as given. Single-instance Redis (or a primary); Redis Cluster is not supported,
 //!   since a script's keys there must share one slot.
@@ -20,6 +26,7 @@
 use std::time::Duration;
 
 use redis::aio::ConnectionManager;
+use redis::{ErrorKind, RedisError, ServerErrorKind};
 use tokio::sync::Mutex;
 use toolgate_plugin::async_trait;
 use toolgate_plugin::store::{
@@ -33,8 +40,9 @@ const COUNT_SCRIPT: &str = include_str!("count.lua");
 /// The state store on one Redis server.
 pub struct RedisStore {
     client: redis::Client,
-    /// `redis://host:port/db` without credentials, for logs.
+    /// `redis://host:port` or `rediss://host:port`, without credentials, for logs.
     display: String,
+    tls: bool,
     timeout: Duration,
     connection: Mutex<Option<ConnectionManager>>,
     script: redis::Script,
@@ -50,16 +58,36 @@ impl std::fmt::Debug for RedisStore {
 }
 
 impl RedisStore {
-    /// A store for `url` (`redis://[:password@]host:port[/db]`, or `rediss://` for TLS when the
-    /// crate is built with it). Validates the URL; connects on first use.
-    pub fn new(url: &str, timeout: Duration) -> Result<RedisStore, String> {
-        let client =
-            redis::Client::open(url).map_err(|error| format!("not a Redis URL: {error}"))?;
+    /// A store for `url`: `redis://[[user]:password@]host:port[/db]`, or `rediss://…` for TLS,
+    /// which trusts the system's roots, or only `root_certificate` (PEM) when given. Validates
+    /// the URL; connects on first use or [`StateStore::check`].
+    pub fn new(
+        url: &str,
+        timeout: Duration,
+        root_certificate: Option<Vec<u8>>,
+    ) -> Result<RedisStore, String> {
+        let tls = url.starts_with("rediss://");
+        let client = match root_certificate {
+            None => redis::Client::open(url),
+            Some(_) if !tls => {
+                return Err("a CA certificate applies to TLS only: write rediss://".to_owned());
+            }
+            Some(pem) => redis::Client::build_with_tls(
+                url,
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(pem),
+                },
+            ),
+        }
+        .map_err(|error| format!("not a Redis URL: {}", without_credentials(&error, url)))?;
         let info = client.get_connection_info();
-        let display = format!("redis://{}", info.addr());
+        let scheme = if tls { "rediss" } else { "redis" };
+        let display = format!("{scheme}://{}", info.addr());
         Ok(RedisStore {
             client,
             display,
+            tls,
             timeout,
             connection: Mutex::new(None),
             script: redis::Script::new(COUNT_SCRIPT),
@@ -81,10 +109,70 @@ impl RedisStore {
             ConnectionManager::new_with_config(self.client.clone(), config),
         )
         .await
-        .map_err(|_| StoreError::new(format!("{} did not answer in time", self.display)))?
-        .map_err(|error| StoreError::new(format!("{}: {error}", self.display)))?;
+        .map_err(|_| self.timed_out())?
+        .map_err(|error| self.failure(&error))?;
         *slot = Some(connection.clone());
         Ok(connection)
+    }
+
+    fn timed_out(&self) -> StoreError {
+        StoreError::new(format!("{} did not answer in time", self.display))
+    }
+
+    /// A Redis error as a store error: refused when retrying cannot help (credentials,
+    /// permissions, TLS trust), unavailable otherwise.
+    fn failure(&self, error: &RedisError) -> StoreError {
+        let message = format!("{}: {error}", self.display);
+        let refused = matches!(
+            error.kind(),
+            ErrorKind::AuthenticationFailed
+                | ErrorKind::InvalidClientConfig
+                | ErrorKind::Server(ServerErrorKind::NoPerm)
+        ) || matches!(error.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM"))
+            // A TLS handshake refused over the server's certificate (rustls says "invalid peer
+            // certificate: …"); redis does not expose the rustls error itself.
+            || (self.tls && error.to_string().contains("certificate"));
+        if refused {
+            StoreError::refused(message)
+        } else {
+            StoreError::new(message)
+        }
+    }
+
+    /// Sends `request`, once more if the connection it met was broken: after a Redis restart
+    /// the old connection fails on its first use, and the manager has a new one by the second.
+    /// A count sent again after the server ran it but before its answer came back would count
+    /// twice; that needs the connection to die in that instant, and is the price of not
+    /// answering 503 after every restart.
+    async fn send(&self, request: Request<'_>) -> Result<redis::Value, StoreError> {
+        let mut connection = self.connection().await?;
+        match self.attempt(request, &mut connection).await? {
+            Ok(reply) => Ok(reply),
+            Err(error) if is_broken_connection(&error) => {
+                tracing::debug!(store = %self.display, %error, "broken connection; sending once more");
+                self.attempt(request, &mut connection)
+                    .await?
+                    .map_err(|error| self.failure(&error))
+            }
+            Err(error) => Err(self.failure(&error)),
+        }
+    }
+
+    /// One attempt of `request`, bounded by the timeout (the outer error).
+    async fn attempt(
+        &self,
+        request: Request<'_>,
+        connection: &mut ConnectionManager,
+    ) -> Result<Result<redis::Value, RedisError>, StoreError> {
+        let sent = async {
+            match request {
+                Request::Script(invocation) => invocation.invoke_async(connection).await,
+                Request::Ping => redis::cmd("PING").query_async(connection).await,
+            }
+        };
+        tokio::time::timeout(self.timeout, sent)
+            .await
+            .map_err(|_| self.timed_out())
     }
 
     async fn run(
@@ -96,7 +184,6 @@ impl RedisStore {
         markers: &[String],
         marker_ttl: Duration,
     ) -> Result<CountOutcome, StoreError> {
-        let mut connection = self.connection().await?;
         let mut invocation = self.script.prepare_invoke();
         for marker in markers {
             invocation.key(marker);
@@ -115,13 +202,42 @@ impl RedisStore {
                 .arg((window.length.as_millis() as u64).max(1))
                 .arg(window.limit);
         }
-        let reply: Vec<i64> =
-            tokio::time::timeout(self.timeout, invocation.invoke_async(&mut connection))
-                .await
-                .map_err(|_| StoreError::new(format!("{} did not answer in time", self.display)))?
-                .map_err(|error| StoreError::new(format!("{}: {error}", self.display)))?;
-        parse_reply(&reply, windows)
+        let reply = self.send(Request::Script(&invocation)).await?;
+        redis::from_redis_value::<Vec<i64>>(reply)
+            .ok()
+            .and_then(|reply| parse_reply(&reply, windows))
             .ok_or_else(|| StoreError::new(format!("{} gave an unexpected answer", self.display)))
+    }
+}
+
+/// What [`RedisStore::send`] sends: the counting script, or the check's PING.
+#[derive(Clone, Copy)]
+enum Request<'a> {
+    Script(&'a redis::ScriptInvocation<'a>),
+    Ping,
+}
+
+/// Whether `error` means the connection itself is gone (so the manager reconnects and a second
+/// attempt may succeed), not that Redis answered with an error.
+fn is_broken_connection(error: &RedisError) -> bool {
+    // A timeout is not one: the server may be running the script, and a second one would
+    // count twice.
+    (error.is_connection_dropped() || error.is_io_error() || error.is_unrecoverable_error())
+        && !error.is_timeout()
+}
+
+/// A URL error's text, with the URL's password (if the error quotes it) masked.
+fn without_credentials(error: &RedisError, url: &str) -> String {
+    let text = error.to_string();
+    let password = url
+        .split_once("://")
+        .and_then(|(_, rest)| rest.split_once('@'))
+        .and_then(|(credentials, _)| credentials.split_once(':'))
+        .map(|(_, password)| password)
+        .filter(|password| !password.is_empty());
+    match password {
+        Some(password) => text.replace(password, "***"),
+        None => text,
     }
 }
 
@@ -176,6 +292,18 @@ impl StateStore for RedisStore {
     fn describe(&self) -> String {
         self.display.clone()
     }
+
+    async fn check(&self) -> Result<(), StoreError> {
+        let pong = self.send(Request::Ping).await?;
+        if redis::from_redis_value::<String>(pong).is_ok_and(|pong| pong == "PONG") {
+            Ok(())
+        } else {
+            Err(StoreError::new(format!(
+                "{} answered PING with something else",
+                self.display
+            )))
+        }
+    }
 }
 
 #[cfg(test)]
@@ -184,15 +312,35 @@ mod tests {
 
     #[test]
     fn urls_are_checked_and_shown_without_credentials() {
-        let store = RedisStore::new("redis://:hunter2@127.0.0.1:6390/2", Duration::from_secs(1))
-            .expect("a Redis URL");
+        let store = RedisStore::new(
+            "redis://:hunter2@127.0.0.1:6390/2",
+            Duration::from_secs(1),
+            None,
+        )
+        .expect("a Redis URL");
         assert!(
             !store.describe().contains("hunter2"),
             "{}",
             store.describe()
         );
         assert!(store.describe().contains("127.0.0.1:6390"));
-        assert!(RedisStore::new("http://example", Duration::from_secs(1)).is_err());
+        assert!(RedisStore::new("http://example", Duration::from_secs(1), None).is_err());
+        let tls = RedisStore::new(
+            "rediss://user:pw@cache.example:6380",
+            Duration::from_secs(1),
+            None,
+        )
+        .expect("a TLS URL");
+        assert_eq!(tls.describe(), "rediss://cache.example:6380");
+        assert!(
+            RedisStore::new(
+                "redis://127.0.0.1:6379",
+                Duration::from_secs(1),
+                Some(b"pem".to_vec())
+            )
+            .is_err(),
+            "a CA without TLS"
+        );
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //! - Counting `executed` (default): a call counts when its result comes back in the client's
 //!   history, once per `tool_call_id` (the id is marked in the store), so a history sent again
 //!   never counts twice. The model's next call to a spent tool is refused (or the tool is
-//!   stripped from the request before the model can pick it). Counting `proposed`: each call
+//!   stripped from the request before the model can pick it; when that leaves no tool,
+//!   `on_empty` decides as for tool_permission — by default the tool fields go, never
+//!   `"tools": []`). Counting `proposed`: each call
 //!   the model proposes is admitted atomically against the limits, so replicas sharing a store
 //!   admit exactly N between them, however their requests interleave.
 //! - A budget of N allows exactly N: a response whose calls would take a window past N is
@@ -38,8 +40,10 @@ pub use settings::{Behaviour, Counting, Settings};
 pub fn factories(context: &mut FactoryContext<'_>) -> Vec<Arc<dyn PluginFactory>> {
     let metrics = Metrics::register(context.metrics);
     vec![factory(plugin::NAME, 50, move |settings, context| {
+        let settings = Settings::parse(settings)?;
+        settings.check_tenants(|name| context.tenants.contains_key(name))?;
         Ok(Arc::new(plugin::ToolBudget {
-            settings: Settings::parse(settings)?,
+            settings,
             store: context.store.clone(),
             fail_mode: context.store_fail_mode,
             metrics: metrics.clone(),

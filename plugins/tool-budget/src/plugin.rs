@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use http::{HeaderName, HeaderValue, StatusCode};
 use toolgate_plugin::store::{CountOutcome, CountPolicy, StateStore, WindowUsage};
+use toolgate_plugin::tool_removal;
 use toolgate_plugin::{
     BodyNeeds, CallOutcome, Check, CompletedExchange, ExchangeMeta, Plugin, Rejection, RequestEdit,
     RequestExchange, ResponseEdit, ResponseExchange, StoreError, StoreFailMode, ToolCall, ToolKey,
@@ -175,13 +176,15 @@ impl Plugin for ToolBudget {
                 Behaviour::Observe | Behaviour::Reject => {}
             }
         }
-        if stripped.is_empty() {
-            Verdict::Continue
-        } else {
-            stripped.sort();
-            stripped.dedup();
-            Verdict::Modify(vec![RequestEdit::RemoveDeclaredTools(stripped)])
-        }
+        stripped.sort();
+        stripped.dedup();
+        tool_removal::verdict(
+            declared_keys.iter().map(|(name, _)| *name),
+            stripped,
+            self.settings.on_empty,
+            Check::Budget,
+            Vec::new(),
+        )
     }
 
     async fn pre_response(&self, exchange: &ResponseExchange<'_>) -> Verdict<ResponseEdit> {

@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 use toolgate_plugin::store::Window;
+use toolgate_plugin::tool_removal::OnEmpty;
 use toolgate_plugin::{SettingsError, ToolKey, ToolPattern};
 
 /// What happens when a budget is spent.
@@ -42,6 +43,9 @@ struct RawSettings {
     remember_calls_for: Option<String>,
     #[serde(default)]
     budgets: Vec<RawBudget>,
+    /// What `strip` does when it removes every declared tool (the shared rule).
+    #[serde(default)]
+    on_empty: OnEmpty,
 }
 
 #[derive(Debug, Deserialize)]
@@ -88,6 +92,9 @@ impl Budget {
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub counting: Counting,
+    /// What a `strip` that leaves no declared tool sends upstream (never `tools: []` unless
+    /// `pass_through_empty` is asked for).
+    pub on_empty: OnEmpty,
     pub remember_calls_for: Duration,
     pub budgets: Vec<Budget>,
 }
@@ -155,9 +162,29 @@ impl Settings {
         };
         Ok(Settings {
             counting: raw.count.unwrap_or(Counting::Executed),
+            on_empty: raw.on_empty,
             remember_calls_for,
             budgets,
         })
+    }
+}
+
+impl Settings {
+    /// Every tenant a budget names must be a `[tenants.NAME]`: a misspelt name would make a
+    /// budget that never applies, silently.
+    pub fn check_tenants(&self, is_tenant: impl Fn(&str) -> bool) -> Result<(), SettingsError> {
+        let mut unknown = Vec::new();
+        for (index, budget) in self.budgets.iter().enumerate() {
+            for (position, name) in budget.tenants.iter().flatten().enumerate() {
+                if !is_tenant(name) {
+                    unknown.push(SettingsError::new(
+                        format!("budgets[{index}].tenants[{position}]"),
+                        format!("unknown tenant '{name}': no [tenants.{name}] is defined"),
+                    ));
+                }
+            }
+        }
+        SettingsError::all(unknown).map_or(Ok(()), Err)
     }
 }
 
@@ -369,5 +396,11 @@ mod tests {
         assert!(!settings.budgets[0].applies_to(Some("other")));
         assert!(!settings.budgets[0].applies_to(None));
         assert!(settings.budgets[1].applies_to(None));
+        assert!(settings.check_tenants(|name| name == "acme").is_ok());
+        let unknown = settings
+            .check_tenants(|name| name == "other")
+            .expect_err("acme is not a tenant");
+        assert_eq!(unknown.path, "budgets[0].tenants[0]");
+        assert!(unknown.more.is_empty());
     }
 }

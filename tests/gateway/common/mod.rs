@@ -63,8 +63,14 @@ pub fn config_text_with(
     server: &str,
     body: &str,
 ) -> String {
+    // A test that sets its own grace (to see what the grace's end does) replaces the default.
+    let grace = if server.contains("shutdown_grace_ms") {
+        ""
+    } else {
+        "shutdown_grace_ms = 2000\n"
+    };
     let head = format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\nshutdown_grace_ms = 2000\n{server}\n\n\
+        "[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\n{grace}{server}\n\n\
          [upstreams.llm]\nurl = \"{upstream_url}\"\nresponse_timeout_ms = 3000\nread_timeout_ms = 3000\n\n\
          [audit]\noutput = \"{}\"\n\n",
         audit_path.display()

@@ -147,6 +147,22 @@ allowed_servers = ["silent", "garbage", "everything"]
             "{health}"
         );
     }
+    // What the garbage server printed is said, not only that it did not start.
+    let garbage = health["mcp_servers"]["garbage"]["last_error"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        garbage.contains("not JSON-RPC") && garbage.contains("'this is not JSON-RPC'"),
+        "{garbage}"
+    );
+    assert!(garbage.contains("2 line(s)"), "{garbage}");
+    let silent = health["mcp_servers"]["silent"]["last_error"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        silent.contains("did not start") && !silent.contains("JSON-RPC"),
+        "{silent}"
+    );
     // The good backend is untouched.
     call(&ops, "everything__echo", json!({"message": "fine"}))
         .await

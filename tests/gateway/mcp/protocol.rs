@@ -142,8 +142,9 @@ async fn malformed_messages_unknown_methods_and_oversized_ones_get_json_rpc_erro
     assert!(answer["error"]["code"].is_i64(), "{answer}");
 }
 
-/// Opens a session as `key` (and `agent`) with a raw initialize, and returns its id.
-async fn open_session(gateway: &TestGateway, key: &str, agent: Option<&str>) -> String {
+/// Opens a session as `key` (and `agent`) with a raw initialize, and returns its id and the
+/// capabilities toolgate advertised.
+async fn open_session(gateway: &TestGateway, key: &str, agent: Option<&str>) -> (String, Value) {
     let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "raw", "version": "0"}}});
@@ -160,8 +161,14 @@ async fn open_session(gateway: &TestGateway, key: &str, agent: Option<&str>) -> 
         .and_then(|value| value.to_str().ok())
         .expect("a session id")
         .to_owned();
-    let _ = response.text().await;
-    session
+    let text = response.text().await.unwrap_or_default();
+    let answer: Value = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:").map(str::trim))
+        .find_map(|data| serde_json::from_str(data).ok())
+        .or_else(|| serde_json::from_str(&text).ok())
+        .unwrap_or_else(|| panic!("an initialize result: {text}"));
+    (session, answer["result"]["capabilities"].clone())
 }
 
 /// Sends `method` in `session` as `key` (and `agent`); returns the HTTP status and the body.
@@ -194,7 +201,12 @@ async fn a_session_belongs_to_the_tenant_and_agent_that_opened_it() {
     let upstream = ScriptedUpstream::start().await;
     let gateway = TestGateway::start(&upstream, &standard_config(&servers, &files, "")).await;
     wait_until_ready(&gateway, &["everything"]).await;
-    let session = open_session(&gateway, "sk-dev", None).await;
+    let (session, capabilities) = open_session(&gateway, "sk-dev", None).await;
+    // Tools are what toolgate proxies; the backends' resources and prompts are not, so their
+    // capabilities are not advertised either.
+    assert!(capabilities["tools"].is_object(), "{capabilities}");
+    assert!(capabilities.get("resources").is_none(), "{capabilities}");
+    assert!(capabilities.get("prompts").is_none(), "{capabilities}");
     let (post, get, delete) = (
         reqwest::Method::POST,
         reqwest::Method::GET,
@@ -235,4 +247,69 @@ async fn a_session_belongs_to_the_tenant_and_agent_that_opened_it() {
         tokio::time::sleep(std::time::Duration::from_millis(25)).await;
     }
     assert_eq!(refused, 6, "{:?}", gateway.audit_lines());
+}
+
+/// A notification sent before the client opened its listening stream (`GET`) is not lost: it
+/// arrives when the stream attaches.
+#[tokio::test]
+async fn a_notification_sent_before_the_listening_stream_arrives_when_it_attaches() {
+    let Some(servers) = servers_dir() else { return };
+    let files = temp_dir("early-notice");
+    let upstream = ScriptedUpstream::start().await;
+    let gateway = TestGateway::start(&upstream, &standard_config(&servers, &files, "")).await;
+    let health = wait_until_ready(&gateway, &["everything", "memory"]).await;
+    let (session, _) = open_session(&gateway, "sk-dev", None).await;
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let in_session = [
+        ("authorization", "Bearer sk-dev"),
+        ("accept", ACCEPT_MCP),
+        ("mcp-session-id", session.as_str()),
+    ];
+    gateway
+        .post_json_with("/mcp", &in_session, &initialized)
+        .await;
+
+    // The memory backend dies and comes back: every session is told its tools changed, while
+    // this one has no listening stream yet.
+    let pid = health["mcp_servers"]["memory"]["pid"]
+        .as_u64()
+        .expect("a stdio backend has a pid");
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+    let mut back = false;
+    for _ in 0..300 {
+        let health = gateway.admin_json("/health").await;
+        let memory = &health["mcp_servers"]["memory"];
+        if memory["state"] == "ready" && memory["pid"].as_u64() != Some(pid) {
+            back = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(back, "memory came back");
+
+    let mut stream = reqwest::Client::new()
+        .get(format!("{}/mcp", gateway.url()))
+        .bearer_auth("sk-dev")
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .expect("the listening stream opens");
+    assert_eq!(stream.status(), 200);
+    let mut seen = String::new();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !seen.contains("notifications/tools/list_changed") {
+        match tokio::time::timeout_at(deadline, stream.chunk()).await {
+            Ok(Ok(Some(chunk))) => seen.push_str(&String::from_utf8_lossy(&chunk)),
+            _ => break,
+        }
+    }
+    assert!(
+        seen.contains("notifications/tools/list_changed"),
+        "the early notification never arrived: {seen:?}"
+    );
 }

@@ -5,5 +5,6 @@
 
 mod config;
 mod envelope;
+mod hostile;
 mod instances;
 mod verdicts;

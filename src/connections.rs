@@ -1,0 +1,380 @@
+//! The proxy listener's connections: every phase of one bounded (the first byte, the handshake
+//! up to its first request head, idleness between exchanges), and at `max_connections` the
+//! connection idle the longest closed for a new client, so sockets that do no work — a
+//! slowloris, forgotten keep-alives — never lock out a client that would.
+//!
+//! Reclaiming rather than a per-peer limit: behind a load balancer or a NAT every client is one
+//! peer, so a per-peer cap would either starve them all or cap nothing, and a spread-out attacker
+//! has many peers. What tells a useful connection from a useless one is whether it does work.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::{AcquireError, Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+
+use crate::body::{BoxError, ProxyBody};
+use crate::config::ServerConfig;
+
+/// How long a connection must have been idle to be closed for a new client. A connection just
+/// accepted has had no time to send its request, and one that just answered may be about to
+/// take the next: closing either would lose a request rather than reclaim a useless socket.
+const RECLAIMABLE_AFTER: Duration = Duration::from_millis(500);
+
+/// How often a new client waiting at the cap looks again for a connection idle long enough.
+const RECLAIM_RETRY: Duration = Duration::from_millis(100);
+
+/// The deadlines of a connection's phases.
+#[derive(Debug, Clone, Copy)]
+pub struct PhaseDeadlines {
+    pub first_byte: Duration,
+    pub handshake: Duration,
+    pub idle: Duration,
+}
+
+impl PhaseDeadlines {
+    pub fn of(server: &ServerConfig) -> Self {
+        PhaseDeadlines {
+            first_byte: server.first_byte_timeout,
+            handshake: server.handshake_timeout,
+            idle: server.idle_timeout,
+        }
+    }
+}
+
+/// Every open connection of the listener.
+pub struct Connections {
+    open: Mutex<HashMap<u64, Arc<ConnectionState>>>,
+    next_id: AtomicU64,
+    /// Idle times are kept as milliseconds since this instant, in an atomic.
+    epoch: Instant,
+}
+
+/// What the listener knows of one connection.
+pub struct ConnectionState {
+    id: u64,
+    accepted: Instant,
+    epoch: Instant,
+    /// Exchanges whose answer is not yet wholly handed to hyper.
+    in_flight: AtomicUsize,
+    first_byte_seen: AtomicBool,
+    first_request_seen: AtomicBool,
+    /// Milliseconds from `epoch` to when the last exchange ended.
+    idle_since: AtomicU64,
+    /// Chosen to make room for a new client: closed as soon as it is idle.
+    reclaimed: AtomicBool,
+    /// Wakes the connection's task when its deadline moved nearer (it went idle, or was
+    /// reclaimed).
+    wake: Notify,
+    registry: Arc<Connections>,
+}
+
+impl Connections {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Connections {
+            open: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(0),
+            epoch: Instant::now(),
+        })
+    }
+
+    fn open(&self) -> MutexGuard<'_, HashMap<u64, Arc<ConnectionState>>> {
+        // The map stays consistent whatever a panicking holder did: inserts and removes only.
+        self.open.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records a new connection; it is forgotten when its [`Registered`] guard drops.
+    pub fn register(self: &Arc<Self>) -> Registered {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let state = Arc::new(ConnectionState {
+            id,
+            accepted: Instant::now(),
+            epoch: self.epoch,
+            in_flight: AtomicUsize::new(0),
+            first_byte_seen: AtomicBool::new(false),
+            first_request_seen: AtomicBool::new(false),
+            idle_since: AtomicU64::new(0),
+            reclaimed: AtomicBool::new(false),
+            wake: Notify::new(),
+            registry: self.clone(),
+        });
+        self.open().insert(id, state.clone());
+        Registered(state)
+    }
+
+    /// Connections open now.
+    pub fn count(&self) -> usize {
+        self.open().len()
+    }
+
+    /// Closes the connection idle the longest (never one with an exchange in flight, nor one
+    /// idle for less than [`RECLAIMABLE_AFTER`]); false when there is none.
+    fn reclaim_idlest(&self) -> bool {
+        let now = millis_between(self.epoch, Instant::now());
+        let recent = u64::try_from(RECLAIMABLE_AFTER.as_millis()).unwrap_or(u64::MAX);
+        let open = self.open();
+        let idlest = open
+            .values()
+            .filter(|connection| connection.is_idle() && !connection.is_reclaimed())
+            .map(|connection| (connection.idle_since_millis(), connection))
+            .filter(|(idle_since, _)| now.saturating_sub(*idle_since) >= recent)
+            .min_by_key(|(idle_since, _)| *idle_since)
+            .map(|(_, connection)| connection);
+        match idlest {
+            Some(connection) => {
+                connection.reclaimed.store(true, Ordering::Release);
+                connection.wake.notify_one();
+                tracing::debug!(
+                    connection = connection.id,
+                    "reclaiming an idle connection for a new client"
+                );
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// A slot for a client already accepted while every slot is taken: the idlest connection
+    /// is closed for it, or, when all are busy, the first to end or stay idle makes room.
+    pub async fn make_room(
+        &self,
+        slots: &Arc<Semaphore>,
+    ) -> Result<OwnedSemaphorePermit, AcquireError> {
+        let mut reclaimed = false;
+        loop {
+            if !reclaimed {
+                reclaimed = self.reclaim_idlest();
+            }
+            tokio::select! {
+                permit = slots.clone().acquire_owned() => return permit,
+                () = tokio::time::sleep(RECLAIM_RETRY), if !reclaimed => {}
+            }
+        }
+    }
+}
+
+/// A connection's entry in the registry, removed when the connection's task ends.
+pub struct Registered(Arc<ConnectionState>);
+
+impl Registered {
+    pub fn state(&self) -> &Arc<ConnectionState> {
+        &self.0
+    }
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        self.0.registry.open().remove(&self.0.id);
+    }
+}
+
+impl ConnectionState {
+    fn is_idle(&self) -> bool {
+        self.in_flight.load(Ordering::Acquire) == 0
+    }
+
+    fn is_reclaimed(&self) -> bool {
+        self.reclaimed.load(Ordering::Acquire)
+    }
+
+    /// An idle connection that never served a request counts as idle since it was accepted.
+    fn idle_since_millis(&self) -> u64 {
+        if self.first_request_seen.load(Ordering::Acquire) {
+            self.idle_since.load(Ordering::Acquire)
+        } else {
+            millis_between(self.epoch, self.accepted)
+        }
+    }
+
+    /// Marks an exchange begun; it ends when the returned guard drops (with the answer's body).
+    pub fn begin_exchange(self: &Arc<Self>) -> Busy {
+        self.first_request_seen.store(true, Ordering::Release);
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        Busy(self.clone())
+    }
+
+    /// When this connection must close if nothing changes, and why; `None` while it works.
+    fn deadline(&self, phases: &PhaseDeadlines) -> Option<(Instant, &'static str)> {
+        // A reclaimed connection that a request reached first finishes it before it closes.
+        if !self.is_idle() {
+            return None;
+        }
+        if self.is_reclaimed() {
+            return Some((self.accepted, "closed for a new client at max_connections"));
+        }
+        if !self.first_byte_seen.load(Ordering::Acquire) {
+            return Some((
+                self.accepted + phases.first_byte,
+                "sent nothing within first_byte_timeout_ms",
+            ));
+        }
+        if !self.first_request_seen.load(Ordering::Acquire) {
+            return Some((
+                self.accepted + phases.handshake,
+                "sent no complete request head within handshake_timeout_ms",
+            ));
+        }
+        let idle_since = self.epoch + Duration::from_millis(self.idle_since_millis());
+        Some((idle_since + phases.idle, "idle longer than idle_timeout_ms"))
+    }
+}
+
+fn millis_between(earlier: Instant, later: Instant) -> u64 {
+    u64::try_from(later.saturating_duration_since(earlier).as_millis()).unwrap_or(u64::MAX)
+}
+
+/// An exchange in flight on a connection.
+pub struct Busy(Arc<ConnectionState>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        let connection = &self.0;
+        if connection.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let now = millis_between(connection.epoch, Instant::now());
+            connection.idle_since.store(now, Ordering::Release);
+            connection.wake.notify_one();
+        }
+    }
+}
+
+/// Serves `connection` until it ends or one of its phases overruns its deadline; then the
+/// connection is dropped, which closes its socket.
+pub async fn drive<C, E>(
+    connection: C,
+    registered: Registered,
+    phases: PhaseDeadlines,
+    peer: SocketAddr,
+) where
+    C: std::future::Future<Output = Result<(), E>>,
+    E: std::fmt::Display,
+{
+    let state = registered.state().clone();
+    tokio::pin!(connection);
+    loop {
+        let deadline = state.deadline(&phases);
+        tokio::select! {
+            result = &mut connection => {
+                if let Err(error) = result {
+                    tracing::debug!(%peer, %error, "connection ended with an error");
+                }
+                break;
+            }
+            () = state.wake.notified() => {}
+            () = tokio::time::sleep_until(deadline.map_or_else(Instant::now, |(at, _)| at)),
+                if deadline.is_some() =>
+            {
+                // The deadline is read again: the connection may have moved on meanwhile.
+                if let Some((at, reason)) = state.deadline(&phases)
+                    && at <= Instant::now()
+                {
+                    tracing::debug!(%peer, reason, "closing a connection");
+                    break;
+                }
+            }
+        }
+    }
+    drop(registered);
+}
+
+/// The client's socket, noting its first byte for the first-byte deadline.
+pub struct WatchedStream {
+    inner: TcpStream,
+    state: Arc<ConnectionState>,
+}
+
+impl WatchedStream {
+    pub fn new(inner: TcpStream, registered: &Registered) -> Self {
+        WatchedStream {
+            inner,
+            state: registered.state().clone(),
+        }
+    }
+}
+
+impl AsyncRead for WatchedStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if buf.filled().len() > before && !this.state.first_byte_seen.load(Ordering::Relaxed) {
+            this.state.first_byte_seen.store(true, Ordering::Release);
+        }
+        polled
+    }
+}
+
+impl AsyncWrite for WatchedStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+/// An answer's body, holding its exchange in flight until hyper has taken all of it.
+pub struct BusyBody {
+    inner: ProxyBody,
+    _busy: Busy,
+}
+
+impl BusyBody {
+    pub fn new(inner: ProxyBody, busy: Busy) -> Self {
+        BusyBody { inner, _busy: busy }
+    }
+}
+
+impl Body for BusyBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        Pin::new(&mut self.get_mut().inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}

@@ -1,0 +1,285 @@
+//! The client's request body as toolgate reads it, on every route: capped at
+//! `max_request_body_bytes`, cut when silent too long or slower than its whole deadline, and
+//! refused when its framing is malformed. The fault is remembered, so the exchange answers it as
+//! the client's (413, 408, 400) even when the body was streaming to an upstream, whose failure
+//! would otherwise read as the upstream's (502).
+
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use tokio::time::{Instant, Sleep};
+
+use crate::body::{BoxError, collect_limited};
+use crate::config::ServerConfig;
+use crate::error::GatewayError;
+
+/// Why a client's request body was refused.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ClientBodyFault {
+    #[error("the request body exceeds the gateway's limit of {0} bytes")]
+    TooLarge(usize),
+    #[error("the request body sent nothing for {0:?}")]
+    Silent(Duration),
+    #[error("the request body was not complete within its deadline of {0:?}")]
+    TooSlow(Duration),
+    #[error("the request body could not be read: {0}")]
+    Unreadable(String),
+}
+
+impl ClientBodyFault {
+    pub fn to_error(&self) -> GatewayError {
+        match self {
+            ClientBodyFault::TooLarge(limit) => GatewayError::request_too_large(*limit),
+            ClientBodyFault::Silent(_) | ClientBodyFault::TooSlow(_) => {
+                GatewayError::request_timeout(self.to_string())
+            }
+            ClientBodyFault::Unreadable(_) => GatewayError::bad_request(self.to_string()),
+        }
+    }
+}
+
+/// Where a [`ClientBody`] leaves its fault for the exchange that handed the body on.
+#[derive(Debug, Clone, Default)]
+pub struct FaultRecord(Arc<OnceLock<ClientBodyFault>>);
+
+impl FaultRecord {
+    pub fn get(&self) -> Option<&ClientBodyFault> {
+        self.0.get()
+    }
+}
+
+/// A client's request body under the server's limits.
+pub struct ClientBody<B> {
+    inner: B,
+    limit: usize,
+    received: usize,
+    silence: Duration,
+    /// When the whole body must have arrived, and the deadline it was given.
+    complete_by: Option<(Instant, Duration)>,
+    /// The nearer of the silence timeout and the whole body's deadline.
+    timer: Pin<Box<Sleep>>,
+    fault: FaultRecord,
+}
+
+impl<B> ClientBody<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: std::error::Error,
+{
+    pub fn new(inner: B, server: &ServerConfig) -> Self {
+        let now = Instant::now();
+        let complete_by = server
+            .request_body_deadline
+            .map(|deadline| (now + deadline, deadline));
+        let mut body = ClientBody {
+            inner,
+            limit: server.max_request_body_bytes,
+            received: 0,
+            silence: server.request_body_timeout,
+            complete_by,
+            timer: Box::pin(tokio::time::sleep_until(now)),
+            fault: FaultRecord::default(),
+        };
+        let first = body.next_deadline(now);
+        body.timer.as_mut().reset(first);
+        body
+    }
+
+    /// Where this body's fault, if it has one, will be found.
+    pub fn fault_record(&self) -> FaultRecord {
+        self.fault.clone()
+    }
+
+    /// The body announces (by its `content-length`) more than the limit allows.
+    pub fn announced_too_large(&self) -> Option<ClientBodyFault> {
+        (self.inner.size_hint().lower() > self.limit as u64)
+            .then_some(ClientBodyFault::TooLarge(self.limit))
+    }
+
+    /// Reads the whole body, for the plugins that need it.
+    pub async fn read_whole(self) -> Result<Bytes, ClientBodyFault> {
+        let limit = self.limit;
+        let record = self.fault_record();
+        match collect_limited(self, limit).await {
+            Ok(Some(bytes)) => Ok(bytes),
+            Ok(None) => Err(ClientBodyFault::TooLarge(limit)),
+            Err(error) => Err(record
+                .get()
+                .cloned()
+                .unwrap_or_else(|| ClientBodyFault::Unreadable(error.to_string()))),
+        }
+    }
+
+    fn next_deadline(&self, now: Instant) -> Instant {
+        let silent_at = now + self.silence;
+        match self.complete_by {
+            Some((complete_by, _)) => silent_at.min(complete_by),
+            None => silent_at,
+        }
+    }
+
+    fn fail(&mut self, fault: ClientBodyFault) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let error = Box::new(fault.clone());
+        let _ = self.fault.0.set(fault);
+        Poll::Ready(Some(Err(error)))
+    }
+
+    fn late(&self, now: Instant) -> Option<ClientBodyFault> {
+        self.complete_by
+            .filter(|(complete_by, _)| now >= *complete_by)
+            .map(|(_, deadline)| ClientBodyFault::TooSlow(deadline))
+    }
+}
+
+impl<B> Body for ClientBody<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: std::error::Error,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        if this.fault.get().is_some() {
+            return Poll::Ready(None);
+        }
+        if let Some(fault) = this.announced_too_large() {
+            return this.fail(fault);
+        }
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                let now = Instant::now();
+                if let Some(fault) = this.late(now) {
+                    return this.fail(fault);
+                }
+                if let Some(data) = frame.data_ref() {
+                    this.received = this.received.saturating_add(data.len());
+                    if this.received > this.limit {
+                        return this.fail(ClientBodyFault::TooLarge(this.limit));
+                    }
+                }
+                let next = this.next_deadline(now);
+                this.timer.as_mut().reset(next);
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(error))) => {
+                this.fail(ClientBodyFault::Unreadable(error_chain(&error)))
+            }
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => match this.timer.as_mut().poll(cx) {
+                Poll::Ready(()) => {
+                    let fault = this
+                        .late(Instant::now())
+                        .unwrap_or(ClientBodyFault::Silent(this.silence));
+                    this.fail(fault)
+                }
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.fault.get().is_some() || self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// hyper's body error says only "error reading a body from connection"; the cause (a bad
+/// chunk size line) is what tells the client what it did wrong.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use http_body_util::{BodyExt, StreamBody};
+
+    use super::*;
+
+    fn server(limit: usize, deadline: Option<Duration>) -> ServerConfig {
+        ServerConfig {
+            listen: ([127, 0, 0, 1], 0).into(),
+            admin_listen: None,
+            max_request_body_bytes: limit,
+            max_response_body_bytes: limit,
+            shutdown_grace: Duration::from_secs(1),
+            header_read_timeout: Duration::from_secs(1),
+            request_body_timeout: Duration::from_secs(1),
+            request_body_deadline: deadline,
+            max_connections: 1,
+            first_byte_timeout: Duration::from_secs(1),
+            handshake_timeout: Duration::from_secs(1),
+            idle_timeout: Duration::from_secs(1),
+            http2_keep_alive_interval: Duration::from_secs(1),
+            http2_keep_alive_timeout: Duration::from_secs(1),
+        }
+    }
+
+    /// A body that sends one byte every `gap`, forever.
+    fn trickle(
+        gap: Duration,
+    ) -> impl Body<Data = Bytes, Error = std::io::Error> + Unpin + Send + 'static {
+        let (sender, receiver) = tokio::sync::mpsc::channel(1);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(gap).await;
+                let frame: Result<Frame<Bytes>, std::io::Error> =
+                    Ok(Frame::data(Bytes::from_static(b"x")));
+                if sender.send(frame).await.is_err() {
+                    break;
+                }
+            }
+        });
+        StreamBody::new(tokio_stream_of(receiver))
+    }
+
+    fn tokio_stream_of<T>(
+        mut receiver: tokio::sync::mpsc::Receiver<T>,
+    ) -> impl futures_util::Stream<Item = T> + Unpin {
+        Box::pin(futures_util::stream::poll_fn(move |cx| {
+            receiver.poll_recv(cx)
+        }))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_trickled_body_is_cut_at_its_deadline_though_never_silent() {
+        let body = ClientBody::new(
+            trickle(Duration::from_millis(300)),
+            &server(1024, Some(Duration::from_secs(2))),
+        );
+        let fault = body.read_whole().await.expect_err("cut");
+        assert!(matches!(fault, ClientBodyFault::TooSlow(_)), "{fault:?}");
+        assert_eq!(fault.to_error().status, 408);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_past_the_limit_is_refused_and_the_fault_kept() {
+        let body = ClientBody::new(trickle(Duration::from_millis(1)), &server(10, None));
+        let record = body.fault_record();
+        let mut body = body;
+        while let Some(frame) = body.frame().await {
+            if frame.is_err() {
+                break;
+            }
+        }
+        assert!(matches!(record.get(), Some(ClientBodyFault::TooLarge(10))));
+    }
+}
