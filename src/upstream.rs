@@ -12,6 +12,8 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
+use toolgate_plugin::header_rules::HOP_BY_HOP;
+
 use crate::body::ProxyBody;
 
 /// What the configuration says about one upstream.
@@ -148,18 +150,7 @@ fn error_chain(error: &dyn std::error::Error) -> String {
     text
 }
 
-const HOP_BY_HOP: [HeaderName; 8] = [
-    header::CONNECTION,
-    HeaderName::from_static("keep-alive"),
-    HeaderName::from_static("proxy-connection"),
-    header::PROXY_AUTHENTICATE,
-    header::PROXY_AUTHORIZATION,
-    header::TE,
-    header::TRAILER,
-    header::TRANSFER_ENCODING,
-];
-
-/// Removes hop-by-hop headers, the ones the `Connection` header names, and `Upgrade`: they
+/// Removes the hop-by-hop headers and the ones the `Connection` header names: they
 /// describe one connection and must not cross the proxy.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     let named: Vec<HeaderName> = headers
@@ -172,7 +163,6 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     for name in named.iter().chain(HOP_BY_HOP.iter()) {
         headers.remove(name);
     }
-    headers.remove(header::UPGRADE);
 }
 
 #[cfg(test)]

@@ -6,8 +6,8 @@
 use http::HeaderName;
 use http::header;
 
-/// Headers that describe one connection or the body's framing, never an exchange's content.
-const CONNECTION_AND_FRAMING: [HeaderName; 12] = [
+/// Headers that describe one connection (hop-by-hop): they never cross a proxy, either way.
+pub const HOP_BY_HOP: [HeaderName; 9] = [
     header::CONNECTION,
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
@@ -17,6 +17,10 @@ const CONNECTION_AND_FRAMING: [HeaderName; 12] = [
     header::TRAILER,
     header::TRANSFER_ENCODING,
     header::UPGRADE,
+];
+
+/// Headers that say how a body is framed or where it goes: the gateway computes them.
+const FRAMING: [HeaderName; 3] = [
     header::CONTENT_LENGTH,
     header::CONTENT_ENCODING,
     header::HOST,
@@ -24,7 +28,7 @@ const CONNECTION_AND_FRAMING: [HeaderName; 12] = [
 
 /// Whether `name` describes a connection or a body's framing, so no edit may set it.
 pub fn is_connection_or_framing(name: &HeaderName) -> bool {
-    CONNECTION_AND_FRAMING.contains(name)
+    HOP_BY_HOP.contains(name) || FRAMING.contains(name)
 }
 
 #[cfg(test)]

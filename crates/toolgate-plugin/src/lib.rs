@@ -83,7 +83,8 @@
 //! - [`catalog`]: the tool catalog (groups, workflow states, categories, action types), indexed
 //!   by `ToolKey`.
 //! - [`directives`]: the client's `toolgate` object and `x-toolgate-*` headers.
-//! - [`header_rules`]: the connection and framing headers no plugin edit may set.
+//! - [`header_rules`]: the hop-by-hop headers no proxy forwards, and the connection and framing
+//!   headers no plugin edit may set.
 //! - [`pattern`]: tool-name patterns (`search_*`), matched against a name's `ToolKey`.
 //! - [`taxonomy`]: tool categories, action types and access levels (seed 003).
 //! - [`tool_removal`]: `OnEmpty` and the one rule for removing declared tools, shared by every
