@@ -16,6 +16,7 @@ mod fixtures;
 mod formats;
 mod judge_and_telemetry;
 mod mcp;
+mod on_block;
 mod operator_messages;
 mod pipeline;
 mod proxy;
