@@ -320,6 +320,7 @@ pub(super) fn build(
         }
         let mut route_context = context.clone();
         route_context.route = route.path.clone();
+        route_context.mcp_route = is_mcp;
         let chain = build_chain(
             &raw.plugins,
             &route.plugins,
@@ -586,6 +587,8 @@ struct MergedEntry<'a> {
     mode: Mode,
     priority: Option<i32>,
     on_block: Option<OnBlockMode>,
+    /// Whether the route's own entry set `on_block` (not only the gateway-wide one).
+    on_block_from_route: bool,
     max_retries: Option<u32>,
     retry_deadline_ms: Option<u64>,
     settings: toml::Table,
@@ -632,6 +635,7 @@ fn build_chain(
                         mode: Mode::Enforce,
                         priority: None,
                         on_block: None,
+                        on_block_from_route: false,
                         max_retries: None,
                         retry_deadline_ms: None,
                         settings: toml::Table::new(),
@@ -659,6 +663,7 @@ fn build_chain(
                 errors.push(error);
             }
             target.on_block = entry.on_block.or(target.on_block);
+            target.on_block_from_route |= entry.on_block.is_some() && list_path == &local_path;
             target.max_retries = entry.max_retries.or(target.max_retries);
             target.retry_deadline_ms = entry.retry_deadline_ms.or(target.retry_deadline_ms);
             for (setting, value) in entry.settings.iter().flatten() {
@@ -701,6 +706,19 @@ fn build_chain(
             }
         };
         let on_block = match on_block(&entry, source) {
+            // The client of an MCP call gets a JSON-RPC error: there is no model to ask again
+            // and no answer to put a message in.
+            // A gateway-wide choice is for the LLM routes; one the MCP route makes is a mistake.
+            Ok(on_block) if context.mcp_route && on_block != OnBlock::Error => {
+                if entry.on_block_from_route {
+                    errors.push(source.error_at_key(
+                        &entry.entry_path.clone().key("on_block"),
+                        "on_block has no effect on an MCP route: a refused MCP call is a JSON-RPC error",
+                    ));
+                    continue;
+                }
+                OnBlock::Error
+            }
             Ok(on_block) => on_block,
             Err(error) => {
                 errors.push(error);
