@@ -123,7 +123,9 @@ impl GatewayError {
                 "invalid_api_key",
                 "the API key does not belong to any tenant",
             ),
-            crate::tenants::AuthFailure::Token(rejection) => (rejection.code(), rejection.message()),
+            crate::tenants::AuthFailure::Token(rejection) => {
+                (rejection.code(), rejection.message())
+            }
         };
         Self::new(Blame::Client, StatusCode::UNAUTHORIZED, code, message)
     }

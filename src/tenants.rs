@@ -13,7 +13,7 @@ use http::header::{self, HeaderName};
 use sha2::{Digest, Sha256};
 use toolgate_plugin::Tenant;
 
-pub use jwt::{JwtAuth, JwtRules, TokenRejection, VerifyingKey, looks_like_jwt, parse_jwks};
+pub use jwt::{JwtAuth, JwtRules, TokenRejection, looks_like_jwt, parse_jwks};
 
 /// The headers a client's key may arrive in: OpenAI SDKs send `Authorization: Bearer`,
 /// Anthropic's `x-api-key`, Azure-style clients `api-key`.

@@ -96,7 +96,9 @@ impl TokenRejection {
             TokenRejection::BadSignature => {
                 "the JWT's signature does not verify with the configured keys"
             }
-            TokenRejection::UnknownKey => "the JWT names a signing key (kid) the JWKS does not hold",
+            TokenRejection::UnknownKey => {
+                "the JWT names a signing key (kid) the JWKS does not hold"
+            }
             TokenRejection::WrongAlgorithm => {
                 "the JWT's algorithm is not the one its signing key is for"
             }
@@ -319,7 +321,9 @@ pub fn parse_jwks(text: &str) -> Result<Vec<VerifyingKey>, String> {
         });
     }
     if keys.is_empty() {
-        return Err("the JWKS holds no signing key toolgate can use (RSA, EC P-256/P-384, Ed25519)".into());
+        return Err(
+            "the JWKS holds no signing key toolgate can use (RSA, EC P-256/P-384, Ed25519)".into(),
+        );
     }
     Ok(keys)
 }
