@@ -143,6 +143,12 @@ fn presented_key(headers: &HeaderMap) -> Option<&[u8]> {
     })
 }
 
+/// Tells the operator a request was refused for its key: WARN with the route, the path and
+/// the reason's code. Never the key, nor the query string, where some clients put keys.
+pub(crate) fn warn_unauthenticated(request_id: &str, route: &str, path: &str, code: &str) {
+    tracing::warn!(%request_id, %route, %path, %code, "401: no valid tenant key for the route");
+}
+
 /// Removes every header a client's key may travel in, so it never reaches the upstream.
 pub fn strip_client_credentials(headers: &mut HeaderMap) {
     for name in &KEY_HEADERS {

@@ -19,9 +19,11 @@
 //! - `procs`: child processes that die with the driver, and /proc readings (CPU, RSS).
 //! - `report`: the markdown tables.
 //! - `callgrind`: the functions a callgrind profile saw run (for `link/hot-functions.txt`).
+//! - `dist`: the `dist` build measured, and the check that its hot-function list is current.
 
 pub mod callgrind;
 pub mod client;
+pub mod dist;
 pub mod oha;
 pub mod procs;
 pub mod report;

@@ -537,6 +537,18 @@ fn default_read_timeout_ms() -> u64 {
     300_000
 }
 
+/// What a block of this entry does to the exchange (`on_block`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnBlockMode {
+    /// The 403 with the violations.
+    Error,
+    /// The violations go back to the model as the blocked calls' results; it is asked again.
+    Retry,
+    /// A 200 whose assistant text says what was blocked.
+    Message,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawPluginEntry {
@@ -552,6 +564,15 @@ pub(crate) struct RawPluginEntry {
     pub mode: Option<Mode>,
     #[serde(default)]
     pub priority: Option<i32>,
+    /// `error` (default), `retry` or `message`: what a 403 block of this entry does.
+    #[serde(default)]
+    pub on_block: Option<OnBlockMode>,
+    /// With `on_block = "retry"`: how many times the model is asked again (default 2).
+    #[serde(default)]
+    pub max_retries: Option<u32>,
+    /// With `on_block = "retry"`: no new attempt starts this long after the request came.
+    #[serde(default)]
+    pub retry_deadline_ms: Option<u64>,
     #[serde(default)]
     pub settings: Option<toml::Table>,
 }

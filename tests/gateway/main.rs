@@ -16,6 +16,8 @@ mod fixtures;
 mod formats;
 mod judge_and_telemetry;
 mod mcp;
+mod on_block;
+mod operator_messages;
 mod pipeline;
 mod proxy;
 mod reliability;

@@ -59,7 +59,7 @@ fn the_commented_mcp_example_in_gateway_toml_loads_once_uncommented() {
     let shipped = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/gateway.toml"))
         .expect("gateway.toml");
     let (head, example) = shipped
-        .split_once("# MCP proxy (README \"MCP proxy\")")
+        .split_once("# MCP proxy (docs/mcp.md)")
         .expect("the MCP example is in gateway.toml");
     let uncommented: Vec<&str> = example
         .lines()
