@@ -201,7 +201,10 @@ pub(super) fn build(
     }
 
     let catalog = Arc::new(build_catalog(&raw, source, &mut errors));
-    let tenants = build_tenants(&raw, source, &mut errors);
+    let mut tenants = build_tenants(&raw, source, &mut errors);
+    if let Some(jwt) = super::jwt::build_jwt(&raw, source, &catalog, &mut errors) {
+        tenants = tenants.with_jwt(jwt);
+    }
     let mcp = super::mcp::build_mcp(&raw, source, &mut errors);
     let mut context = BuildContext::default();
     context.catalog = catalog.clone();
@@ -975,10 +978,11 @@ fn build_tenants(
                 )),
             }
         }
-        if entry.api_keys.is_empty() && entry.api_key_sha256.is_empty() {
+        // With [auth.jwt] a tenant may be known only by the tokens that name it.
+        if entry.api_keys.is_empty() && entry.api_key_sha256.is_empty() && raw.auth.jwt.is_none() {
             errors.push(source.error_at_key(
                 &tenant_path,
-                "a tenant needs a key: set api_keys or api_key_sha256",
+                "a tenant needs a key: set api_keys or api_key_sha256 (or identify tenants by JWT in [auth.jwt])",
             ));
         }
         for (upstream, key) in &entry.upstream_keys {

@@ -4,6 +4,7 @@
 
 mod build;
 mod env;
+mod jwt;
 mod mcp;
 mod recover;
 mod services;
@@ -177,6 +178,46 @@ pub(crate) struct RawConfig {
     /// `[mcp]`: who may see and call which MCP server's tools.
     #[serde(default)]
     pub mcp: RawMcp,
+    /// `[auth]`: ways besides API keys to identify a tenant.
+    #[serde(default)]
+    pub auth: RawAuth,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawAuth {
+    /// `[auth.jwt]`: tenants identified by JWTs signed by a JWKS's keys.
+    #[serde(default)]
+    pub jwt: Option<RawJwt>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawJwt {
+    /// The JWKS document, relative to the configuration file's folder.
+    #[serde(default)]
+    pub jwks_file: Option<EnvString>,
+    /// Every token must carry this `aud`.
+    pub audience: EnvString,
+    /// When set, every token must carry this `iss`.
+    #[serde(default)]
+    pub issuer: Option<EnvString>,
+    /// Clock skew allowed on `exp` and `nbf`.
+    #[serde(default = "default_jwt_leeway_secs")]
+    pub leeway_secs: u64,
+    #[serde(default = "default_tenant_claim")]
+    pub tenant_claim: String,
+    #[serde(default)]
+    pub groups_claim: Option<String>,
+    #[serde(default)]
+    pub access_level_claim: Option<String>,
+}
+
+fn default_jwt_leeway_secs() -> u64 {
+    30
+}
+fn default_tenant_claim() -> String {
+    "tenant".to_owned()
 }
 
 /// `[services.NAME]`: where a validator service lives and what its instances must configure.

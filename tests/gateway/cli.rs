@@ -434,6 +434,11 @@ fn every_config_example_in_docs_loads() {
                 let ca = tls.get_or_insert_with(crate::common::redis::TlsFiles::generate);
                 example = example.replace(&ca_file, &format!("\"{}\"", ca.ca.display()));
             }
+            if let Some(jwks_file) = quoted_value_of(&example, "jwks_file") {
+                // A JWKS the reader has: the public example key, since it is read at load.
+                let jwks = root.join("fixtures/jwt/example-jwks.json");
+                example = example.replace(&jwks_file, &format!("\"{}\"", jwks.display()));
+            }
             let config = if example.contains("[[routes]]") {
                 whole += 1;
                 example

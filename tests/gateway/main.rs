@@ -28,6 +28,7 @@ mod shipped_routes;
 mod store;
 mod streaming;
 mod tenants;
+mod tenants_jwt;
 mod tool_selection;
 mod upstream_credentials;
 mod upstream_selfcheck;
