@@ -23,7 +23,7 @@ use crate::shutdown::{CutAtGraceEnd, GraceOver};
 use crate::state::GatewayState;
 use crate::streaming;
 use crate::tenants::{authenticate, strip_client_credentials};
-use crate::upstream::strip_hop_by_hop;
+use crate::upstream::{is_event_stream, strip_hop_by_hop};
 
 pub const REQUEST_ID: &str = "x-request-id";
 
@@ -616,18 +616,6 @@ fn parse_request(format: WireFormat, headers: &HeaderMap, bytes: &Bytes) -> Pars
         Ok(parsed) => Parsed::Parsed(parsed),
         Err(error) => Parsed::Unparsable(error),
     }
-}
-
-pub(crate) fn is_event_stream(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| {
-            value
-                .trim_start()
-                .to_ascii_lowercase()
-                .starts_with("text/event-stream")
-        })
 }
 
 /// The client's `x-request-id` when it is a sane token, else a new one.

@@ -256,7 +256,7 @@ impl Relay {
         match response {
             Ok(response)
                 if response.status().is_success()
-                    && crate::proxy::is_event_stream(response.headers()) =>
+                    && crate::upstream::is_event_stream(response.headers()) =>
             {
                 self.assembler = self.exchange.format.stream_assembler();
                 self.rewriter = StreamRewriter::new(self.exchange.format);

@@ -240,6 +240,19 @@ fn error_chain(error: &dyn std::error::Error) -> String {
     text
 }
 
+/// Whether an answer's head says it is an event stream.
+pub(crate) fn is_event_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| {
+            value
+                .trim_start()
+                .to_ascii_lowercase()
+                .starts_with("text/event-stream")
+        })
+}
+
 /// Removes the hop-by-hop headers and the ones the `Connection` header names: they
 /// describe one connection and must not cross the proxy.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
