@@ -80,7 +80,8 @@ fn scenarios() -> Vec<Scenario> {
     ]
 }
 
-const SCENARIO_HEADER: &str = "x-toolgate-demo";
+// Not an `x-toolgate-*` header: those are toolgate's own and never reach the (scripted) upstream.
+const SCENARIO_HEADER: &str = "x-demo-scenario";
 
 pub async fn run() -> ExitCode {
     match tour().await {

@@ -135,6 +135,17 @@ impl GatewayError {
         )
     }
 
+    /// A request whose `toolgate` object is not one toolgate can read (not an object, a wrong
+    /// type, an unknown key).
+    pub fn invalid_directive(message: impl Into<String>) -> Self {
+        Self::new(
+            Blame::Client,
+            StatusCode::BAD_REQUEST,
+            "invalid_directive",
+            message,
+        )
+    }
+
     /// A guarded request whose JSON repeats a key the checks read: refused, because the
     /// upstream might read the other copy than the one checked.
     pub fn ambiguous_request(error: &toolgate_plugin::ParseError) -> Self {

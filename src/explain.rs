@@ -51,6 +51,7 @@ pub async fn explain(route: &Arc<Route>, path: &str, request: Bytes, response: &
         method: Method::POST,
         path_and_query: path.to_owned(),
         tenant: None,
+        workflow_state: Default::default(),
     };
     // The exchange the gateway would have run, stage by stage, without the sockets.
     let mut exchange = Exchange::new(meta, route.clone(), HeaderMap::new(), Instant::now());

@@ -103,6 +103,7 @@ async fn serve_llm(
         method: request.method().clone(),
         path_and_query: path_and_query(request.uri()),
         tenant: None,
+        workflow_state: Default::default(),
     };
     let auth = route.auth;
     // Only plugins read the request's headers after it has gone upstream.
@@ -319,6 +320,12 @@ async fn read_and_screen_request(
             Parsed::Parsed(request) if request.background && needs.response => {
                 return Err(GatewayError::background_refused());
             }
+            // The object is toolgate's: a malformed one is refused on every route, never
+            // forwarded or read as "no directives".
+            Parsed::Parsed(request) if request.directives().is_err() => {
+                let message = request.directives().err().unwrap_or_default();
+                return Err(GatewayError::invalid_directive(message));
+            }
             _ => {}
         }
         None
@@ -370,13 +377,22 @@ fn prepare_upstream_head(
             GatewayError::bad_request(format!("the request path cannot be forwarded: {error}"))
         })?;
     strip_hop_by_hop(headers);
+    toolgate_plugin::directives::strip_headers(headers);
     if exchange.meta.tenant.is_some() {
         // The tenant's key is toolgate's business only; the upstream gets its own key.
         strip_client_credentials(headers);
     }
     headers.remove(header::HOST);
     headers.remove(header::CONTENT_LENGTH);
-    upstream.authorize(headers);
+    upstream.authorize(
+        headers,
+        exchange.format,
+        exchange
+            .meta
+            .tenant
+            .as_ref()
+            .map(|tenant| tenant.name.as_str()),
+    );
     if exchange.route.chain.body_needs().response {
         // A compressed answer could not be inspected: ask for it plain.
         headers.insert(

@@ -139,6 +139,8 @@ mod tests {
             name: "u".into(),
             url: "http://127.0.0.1:1".into(),
             api_key: None,
+            auth: None,
+            tenant_keys: Default::default(),
             connect_timeout: Duration::from_secs(1),
             response_timeout: Duration::from_secs(1),
             read_timeout: Duration::from_secs(1),

@@ -2,6 +2,7 @@
 //! webpki roots) so `https://api.openai.com` works as well as a plain-HTTP local server. Also the
 //! header hygiene applied on both hops.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
@@ -12,30 +13,96 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
+use toolgate_plugin::WireFormat;
 use toolgate_plugin::header_rules::HOP_BY_HOP;
 
 use crate::body::ProxyBody;
 
 /// What the configuration says about one upstream.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct UpstreamSettings {
     pub name: String,
     pub url: String,
     pub api_key: Option<String>,
+    /// How the key is presented; `None` follows the exchange's format.
+    pub auth: Option<UpstreamAuth>,
+    /// Tenants' own keys for this upstream, by tenant name (`[tenants.NAME] upstream_keys`).
+    pub tenant_keys: BTreeMap<String, String>,
     pub connect_timeout: Duration,
     pub response_timeout: Duration,
     pub read_timeout: Duration,
 }
 
+/// How an upstream takes its key: `Authorization: Bearer` (OpenAI and most servers) or the key
+/// alone in a header of its own (Anthropic's `x-api-key`, Azure's `api-key`, or any other).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UpstreamAuth {
+    Bearer,
+    Header(HeaderName),
+}
+
+impl UpstreamAuth {
+    /// Reads `auth = "bearer" | "x-api-key" | "api-key" | "<header name>"`.
+    pub fn parse(text: &str) -> Result<UpstreamAuth, String> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "bearer" | "authorization" => Ok(UpstreamAuth::Bearer),
+            name => HeaderName::from_bytes(name.as_bytes())
+                .ok()
+                .filter(|name| !HOP_BY_HOP.contains(name) && *name != header::HOST)
+                .map(UpstreamAuth::Header)
+                .ok_or_else(|| {
+                    format!(
+                        "'{text}' is neither bearer, x-api-key, api-key nor a header name a key can travel in"
+                    )
+                }),
+        }
+    }
+
+    /// What an upstream that names no `auth` expects from a client of `format`: Anthropic's
+    /// API takes `x-api-key`; every other format's API a Bearer token.
+    pub fn for_format(format: WireFormat) -> UpstreamAuth {
+        match format {
+            WireFormat::AnthropicMessages => {
+                UpstreamAuth::Header(HeaderName::from_static("x-api-key"))
+            }
+            WireFormat::ChatCompletions | WireFormat::Responses => UpstreamAuth::Bearer,
+        }
+    }
+
+    /// The header carrying `key` this way, marked sensitive so it never shows in debug output.
+    fn header(&self, key: &str) -> Result<(HeaderName, HeaderValue), String> {
+        let (name, text) = match self {
+            UpstreamAuth::Bearer => (header::AUTHORIZATION, format!("Bearer {key}")),
+            UpstreamAuth::Header(name) => (name.clone(), key.to_owned()),
+        };
+        let mut value = HeaderValue::from_str(&text)
+            .map_err(|_| "the key holds characters not allowed in a header".to_owned())?;
+        value.set_sensitive(true);
+        Ok((name, value))
+    }
+}
+
+/// A key toolgate presents upstream; its `Debug` never shows it.
+#[derive(Clone)]
+struct UpstreamKey(String);
+
+impl std::fmt::Debug for UpstreamKey {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("UpstreamKey(***)")
+    }
+}
+
 /// A configured upstream with its own connection pool.
+#[derive(Debug)]
 pub struct Upstream {
     pub name: String,
     scheme: http::uri::Scheme,
     authority: http::uri::Authority,
     /// A path prefix from the URL (`http://host/openai` → `/openai`), without a trailing slash.
     base_path: String,
-    /// `Bearer <api_key>`, marked sensitive so it never shows in debug output.
-    authorization: Option<HeaderValue>,
+    api_key: Option<UpstreamKey>,
+    auth: Option<UpstreamAuth>,
+    tenant_keys: BTreeMap<String, UpstreamKey>,
     pub response_timeout: Duration,
     pub read_timeout: Duration,
     client: Client<HttpsConnector<HttpConnector>, ProxyBody>,
@@ -70,15 +137,22 @@ impl Upstream {
         if uri.query().is_some() {
             return Err(format!("'{}' must not carry a query", settings.url));
         }
-        let authorization = match settings.api_key.as_deref().filter(|key| !key.is_empty()) {
-            Some(key) => {
-                let mut value = HeaderValue::from_str(&format!("Bearer {key}"))
-                    .map_err(|_| "api_key holds characters not allowed in a header".to_owned())?;
-                value.set_sensitive(true);
-                Some(value)
-            }
+        // Every key is tried in a header now, so a bad one fails the load, not a request.
+        let usable = |key: &str, whose: &str| {
+            UpstreamAuth::Bearer
+                .header(key)
+                .map(|_| UpstreamKey(key.to_owned()))
+                .map_err(|_| format!("{whose} holds characters not allowed in a header"))
+        };
+        let api_key = match settings.api_key.as_deref().filter(|key| !key.is_empty()) {
+            Some(key) => Some(usable(key, "api_key")?),
             None => None,
         };
+        let mut tenant_keys = BTreeMap::new();
+        for (tenant, key) in &settings.tenant_keys {
+            let key = usable(key, &format!("tenant '{tenant}''s upstream key"))?;
+            tenant_keys.insert(tenant.clone(), key);
+        }
 
         let mut http = HttpConnector::new();
         http.enforce_http(false);
@@ -99,7 +173,9 @@ impl Upstream {
             scheme,
             authority,
             base_path: uri.path().trim_end_matches('/').to_owned(),
-            authorization,
+            api_key,
+            auth: settings.auth,
+            tenant_keys,
             response_timeout: settings.response_timeout,
             read_timeout: settings.read_timeout,
             client,
@@ -115,10 +191,24 @@ impl Upstream {
             .build()
     }
 
-    /// Replaces the client's credentials with the upstream's own key, when one is configured.
-    pub fn authorize(&self, headers: &mut HeaderMap) {
-        if let Some(authorization) = &self.authorization {
-            headers.insert(header::AUTHORIZATION, authorization.clone());
+    /// Replaces the client's credentials with the key toolgate holds for this upstream, when
+    /// it holds one: the tenant's own, else the upstream's `api_key`. It goes in the header the
+    /// upstream's `auth` names, else the one `format`'s API expects.
+    pub fn authorize(&self, headers: &mut HeaderMap, format: WireFormat, tenant: Option<&str>) {
+        let key = tenant
+            .and_then(|tenant| self.tenant_keys.get(tenant))
+            .or(self.api_key.as_ref());
+        let Some(key) = key else {
+            return;
+        };
+        let auth = self
+            .auth
+            .clone()
+            .unwrap_or_else(|| UpstreamAuth::for_format(format));
+        // Checked when the upstream was built; a key that no longer fits is not sent.
+        if let Ok((name, value)) = auth.header(&key.0) {
+            crate::tenants::strip_client_credentials(headers);
+            headers.insert(name, value);
         }
     }
 
@@ -174,6 +264,8 @@ mod tests {
             name: "u".into(),
             url: url.into(),
             api_key: Some("sk-secret".into()),
+            auth: None,
+            tenant_keys: BTreeMap::from([("acme".to_owned(), "sk-acme-own".to_owned())]),
             connect_timeout: Duration::from_secs(1),
             response_timeout: Duration::from_secs(1),
             read_timeout: Duration::from_secs(1),
@@ -212,9 +304,32 @@ mod tests {
             header::AUTHORIZATION,
             HeaderValue::from_static("Bearer client-key"),
         );
-        upstream.authorize(&mut headers);
+        upstream.authorize(&mut headers, WireFormat::ChatCompletions, None);
         assert_eq!(headers[header::AUTHORIZATION], "Bearer sk-secret");
         assert!(!format!("{:?}", headers).contains("sk-secret"));
+    }
+
+    #[test]
+    fn the_key_travels_as_the_format_or_the_auth_setting_says() {
+        let mut upstream = upstream("http://127.0.0.1:1").unwrap();
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer client-key"),
+        );
+        upstream.authorize(&mut headers, WireFormat::AnthropicMessages, None);
+        assert_eq!(headers.len(), 1, "the client's Authorization is gone");
+        assert_eq!(headers["x-api-key"], "sk-secret");
+
+        upstream.auth = Some(UpstreamAuth::parse("api-key").unwrap());
+        let mut headers = HeaderMap::new();
+        upstream.authorize(&mut headers, WireFormat::ChatCompletions, Some("acme"));
+        assert_eq!(headers["api-key"], "sk-acme-own", "the tenant's own key");
+        assert!(!format!("{upstream:?}").contains("sk-"));
+
+        assert_eq!(UpstreamAuth::parse("Bearer"), Ok(UpstreamAuth::Bearer));
+        assert!(UpstreamAuth::parse("x api key").is_err());
+        assert!(UpstreamAuth::parse("connection").is_err());
     }
 
     #[test]

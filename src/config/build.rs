@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use toolgate_plugin::prometheus_client::registry::Registry;
 use toolgate_plugin::schema::SchemaChecker;
-use toolgate_plugin::taxonomy;
 use toolgate_plugin::{
     BuildContext, CatalogTool, FactoryContext, MemoryStore, PluginFactory, StateStore,
     StoreFailMode, Tenant, ToolCatalog, WireFormat,
 };
+use toolgate_plugin::{directives, taxonomy};
 
 use super::source::{ConfigError, ConfigErrors, KeyPath, Source};
 use super::{Config, RawConfig, RawPluginEntry, ServerConfig, settings_to_json};
@@ -22,7 +22,7 @@ use crate::pipeline::{Chain, ChainEntry};
 use crate::router::{Route, RouteFormat, Router, UnreadableAnswers};
 use crate::telemetry::AuditOutput;
 use crate::tenants::{KeyDigest, RouteAuth, TenantDirectory, digest, parse_digest};
-use crate::upstream::{Upstream, UpstreamSettings};
+use crate::upstream::{Upstream, UpstreamAuth, UpstreamSettings};
 
 /// The plugins this process can build, by name. Created once per process (plugins register
 /// their metrics here), then used by every config load.
@@ -149,10 +149,29 @@ pub(super) fn build(
                 errors.push(source.error_at_key(&path, "must be greater than 0"));
             }
         }
+        let auth = match upstream.auth.as_deref().map(UpstreamAuth::parse) {
+            Some(Err(message)) => {
+                let path = KeyPath::default().key("upstreams").key(name).key("auth");
+                errors.push(source.error_at_key(&path, message));
+                None
+            }
+            Some(Ok(auth)) => Some(auth),
+            None => None,
+        };
+        let tenant_keys = raw
+            .tenants
+            .iter()
+            .filter_map(|(tenant, entry)| {
+                let key = entry.upstream_keys.get(name)?;
+                Some((tenant.clone(), key.0.trim().to_owned()))
+            })
+            .collect();
         let settings = UpstreamSettings {
             name: name.clone(),
             url: upstream.url.0.clone(),
             api_key: upstream.api_key.as_ref().map(|key| key.0.clone()),
+            auth,
+            tenant_keys,
             connect_timeout: Duration::from_millis(upstream.connect_timeout_ms),
             response_timeout: Duration::from_millis(upstream.response_timeout_ms),
             read_timeout: Duration::from_millis(upstream.read_timeout_ms),
@@ -708,14 +727,27 @@ fn build_catalog(raw: &RawConfig, source: &Source, errors: &mut Vec<ConfigError>
         tool.category = entry.category.clone();
         tool.action = entry.action.clone();
         tool.description = entry.description.clone();
-        for (key, values) in [
-            ("groups", &tool.groups),
-            ("available_in_states", &tool.available_in_states),
+        // A name no request could carry in a header (or that a comma would split) would make
+        // the tool unreachable by group or state: refused here rather than never matched.
+        let transition = tool.transition.iter().cloned().collect::<Vec<_>>();
+        for (key, values, wildcard_allowed) in [
+            ("groups", &tool.groups, false),
+            ("available_in_states", &tool.available_in_states, true),
+            ("state", &transition, false),
         ] {
-            if values.iter().any(|value| value.trim().is_empty()) {
-                errors.push(
-                    source.error_at_key(&tool_path.clone().key(key), "names must not be empty"),
-                );
+            let unnamable = values.iter().find(|value| {
+                let wildcard = value.as_str() == toolgate_plugin::catalog::WILDCARD;
+                (wildcard && !wildcard_allowed) || !directives::is_valid_name(value)
+            });
+            if let Some(name) = unnamable {
+                errors.push(source.error_at_key(
+                    &tool_path.clone().key(key),
+                    format!(
+                        "'{}' is not a name a request can give: use 1-64 of A-Z a-z 0-9 _ . : -{}",
+                        name.escape_debug(),
+                        if wildcard_allowed { " (or *)" } else { "" }
+                    ),
+                ));
             }
         }
         if let Some(category) = &tool.category
@@ -739,15 +771,6 @@ fn build_catalog(raw: &RawConfig, source: &Source, errors: &mut Vec<ConfigError>
                     taxonomy::ACTION_TYPES.join(", ")
                 ),
             ));
-        }
-        if tool
-            .transition
-            .as_deref()
-            .is_some_and(|state| state.trim().is_empty())
-        {
-            errors.push(
-                source.error_at_key(&tool_path.clone().key("state"), "a state must not be empty"),
-            );
         }
         tools.push(tool);
     }
@@ -847,6 +870,18 @@ fn build_tenants(
                 &tenant_path,
                 "a tenant needs a key: set api_keys or api_key_sha256",
             ));
+        }
+        for (upstream, key) in &entry.upstream_keys {
+            let path = tenant_path.clone().key("upstream_keys").key(upstream);
+            if !raw.upstreams.contains_key(upstream) {
+                let known = raw.upstreams.keys().cloned().collect::<Vec<_>>().join(", ");
+                errors.push(source.error_at_key(
+                    &path,
+                    format!("unknown upstream '{upstream}' (defined: {known})"),
+                ));
+            } else if key.0.trim().is_empty() {
+                errors.push(source.error_at_key(&path, "an upstream key must not be empty"));
+            }
         }
         for (parsed, path) in &digests {
             if let Some(owner) = owners.insert(*parsed, name) {

@@ -325,7 +325,8 @@ fn default_breaker_cool_down_ms() -> u64 {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawTool {
-    #[serde(default)]
+    /// `group` is seed 000's own spelling.
+    #[serde(default, alias = "group")]
     pub groups: Option<Vec<String>>,
     /// The state a successful call moves the conversation to.
     #[serde(default)]
@@ -361,6 +362,10 @@ pub(crate) struct RawTenant {
     /// Agent identities the tenant may assert with `x-toolgate-agent`.
     #[serde(default)]
     pub agents: Vec<String>,
+    /// The tenant's own key for an upstream, by upstream name: sent instead of the upstream's
+    /// `api_key` on the tenant's requests.
+    #[serde(default)]
+    pub upstream_keys: BTreeMap<String, EnvString>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -467,6 +472,10 @@ pub(crate) struct RawUpstream {
     pub url: EnvString,
     #[serde(default)]
     pub api_key: Option<EnvString>,
+    /// `bearer`, `x-api-key`, `api-key` or a header name; default: what the route's format's
+    /// API expects (Anthropic: `x-api-key`, others: bearer).
+    #[serde(default)]
+    pub auth: Option<String>,
     #[serde(default = "default_connect_timeout_ms")]
     pub connect_timeout_ms: u64,
     /// Until the response head arrives.

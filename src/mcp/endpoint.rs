@@ -283,6 +283,7 @@ fn meta_of(
         method: method.clone(),
         path_and_query: path_and_query(uri),
         tenant,
+        workflow_state: Default::default(),
     }
 }
 

@@ -27,4 +27,5 @@ mod store;
 mod streaming;
 mod tenants;
 mod tool_selection;
+mod upstream_credentials;
 mod upstream_selfcheck;

@@ -1,8 +1,10 @@
 //! toolgate's own request object: a top-level `toolgate` field in which a client names the tool
-//! groups it asks for, its workflow state and the agent it speaks for, for clients that cannot
-//! set the `x-toolgate-*` headers. The gateway removes it before the request goes upstream.
+//! groups it asks for, its workflow state, its conversation and the agent it speaks for, for
+//! clients that cannot set the `x-toolgate-*` headers. The gateway removes both the object and
+//! the headers before the request goes upstream.
 
-use serde::Deserialize;
+use http::HeaderMap;
+use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
 /// The top-level key of the object.
@@ -15,6 +17,10 @@ pub const GROUP_HEADER: &str = "x-toolgate-group";
 pub const STATE_HEADER: &str = "x-toolgate-state";
 /// The agent the request speaks for, as `toolgate.agent`.
 pub const AGENT_HEADER: &str = "x-toolgate-agent";
+/// The conversation whose workflow state toolgate keeps, as `toolgate.conversation`.
+pub const CONVERSATION_HEADER: &str = "x-toolgate-conversation";
+/// Every header of toolgate's own starts with this; none of them goes upstream.
+pub const HEADER_PREFIX: &str = "x-toolgate-";
 
 /// What the `toolgate` object asks for. Every field is optional.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -29,13 +35,54 @@ pub struct Directives {
     /// The agent the request speaks for (checked against its tenant's `agents`).
     #[serde(default)]
     pub agent: Option<String>,
+    /// The conversation the request continues, when toolgate keeps its workflow state.
+    #[serde(default)]
+    pub conversation: Option<String>,
 }
 
 impl Directives {
-    /// Reads the object, with an error that says which part is wrong.
+    /// Reads the object, with an error that says which part is wrong. Only an object is one:
+    /// serde would read an array field by field, and `null` would pass for "no directives".
     pub fn parse(raw: &RawValue) -> Result<Directives, String> {
+        if !raw.get().trim_start().starts_with('{') {
+            return Err(format!(
+                "the request's `toolgate` value must be an object, not {}",
+                json_kind(raw.get())
+            ));
+        }
         serde_json::from_str(raw.get())
             .map_err(|error| format!("the request's `toolgate` object is malformed: {error}"))
+    }
+}
+
+/// What kind of JSON value `text` is, in words, for an error message.
+fn json_kind(text: &str) -> &'static str {
+    match text.trim_start().bytes().next() {
+        Some(b'[') => "an array",
+        Some(b'"') => "a string",
+        Some(b'n') => "null",
+        Some(b't' | b'f') => "a boolean",
+        _ => "a number",
+    }
+}
+
+/// Reads a request's `toolgate` field so that an explicit `null` is kept (as the text `null`)
+/// rather than taken for an absent field, for [`Directives::parse`] to refuse.
+pub(crate) fn present_even_if_null<'de: 'a, 'a, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<&'a RawValue>, D::Error> {
+    <&RawValue>::deserialize(deserializer).map(Some)
+}
+
+/// Removes every `x-toolgate-*` header: they are toolgate's to read, not the upstream's.
+pub fn strip_headers(headers: &mut HeaderMap) {
+    let own: Vec<http::HeaderName> = headers
+        .keys()
+        .filter(|name| name.as_str().starts_with(HEADER_PREFIX))
+        .cloned()
+        .collect();
+    for name in own {
+        headers.remove(name);
     }
 }
 
@@ -69,7 +116,9 @@ pub fn split_list(value: &str) -> Vec<String> {
 }
 
 /// Whether a group or state name is well-formed: 1–64 of `A-Za-z0-9_.:-`, or `*`. Anything else
-/// in a header or the object is refused rather than guessed at.
+/// in a header or the object is refused rather than guessed at, and the catalog refuses a name
+/// outside this set: a header value could not carry it (or a comma would split it), so no
+/// request could name it.
 pub fn is_valid_name(name: &str) -> bool {
     name == "*"
         || (!name.is_empty()
@@ -99,7 +148,8 @@ mod tests {
             Directives {
                 group: Some(vec!["a".into(), "b".into()]),
                 state: Some("analysis".into()),
-                agent: None
+                agent: None,
+                conversation: None,
             }
         );
         assert_eq!(parse(r#"{"group":[]}"#).unwrap().group, Some(vec![]));
@@ -119,6 +169,41 @@ mod tests {
                 .contains("unknown field")
         );
         assert!(parse(r#""admin""#).is_err());
+    }
+
+    #[test]
+    fn only_an_object_is_a_directives_object() {
+        for (json, kind) in [
+            (r#"["group","admin"]"#, "an array"),
+            (r#""admin""#, "a string"),
+            ("7", "a number"),
+            ("null", "null"),
+        ] {
+            let error = parse(json).unwrap_err();
+            assert!(
+                error.contains(&format!("must be an object, not {kind}")),
+                "{error}"
+            );
+        }
+        assert_eq!(
+            parse(r#"{"conversation":"c-1"}"#)
+                .unwrap()
+                .conversation
+                .as_deref(),
+            Some("c-1")
+        );
+    }
+
+    #[test]
+    fn toolgate_headers_are_stripped_and_others_kept() {
+        let mut headers = HeaderMap::new();
+        headers.insert(GROUP_HEADER, http::HeaderValue::from_static("admin"));
+        headers.insert(CONVERSATION_HEADER, http::HeaderValue::from_static("c"));
+        headers.insert("x-toolgate-anything", http::HeaderValue::from_static("1"));
+        headers.insert("x-tool", http::HeaderValue::from_static("kept"));
+        strip_headers(&mut headers);
+        assert_eq!(headers.len(), 1);
+        assert!(headers.contains_key("x-tool"));
     }
 
     #[test]

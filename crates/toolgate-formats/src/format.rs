@@ -274,6 +274,61 @@ pub(crate) fn removed_tool_names(edits: &[Edit]) -> Vec<&str> {
 mod tests {
     use super::*;
 
+    /// `(name, turn, latest_turn, outcome)` of each history call of `body` read as `format`.
+    fn turns(format: WireFormat, body: &str) -> Vec<(String, usize, bool, crate::CallOutcome)> {
+        format
+            .parse_request(Bytes::from(body.to_owned()))
+            .expect("parses")
+            .history()
+            .into_iter()
+            .map(|call| (call.name, call.turn, call.latest_turn, call.outcome))
+            .collect()
+    }
+
+    #[test]
+    fn every_format_marks_the_model_turn_of_each_call_and_the_latest_one() {
+        use crate::CallOutcome::{Completed, Pending};
+        // A reused id: the result answers the latest call with it.
+        let chat = r#"{"messages":[{"role":"user","content":"go"},
+            {"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"a","arguments":"{}"}}]},
+            {"role":"tool","tool_call_id":"c","content":"ok"},
+            {"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"b","arguments":"{}"}},
+                                              {"id":"d","type":"function","function":{"name":"c","arguments":"{}"}}]},
+            {"role":"tool","tool_call_id":"c","content":"ok"}]}"#;
+        assert_eq!(
+            turns(WireFormat::ChatCompletions, chat),
+            [
+                ("a".into(), 0, false, Completed),
+                ("b".into(), 1, true, Completed),
+                ("c".into(), 1, true, Pending),
+            ]
+        );
+        let anthropic = r#"{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"go"},
+            {"role":"assistant","content":[{"type":"tool_use","id":"t","name":"a","input":{}}]},
+            {"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"ok"}]},
+            {"role":"assistant","content":"text only"}]}"#;
+        assert_eq!(
+            turns(WireFormat::AnthropicMessages, anthropic),
+            [("a".into(), 0, false, Completed)],
+            "the latest turn made no call"
+        );
+        let responses = r#"{"model":"m","input":[{"role":"user","content":"go"},
+            {"type":"function_call","call_id":"f","name":"a","arguments":"{}"},
+            {"type":"function_call_output","call_id":"f","output":"ok"},
+            {"type":"reasoning","summary":[]},
+            {"type":"function_call","call_id":"f","name":"b","arguments":"{}"},
+            {"type":"function_call","call_id":"g","name":"c","arguments":"{}"},
+            {"type":"function_call_output","call_id":"f","output":"ok"}]}"#;
+        assert_eq!(
+            turns(WireFormat::Responses, responses),
+            [
+                ("a".into(), 0, false, Completed),
+                ("b".into(), 1, true, Completed),
+                ("c".into(), 1, true, Pending),
+            ]
+        );
+    }
+
     #[test]
     fn a_body_that_is_not_utf8_is_read_where_its_bad_bytes_are_only_skipped() {
         let tools = br#""tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}]"#;

@@ -124,6 +124,19 @@ pub struct HistoryCall {
     pub arguments: String,
     /// Whether the call ran, failed or has no result yet.
     pub outcome: CallOutcome,
+    /// Which of the model's turns in the conversation made the call, counting from 0: every
+    /// answer of the model is one turn, whether it called tools or not.
+    pub turn: usize,
+    /// Whether the call is in the model's latest turn: the answer to the previous request of
+    /// the conversation, so its results are the ones new to this request.
+    pub latest_turn: bool,
+}
+
+/// Marks the calls of the latest model turn, `latest` (none when the model has not answered).
+pub(crate) fn mark_latest_turn(calls: &mut [HistoryCall], latest: Option<usize>) {
+    for call in calls {
+        call.latest_turn = Some(call.turn) == latest;
+    }
 }
 
 impl HistoryCall {

@@ -23,7 +23,11 @@ pub(crate) struct RequestHead<'a> {
     pub stream: Option<bool>,
     #[serde(default)]
     pub model: Option<String>,
-    #[serde(borrow, default)]
+    #[serde(
+        borrow,
+        default,
+        deserialize_with = "crate::directives::present_even_if_null"
+    )]
     pub toolgate: Option<&'a RawValue>,
     /// Responses: run in the background, the answer fetched later by id.
     #[serde(default)]

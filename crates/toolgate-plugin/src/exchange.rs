@@ -22,6 +22,10 @@ pub struct ExchangeMeta {
     pub path_and_query: String,
     /// The tenant whose key authenticated the request, when tenants are configured.
     pub tenant: Option<Arc<Tenant>>,
+    /// The conversation's workflow state, once `tool_groups` settled it in `pre_request` (it
+    /// is unset on a route without that plugin). Set once, so plugins after it all see one
+    /// state; a validator service is told it.
+    pub workflow_state: std::sync::OnceLock<String>,
 }
 
 /// A body as the gateway could read it.

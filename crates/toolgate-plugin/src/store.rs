@@ -156,6 +156,20 @@ pub trait StateStore: Send + Sync + Debug + 'static {
     /// What the store is, for logs (`memory`, `redis://host:port`), never with a password.
     fn describe(&self) -> String;
 
+    /// The record kept at `key` (a conversation's workflow state), if there is a live one.
+    async fn read_record(&self, key: &str) -> Result<Option<String>, StoreError>;
+
+    /// Writes `record` at `key` for `ttl`, as one atomic step, only if the key still holds
+    /// `expected` (`None`: no record). `false` when another writer changed it first: read it
+    /// again and decide anew, so two replicas never both apply one change.
+    async fn replace_record(
+        &self,
+        key: &str,
+        expected: Option<&str>,
+        record: &str,
+        ttl: Duration,
+    ) -> Result<bool, StoreError>;
+
     /// Whether the store answers now: connects (and authenticates) if it must, then asks it
     /// something trivial. Run at start-up and by the admin `/ready` and `/health`, so it is
     /// bounded by the store's own timeout. Default: a store in this process always answers.
@@ -187,6 +201,8 @@ pub struct MemoryStore {
 
 #[derive(Debug, Default)]
 struct MemoryState {
+    /// Records by key, with when they expire.
+    records: HashMap<String, (String, Instant)>,
     /// `(key, window length in ms)` → (period, units counted in it).
     counters: HashMap<(String, u64), (u64, u64)>,
     markers: HashMap<String, Instant>,
@@ -255,6 +271,7 @@ impl MemoryState {
         });
         let now = Instant::now();
         self.markers.retain(|_, expires| *expires > now);
+        self.records.retain(|_, (_, expires)| *expires > now);
     }
 }
 
@@ -299,6 +316,46 @@ impl StateStore for MemoryStore {
             }
         }
         Ok(state.apply(key, windows, fresh, CountPolicy::Always))
+    }
+
+    async fn read_record(&self, key: &str) -> Result<Option<String>, StoreError> {
+        let state = self
+            .state
+            .lock()
+            .map_err(|_| StoreError::new("the memory store's lock is poisoned"))?;
+        let now = Instant::now();
+        Ok(state
+            .records
+            .get(key)
+            .filter(|(_, expires)| *expires > now)
+            .map(|(record, _)| record.clone()))
+    }
+
+    async fn replace_record(
+        &self,
+        key: &str,
+        expected: Option<&str>,
+        record: &str,
+        ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        let mut state = self
+            .state
+            .lock()
+            .map_err(|_| StoreError::new("the memory store's lock is poisoned"))?;
+        let now = Instant::now();
+        let current = state
+            .records
+            .get(key)
+            .filter(|(_, expires)| *expires > now)
+            .map(|(record, _)| record.as_str());
+        if current != expected {
+            return Ok(false);
+        }
+        state
+            .records
+            .insert(key.to_owned(), (record.to_owned(), now + ttl));
+        state.writes_since_sweep += 1;
+        Ok(true)
     }
 
     fn describe(&self) -> String {

@@ -3,6 +3,7 @@
 //! those; before the response, a call to any other tool is blocked (defence in depth).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use http::HeaderValue;
@@ -11,11 +12,12 @@ use serde_json::json;
 use toolgate_plugin::directives::STATE_HEADER;
 use toolgate_plugin::{
     AvailabilityQuery, BodyNeeds, Check, Plugin, RequestEdit, RequestExchange, ResponseEdit,
-    ResponseExchange, ToolCatalog, Verdict, Violation,
+    ResponseExchange, StateStore, StoreFailMode, ToolCatalog, Unavailable, Verdict, Violation,
 };
 
 use crate::metrics::{AccessMetrics, GroupLabel, TenantLabel, TransitionLabels, known_or_other};
 use crate::selection::{self, Refusal, Selection, entry_of};
+use crate::workflow::{self, Applied, OnInvalidTransition};
 use toolgate_plugin::tool_removal::{self, OnEmpty};
 
 pub const PLUGIN_NAME: &str = "tool_groups";
@@ -25,12 +27,39 @@ pub const PLUGIN_NAME: &str = "tool_groups";
 pub(crate) struct GroupsSettings {
     #[serde(default)]
     pub on_empty: OnEmpty,
+    /// Where the workflow state comes from.
+    #[serde(default)]
+    pub state_source: StateSource,
+    /// `store` mode: what a latest-turn call to a tool its state did not offer gets.
+    #[serde(default)]
+    pub on_invalid_transition: OnInvalidTransition,
+    /// `store` mode: how long a conversation's record lives after its last change.
+    #[serde(default = "default_conversation_ttl_secs")]
+    pub conversation_ttl_secs: u64,
+}
+
+fn default_conversation_ttl_secs() -> u64 {
+    7 * 24 * 3600
+}
+
+/// Where a conversation's workflow state comes from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum StateSource {
+    /// Derived from the history the client sends (and the state it names) on every request:
+    /// no memory, so the client decides what it claims.
+    #[default]
+    Client,
+    /// Kept by toolgate in the state store per tenant and conversation (recommended).
+    Store,
 }
 
 pub(crate) struct ToolGroups {
     pub settings: GroupsSettings,
     pub catalog: Arc<ToolCatalog>,
     pub metrics: Arc<AccessMetrics>,
+    pub store: Arc<dyn StateStore>,
+    pub store_fail_mode: StoreFailMode,
 }
 
 impl ToolGroups {
@@ -41,6 +70,60 @@ impl ToolGroups {
             exchange.meta.tenant.as_deref(),
             &self.catalog,
         )
+    }
+
+    /// `store` mode: the selection with the state toolgate keeps for the conversation, moved
+    /// by this request's latest turn once; or the verdict that refuses the request.
+    async fn kept_state(
+        &self,
+        exchange: &RequestExchange<'_>,
+        tenant: Option<&str>,
+        selection: Selection,
+    ) -> Result<Selection, Verdict<RequestEdit>> {
+        let conversation =
+            workflow::conversation(exchange.headers, selection.conversation.as_deref())
+                .map_err(|refusal| Verdict::Block(*refusal.rejection))?;
+        let key = workflow::record_key(tenant, &conversation);
+        let claimed = selection.claimed_state.clone();
+        let applied = workflow::apply(
+            self.store.as_ref(),
+            &key,
+            Duration::from_secs(self.settings.conversation_ttl_secs.max(1)),
+            exchange.request.as_parsed(),
+            &self.catalog,
+            self.settings.on_invalid_transition,
+            claimed.as_deref(),
+            selection.clone(),
+        )
+        .await;
+        match applied {
+            Ok(Applied::Settled(selection)) => Ok(selection),
+            Ok(Applied::Invalid(refusal)) => {
+                if refusal
+                    .rejection
+                    .violations
+                    .first()
+                    .map(|v| v.code.as_str())
+                    == Some("invalid_transition")
+                {
+                    self.metrics.invalid_state_transitions.inc();
+                }
+                Err(Verdict::Block(*refusal.rejection))
+            }
+            Err(error) => {
+                tracing::warn!(request_id = %exchange.meta.request_id, store = %self.store.describe(), %error, "the workflow state could not be read or kept");
+                match self.store_fail_mode {
+                    // The state the history gives, as in `client` mode.
+                    StoreFailMode::Allow => Ok(selection),
+                    StoreFailMode::Block => Err(Verdict::Block(Unavailable::Store.rejection(
+                        vec![Unavailable::Store.violation(
+                            Check::State,
+                            "the workflow state cannot be kept right now: the state store did not answer",
+                        )],
+                    ))),
+                }
+            }
+        }
     }
 
     fn group_label(&self, group: &str) -> GroupLabel {
@@ -117,7 +200,16 @@ impl Plugin for ToolGroups {
                 return Verdict::Block(*refusal.rejection);
             }
         };
+        let selection = match self.settings.state_source {
+            StateSource::Client => selection,
+            StateSource::Store => match self.kept_state(exchange, tenant, selection).await {
+                Ok(selection) => selection,
+                Err(verdict) => return verdict,
+            },
+        };
         self.count_selection(&selection);
+        // The first settling wins: a chain runs tool_groups once per exchange.
+        let _ = exchange.meta.workflow_state.set(selection.state.clone());
 
         let mut available = Vec::new();
         let (mut filtered_by_group, mut filtered_by_state) = (Vec::new(), Vec::new());
@@ -175,7 +267,7 @@ impl Plugin for ToolGroups {
             return Verdict::Continue;
         }
         // The request passed pre_request, so its selection reads again without a refusal.
-        let Ok(selection) = selection::read(
+        let Ok(mut selection) = selection::read(
             exchange.request_headers,
             exchange.request,
             exchange.meta.tenant.as_deref(),
@@ -183,6 +275,10 @@ impl Plugin for ToolGroups {
         ) else {
             return Verdict::Continue;
         };
+        // The state pre_request settled (toolgate's own, in `store` mode) is the one that holds.
+        if let Some(state) = exchange.meta.workflow_state.get() {
+            selection.state = state.clone();
+        }
         let mut violations = Vec::new();
         for call in &response.calls {
             let mut fallback = None;

@@ -3,7 +3,9 @@
 //! - `tool_groups` (seed 000): tools belong to groups and are available in workflow states; a
 //!   request names its groups and state (`x-toolgate-group` / `x-toolgate-state`, or a
 //!   top-level `toolgate` object), a tenant may name only groups it holds, and the state moves
-//!   with every completed call in the conversation whose tool has a `state` transition.
+//!   with every completed call in the conversation whose tool has a `state` transition: derived
+//!   from the history the client sends (`state_source = "client"`), or kept by toolgate per
+//!   conversation in the state store (`"store"`, recommended: the client cannot forge it).
 //! - `tool_permission` (seed 003): allow and deny lists, action types and access levels mapped
 //!   to tool categories; denied > allowed > access-level categories > deny.
 //!
@@ -15,6 +17,7 @@ mod groups;
 mod metrics;
 mod permission;
 mod selection;
+mod workflow;
 
 use std::sync::Arc;
 
@@ -40,6 +43,8 @@ pub fn factories(context: &mut FactoryContext<'_>) -> Vec<Arc<dyn PluginFactory>
                 settings,
                 catalog: context.catalog.clone(),
                 metrics: groups_metrics.clone(),
+                store: context.store.clone(),
+                store_fail_mode: context.store_fail_mode,
             }))
         }),
         factory(permission::PLUGIN_NAME, 20, move |settings, context| {

@@ -76,7 +76,7 @@ impl AccessMetrics {
             state_transitions: registered(
                 registry,
                 "agent_state_transitions",
-                "Workflow state transitions by tool, read from the conversation",
+                "Workflow state transitions by tool, each counted once: by the request that brought its call's result",
                 Family::default(),
             ),
             state_availability: registered(
@@ -94,7 +94,7 @@ impl AccessMetrics {
             invalid_state_transitions: registered(
                 registry,
                 "agent_invalid_state_transition",
-                "Completed calls in a history to a tool not available in the state it was called in",
+                "Completed calls to a tool not available in the state it was called in, counted once",
                 Counter::default(),
             ),
             privilege_escalation_attempts: registered(

@@ -3,7 +3,7 @@
 //! state carried forward through the conversation's completed tool calls (seed 000 §4.2).
 
 use http::{HeaderMap, StatusCode};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use toolgate_plugin::catalog::{CatalogTool, DEFAULT_GROUP, INITIAL_STATE, WILDCARD};
 use toolgate_plugin::directives::{self, GROUP_HEADER, STATE_HEADER};
 use toolgate_plugin::{
@@ -19,17 +19,27 @@ pub struct Selection {
     pub initial_state: String,
     /// The state after the history's completed calls: the one tools are filtered by.
     pub state: String,
+    /// The transitions this request records: those made by the calls of the model's latest
+    /// turn, whose results are new to this request. Earlier ones were recorded by the request
+    /// that brought their results, so a conversation counts each transition once.
     pub transitions: Vec<Transition>,
-    /// Completed calls in the history to tools not available in the state they ran in.
+    /// Calls of the latest turn to tools not available in the state they ran in.
     pub invalid_transitions: usize,
+    /// The state the request named itself (header or body), if it named one.
+    pub claimed_state: Option<String>,
+    /// The conversation the body's `toolgate` object names, if it names one.
+    pub conversation: Option<String>,
 }
 
 /// One state change read from the conversation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Transition {
     pub tool: String,
     pub from: String,
     pub to: String,
+    /// When toolgate recorded it (ms since the Unix epoch), for a state it keeps itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<u64>,
 }
 
 /// Why a request's selection is refused, with the groups to count as denied.
@@ -77,7 +87,7 @@ pub(crate) fn read(
     let request = request.as_parsed();
     let directives = match request.map(ToolRequest::directives).transpose() {
         Ok(directives) => directives.flatten().unwrap_or_default(),
-        Err(message) => return Err(bad_request(Check::Group, "invalid_directives", message)),
+        Err(message) => return Err(bad_request(Check::Group, "invalid_directive", message)),
     };
     let header_groups =
         header_text(headers, GROUP_HEADER)?.map(|text| directives::split_list(&text));
@@ -144,13 +154,15 @@ pub(crate) fn read(
         }
     }
 
-    let initial_state = state.unwrap_or_else(|| INITIAL_STATE.to_owned());
+    let initial_state = state.clone().unwrap_or_else(|| INITIAL_STATE.to_owned());
     let mut selection = Selection {
         groups,
         state: initial_state.clone(),
         initial_state,
         transitions: Vec::new(),
         invalid_transitions: 0,
+        claimed_state: state,
+        conversation: directives.conversation,
     };
     if let Some(request) = request {
         for call in request.history() {
@@ -161,17 +173,20 @@ pub(crate) fn read(
             }
             let mut fallback = None;
             let tool = entry_of(catalog, &call.name, &mut fallback);
-            if !tool.available_in(&selection.state) {
+            if !tool.available_in(&selection.state) && call.latest_turn {
                 selection.invalid_transitions += 1;
             }
             if let Some(next) = &tool.transition {
-                selection.transitions.push(Transition {
-                    // The catalog's spelling: one tool is one metric label, however a client
-                    // cased the call.
-                    tool: tool.name.clone(),
-                    from: selection.state.clone(),
-                    to: next.clone(),
-                });
+                if call.latest_turn {
+                    selection.transitions.push(Transition {
+                        // The catalog's spelling: one tool is one metric label, however a
+                        // client cased the call.
+                        tool: tool.name.clone(),
+                        from: selection.state.clone(),
+                        to: next.clone(),
+                        at: None,
+                    });
+                }
                 selection.state = next.clone();
             }
         }
@@ -210,7 +225,7 @@ fn agree<T: PartialEq + std::fmt::Debug>(
 }
 
 /// A header's value as text (its repeats joined by commas); odd bytes are refused.
-fn header_text(headers: &HeaderMap, name: &str) -> Result<Option<String>, Refusal> {
+pub(crate) fn header_text(headers: &HeaderMap, name: &str) -> Result<Option<String>, Refusal> {
     let mut values = headers.get_all(name).iter().peekable();
     if values.peek().is_none() {
         return Ok(None);
@@ -222,7 +237,7 @@ fn header_text(headers: &HeaderMap, name: &str) -> Result<Option<String>, Refusa
             Err(_) => {
                 return Err(bad_request(
                     Check::Group,
-                    "invalid_directives",
+                    "invalid_directive",
                     format!("the {name} header is not visible ASCII"),
                 ));
             }
@@ -231,7 +246,17 @@ fn header_text(headers: &HeaderMap, name: &str) -> Result<Option<String>, Refusa
     Ok(Some(parts.join(",")))
 }
 
-fn bad_request(check: Check, code: &str, message: impl Into<String>) -> Refusal {
+/// A 403 refusal with one violation, counting no group as denied.
+pub(crate) fn forbidden(check: Check, code: &str, message: impl Into<String>) -> Refusal {
+    Refusal {
+        rejection: Box::new(Rejection::forbidden(vec![Violation::new(
+            check, code, message,
+        )])),
+        denied_groups: Vec::new(),
+    }
+}
+
+pub(crate) fn bad_request(check: Check, code: &str, message: impl Into<String>) -> Refusal {
     Refusal {
         rejection: Box::new(
             Rejection::forbidden(vec![Violation::new(check, code, message)])
@@ -344,12 +369,12 @@ mod tests {
             (
                 HeaderMap::new(),
                 request(r#"{"messages":[],"toolgate":{"group":1}}"#),
-                "invalid_directives",
+                "invalid_directive",
             ),
             (
                 HeaderMap::new(),
                 request(r#"{"messages":[],"toolgate":{"groups":["a"],"admin":true}}"#),
-                "invalid_directives",
+                "invalid_directive",
             ),
         ] {
             assert_eq!(
@@ -401,13 +426,42 @@ mod tests {
         assert_eq!(selection.state, "analysis", "c2 has no result yet");
         assert_eq!(
             selection.transitions,
-            [Transition {
-                tool: "knowledge-query".into(),
-                from: "undefined".into(),
-                to: "analysis".into()
-            }]
+            [],
+            "c1's transition was recorded by the request that brought its result"
         );
         assert_eq!(selection.invalid_transitions, 0);
+    }
+
+    #[test]
+    fn only_the_latest_turn_records_its_transitions() {
+        let catalog = catalog();
+        let conversation = r#"{"messages":[
+            {"role":"user","content":"go"},
+            {"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"knowledge-query","arguments":"{}"}}]},
+            {"role":"tool","tool_call_id":"c1","content":"found"},
+            {"role":"assistant","tool_calls":[{"id":"c2","type":"function","function":{"name":"complex-analysis","arguments":"{}"}}]},
+            {"role":"tool","tool_call_id":"c2","content":"done"}
+        ]}"#;
+        let selection =
+            read(&HeaderMap::new(), &request(conversation), None, &catalog).expect("ok");
+        assert_eq!(selection.state, "results");
+        assert_eq!(
+            selection.transitions,
+            [Transition {
+                tool: "complex-analysis".into(),
+                from: "analysis".into(),
+                to: "results".into(),
+                at: None,
+            }]
+        );
+        // The model answered in text since: nothing new to record.
+        let answered = conversation.replace(
+            r#""content":"done"}"#,
+            r#""content":"done"},{"role":"assistant","content":"all done"},{"role":"user","content":"thanks"}"#,
+        );
+        let selection = read(&HeaderMap::new(), &request(&answered), None, &catalog).expect("ok");
+        assert_eq!(selection.state, "results");
+        assert_eq!(selection.transitions, []);
     }
 
     #[test]

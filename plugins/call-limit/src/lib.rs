@@ -110,6 +110,7 @@ mod tests {
             method: Method::POST,
             path_and_query: "/v1/chat/completions".into(),
             tenant: None,
+            workflow_state: Default::default(),
         };
         let calls = (0..calls)
             .map(|index| ToolCall::function(Some(format!("call_{index}")), "lookup", "{}".into()))

@@ -75,6 +75,13 @@ pub struct EnvelopeContext<'a> {
     pub user_request: Option<String>,
     /// The model's reasoning summary (pre_response, when present).
     pub reasoning: Option<&'a str>,
+    /// The groups the tenant holds (null without a tenant), so a service can decide on them.
+    pub tenant_groups: Option<&'a [String]>,
+    /// The tenant's access level, when it has one.
+    pub access_level: Option<&'a str>,
+    /// The conversation's workflow state as `tool_groups` settled it (null on a route without
+    /// it): toolgate's state, not one the client claimed.
+    pub workflow_state: Option<&'a str>,
 }
 
 /// What a service answers.

@@ -66,6 +66,15 @@ impl ServicePlugin {
                 stream: request.is_some_and(|request| request.stream),
                 user_request: request.and_then(ToolRequest::user_request),
                 reasoning,
+                tenant_groups: meta
+                    .tenant
+                    .as_deref()
+                    .map(|tenant| tenant.groups.as_slice()),
+                access_level: meta
+                    .tenant
+                    .as_deref()
+                    .and_then(|tenant| tenant.access_level.as_deref()),
+                workflow_state: meta.workflow_state.get().map(String::as_str),
             },
         }
     }

@@ -16,8 +16,9 @@
 //!   a *refused* [`StoreError`]: the gateway's start-up check fails on it rather than the first
 //!   request.
 //! - `rediss://` is TLS over rustls, trusting the system's roots or the one CA given.
-//! - Keys: `<key>:<window ms>:<period>` per window (expiring when the period ends) and the
-//!   markers as given. Single-instance Redis (or a primary); Redis Cluster is not supported,
+//! - Keys: `<key>:<window ms>:<period>` per window (expiring when the period ends), the
+//!   markers as given, and records (a conversation's workflow state) as given, replaced by a
+//!   compare-and-set script. Single-instance Redis (or a primary); Redis Cluster is not supported,
 //!   since a script's keys there must share one slot.
 //!
 //! # Layout
@@ -46,6 +47,7 @@ pub struct RedisStore {
     timeout: Duration,
     connection: Mutex<Option<ConnectionManager>>,
     script: redis::Script,
+    replace_script: redis::Script,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -91,6 +93,7 @@ impl RedisStore {
             timeout,
             connection: Mutex::new(None),
             script: redis::Script::new(COUNT_SCRIPT),
+            replace_script: redis::Script::new(REPLACE_SCRIPT),
         })
     }
 
@@ -167,6 +170,7 @@ impl RedisStore {
         let sent = async {
             match request {
                 Request::Script(invocation) => invocation.invoke_async(connection).await,
+                Request::Get(key) => redis::cmd("GET").arg(key).query_async(connection).await,
                 Request::Ping => redis::cmd("PING").query_async(connection).await,
             }
         };
@@ -210,10 +214,12 @@ impl RedisStore {
     }
 }
 
-/// What [`RedisStore::send`] sends: the counting script, or the check's PING.
+/// What [`RedisStore::send`] sends: a script (counting, or a record's compare-and-set), a
+/// record's read, or the check's PING.
 #[derive(Clone, Copy)]
 enum Request<'a> {
     Script(&'a redis::ScriptInvocation<'a>),
+    Get(&'a str),
     Ping,
 }
 
@@ -304,7 +310,48 @@ impl StateStore for RedisStore {
             )))
         }
     }
+
+    async fn read_record(&self, key: &str) -> Result<Option<String>, StoreError> {
+        let reply = self.send(Request::Get(key)).await?;
+        redis::from_redis_value::<Option<String>>(reply)
+            .map_err(|_| StoreError::new(format!("{} gave an unexpected answer", self.display)))
+    }
+
+    async fn replace_record(
+        &self,
+        key: &str,
+        expected: Option<&str>,
+        record: &str,
+        ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        let mut invocation = self.replace_script.prepare_invoke();
+        invocation
+            .key(key)
+            .arg(if expected.is_some() { "1" } else { "0" })
+            .arg(expected.unwrap_or_default())
+            .arg(record)
+            .arg((ttl.as_millis() as u64).max(1));
+        // Sent once more after a broken connection, a replace that already ran answers 0: the
+        // caller reads the record again and finds its own change there.
+        let reply = self.send(Request::Script(&invocation)).await?;
+        redis::from_redis_value::<i64>(reply)
+            .map(|replaced| replaced == 1)
+            .map_err(|_| StoreError::new(format!("{} gave an unexpected answer", self.display)))
+    }
 }
+
+/// Compare-and-set of one record: `KEYS[1]`; `ARGV` = whether a record is expected, the
+/// expected record, the new one, its TTL in ms. 1 when written, 0 when the record differed.
+const REPLACE_SCRIPT: &str = r#"
+local current = redis.call('GET', KEYS[1])
+if ARGV[1] == '1' then
+  if current ~= ARGV[2] then return 0 end
+elseif current then
+  return 0
+end
+redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[4])
+return 1
+"#;
 
 #[cfg(test)]
 mod tests {

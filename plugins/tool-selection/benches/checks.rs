@@ -55,6 +55,7 @@ impl Exchange {
                 method: Method::POST,
                 path_and_query: "/v1/chat/completions".to_owned(),
                 tenant: None,
+                workflow_state: Default::default(),
             },
             headers: HeaderMap::new(),
             request,

@@ -138,6 +138,7 @@ pub async fn run(
         method: Method::POST,
         path_and_query: "/v1/chat/completions".to_owned(),
         tenant: None,
+        workflow_state: Default::default(),
     };
     let headers = HeaderMap::new();
     let exchange = ResponseExchange {

@@ -7,7 +7,7 @@ use crate::common::answers::{assert_contains_all, config_errors};
 fn catalog_and_permission_typos_are_located_load_errors() {
     let plugins = toolgate::PluginRegistry::builtin(&mut Default::default());
     let text = "[upstreams.llm]\nurl = \"http://127.0.0.1:1\"\n\n\
-                [tools.a]\ncategory = \"databse\"\naction = \"db:drop\"\ngroup = [\"x\"]\n\n\
+                [tools.a]\ncategory = \"databse\"\naction = \"db:drop\"\ngrups = [\"x\"]\n\n\
                 [tenants.t]\napi_keys = [\"k\"]\naccess_level = \"root\"\n\n\
                 [access_levels.ops]\ncategories = [\"deploy\"]\n\n\
                 [[routes]]\npath = \"/v1\"\nupstream = \"llm\"\n\
@@ -15,11 +15,11 @@ fn catalog_and_permission_typos_are_located_load_errors() {
     let errors = config_errors(text, "g.toml", &plugins);
     // An unknown key stops the parse first, with its location.
     assert!(
-        errors.contains("g.toml:7:1") && errors.contains("group"),
+        errors.contains("g.toml:7:1") && errors.contains("grups"),
         "{errors}"
     );
 
-    let text = text.replace("group = [\"x\"]\n", "");
+    let text = text.replace("grups = [\"x\"]\n", "");
     assert_contains_all(
         &config_errors(&text, "g.toml", &plugins),
         [

@@ -161,7 +161,7 @@ async fn bad_group_and_state_input_is_refused_never_widened() {
     malformed["toolgate"] = json!({"group": 7});
     let (status, body) = send(&[], malformed).await;
     assert_eq!(status, 400);
-    assert_eq!(body["error"]["code"], "invalid_directives");
+    assert_eq!(body["error"]["code"], "invalid_directive");
     assert!(
         body["error"]["message"]
             .as_str()

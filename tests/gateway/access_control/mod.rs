@@ -4,7 +4,9 @@
 //! seed's catalog and the requests and clients the files below share.
 
 mod config;
+mod directives;
 mod groups;
+mod kept_state;
 mod permissions;
 mod states;
 mod tenants;

@@ -1,6 +1,6 @@
 //! Workflow states: the seed's workflow moving through its states as the conversation's tool
-//! results arrive (and its audit line telling the story), the per-request states of §5.2, and a
-//! failed tool result that moves no state.
+//! results arrive (each transition counted once however long the conversation), the
+//! per-request states of §5.2, and a failed tool result that moves no state.
 
 use super::{
     CATALOG, SEED_TOOLS, executed, forwarded_tools, groups_route, offered, request, sdk_chat_as,
@@ -79,13 +79,11 @@ async fn the_seed_workflow_moves_through_its_states_from_the_conversation() {
             )
         })
         .collect();
+    // Only the transition whose result this request brought: the earlier two were recorded by
+    // the requests that brought theirs.
     assert_eq!(
         transitions,
-        [
-            ("undefined".to_owned(), "analysis".to_owned()),
-            ("analysis".into(), "results".into()),
-            ("results".into(), "undefined".into())
-        ]
+        [("results".to_owned(), "undefined".to_owned())]
     );
     assert_eq!(audit["available_tools"], json!(["knowledge-query"]));
     assert!(
@@ -175,4 +173,53 @@ async fn a_failed_tool_result_moves_no_state() {
         .collect();
     assert_eq!(names, ["knowledge-query"]);
     drop(gateway);
+}
+
+#[tokio::test]
+async fn a_ten_step_conversation_counts_each_transition_once() {
+    let upstream = ScriptedUpstream::start().await;
+    let gateway = TestGateway::start(&upstream, &groups_route("")).await;
+    let groups = [("x-toolgate-group", "knowledge,compute,admin")];
+    // The workflow's loop: each call moves the state on to where the next one is offered.
+    let cycle = ["knowledge-query", "complex-analysis", "reset-workflow"];
+    let mut history = Vec::new();
+    for step in 0..10 {
+        let tool = cycle[step % cycle.len()];
+        let id = format!("call_{step}");
+        upstream.push(Reply::chat_calls(&[(&id, tool, "{}")]));
+        let answer = sdk_chat_as(
+            &gateway,
+            "sk",
+            &groups,
+            request(&SEED_TOOLS, history.clone()),
+        )
+        .await
+        .unwrap_or_else(|error| panic!("step {step}: {error}"));
+        let calls = answer.choices[0]
+            .message
+            .tool_calls
+            .clone()
+            .unwrap_or_default();
+        assert_eq!(
+            calls.len(),
+            1,
+            "step {step}: the model's call to {tool} is let through"
+        );
+        history.extend(executed(&id, tool));
+    }
+    // Nine results came back (the tenth call's is still out): three of each transition, not
+    // the 45 a re-count of the whole history on every request would give.
+    gateway
+        .assert_metrics_contain(&[
+            "agent_state_transitions_total{tool=\"knowledge-query\",from=\"undefined\",to=\"analysis\"} 3",
+            "agent_state_transitions_total{tool=\"complex-analysis\",from=\"analysis\",to=\"results\"} 3",
+            "agent_state_transitions_total{tool=\"reset-workflow\",from=\"results\",to=\"undefined\"} 3",
+        ])
+        .await;
+    let recorded: usize = gateway
+        .audit_lines()
+        .iter()
+        .map(|line| line["state_transitions"].as_array().map_or(0, Vec::len))
+        .sum();
+    assert_eq!(recorded, 9, "the audit lines record each transition once");
 }

@@ -35,6 +35,8 @@ pub struct ScriptedUpstream {
 struct State {
     script: Mutex<Script>,
     requests: Mutex<Vec<RecordedRequest>>,
+    /// A header (name, value) every request must carry, as a provider requires its key.
+    required_header: Mutex<Option<(String, String)>>,
 }
 
 #[derive(Default)]
@@ -104,6 +106,12 @@ impl ScriptedUpstream {
     /// The body of the last request received, as JSON: what the gateway forwarded.
     pub fn forwarded_json(&self) -> Value {
         self.last_request().expect("forwarded").json()
+    }
+
+    /// From now on, a request without header `name` set to `value` is refused with a 401 in
+    /// Anthropic's error shape (recorded, but no scripted reply used): a provider checking its key.
+    pub fn require_header(&self, name: &str, value: &str) {
+        *lock(&self.state.required_header) = Some((name.to_owned(), value.to_owned()));
     }
 
     /// Stops the server and waits until its port is closed and its connections are dropped.
@@ -445,6 +453,26 @@ async fn answer(
         headers: parts.headers,
         body,
     };
+    let refused_key = lock(&state.required_header)
+        .as_ref()
+        .filter(|(name, value)| {
+            recorded
+                .headers
+                .get(name.as_str())
+                .and_then(|v| v.to_str().ok())
+                != Some(value)
+        })
+        .map(|(name, _)| name.clone());
+    if let Some(name) = refused_key {
+        lock(&state.requests).push(recorded);
+        return Reply::json(
+            401,
+            json!({"type": "error", "error": {"type": "authentication_error",
+                   "message": format!("scripted upstream: a valid {name} header is required")}}),
+        )
+        .into_response()
+        .await;
+    }
     // Both locks at once, so request numbers and FIFO order agree under concurrent requests.
     let (number, reply) = {
         let mut requests = lock(&state.requests);

@@ -1,6 +1,7 @@
 //! What a service is sent: one request per answer carrying the tenant, the instance's config,
 //! the declared tools and the calls in the instance's scope, with the descriptor's headers and
-//! bearer token — and no request at all when no call is in scope.
+//! bearer token, the tenant's groups and access level and the workflow state toolgate keeps —
+//! and no request at all when no call is in scope.
 
 use crate::common::services::{instance, request, route, service};
 use crate::common::{Reply, ScriptedUpstream, TestGateway};
@@ -95,4 +96,62 @@ async fn the_envelope_carries_tenant_config_tools_and_calls_with_the_descriptor_
     let response = gateway.post_chat(&request()).await;
     assert_eq!(response.status(), 200);
     assert_eq!(checker.request_count(), 1);
+}
+
+#[tokio::test]
+async fn the_envelope_carries_the_tenants_groups_access_level_and_workflow_state() {
+    let upstream = ScriptedUpstream::start().await;
+    let checker = ScriptedUpstream::start().await;
+    checker.set_default(Reply::json(
+        200,
+        json!({"error": null, "decision": "allow", "violations": []}),
+    ));
+    let config = format!(
+        "[tools.search]\ngroups = [\"research\"]\nstate = \"analysis\"\n\n\
+         [tools.summarise]\ngroups = [\"research\"]\navailable_in_states = [\"analysis\"]\n\n\
+         [tenants.acme]\napi_keys = [\"sk-acme\"]\ngroups = [\"research\"]\n\
+         access_level = \"standard\"\n\n{}\
+         [[routes]]\npath = \"/v1\"\nupstream = \"llm\"\n\
+         [[routes.plugins]]\nname = \"tool_groups\"\n\
+         [[routes.plugins]]\nname = \"service\"\n[routes.plugins.settings]\n\
+         service = \"context\"\nstages = [\"pre_request\", \"pre_response\"]\n",
+        service("context", &format!("{}/check", checker.url()), ""),
+    );
+    let gateway = TestGateway::start(&upstream, &config).await;
+    let tool = |name: &str| {
+        json!({"type": "function", "function": {"name": name,
+               "parameters": {"type": "object", "properties": {}}}})
+    };
+    // search ran and its result is back: toolgate's state is analysis.
+    let body = json!({
+        "model": "gpt-4o-mini",
+        "tools": [tool("search"), tool("summarise")],
+        "messages": [
+            {"role": "user", "content": "Look it up."},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+             "function": {"name": "search", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "found"},
+        ],
+    });
+    upstream.push(Reply::chat_calls(&[("c2", "summarise", "{}")]));
+    let answer = gateway
+        .openai_with_key("sk-acme")
+        .chat()
+        .create(crate::common::answers::sdk_chat_request(body))
+        .await
+        .expect("allowed");
+    assert!(answer.choices[0].message.tool_calls.is_some());
+
+    let envelopes: Vec<serde_json::Value> = checker
+        .requests()
+        .iter()
+        .map(|request| request.json())
+        .collect();
+    assert_eq!(envelopes.len(), 2, "pre_request and pre_response");
+    for envelope in &envelopes {
+        let context = &envelope["context"];
+        assert_eq!(context["tenant_groups"], json!(["research"]), "{envelope}");
+        assert_eq!(context["access_level"], "standard");
+        assert_eq!(context["workflow_state"], "analysis");
+    }
 }

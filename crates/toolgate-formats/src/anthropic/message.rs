@@ -175,9 +175,14 @@ pub(crate) fn history(body: &[u8]) -> Vec<HistoryCall> {
         return Vec::new();
     };
     let mut calls: Vec<HistoryCall> = Vec::new();
-    for turn in &conversation.messages {
-        let assistant = turn.role.as_deref() == Some("assistant");
-        for block in turn.blocks() {
+    let mut turns: usize = 0;
+    for message in &conversation.messages {
+        let assistant = message.role.as_deref() == Some("assistant");
+        let turn = turns;
+        if assistant {
+            turns += 1;
+        }
+        for block in message.blocks() {
             let kind = block.kind.as_deref().unwrap_or_default();
             let failed = match kind {
                 "tool_result" if !assistant => {
@@ -191,6 +196,8 @@ pub(crate) fn history(body: &[u8]) -> Vec<HistoryCall> {
                             name: call.name,
                             arguments: call.arguments,
                             outcome: CallOutcome::Pending,
+                            turn,
+                            latest_turn: false,
                         });
                     }
                     continue;
@@ -199,6 +206,8 @@ pub(crate) fn history(body: &[u8]) -> Vec<HistoryCall> {
             let answered = block.tool_use_id.map(text_or_raw_json);
             if let Some(call) = calls
                 .iter_mut()
+                // The latest call with the id: a client may reuse ids across turns.
+                .rev()
                 .find(|call| call.id.is_some() && call.id == answered)
             {
                 call.outcome = if failed {
@@ -209,6 +218,7 @@ pub(crate) fn history(body: &[u8]) -> Vec<HistoryCall> {
             }
         }
     }
+    crate::tool::mark_latest_turn(&mut calls, turns.checked_sub(1));
     calls
 }
 

@@ -23,7 +23,11 @@ struct RequestWire<'a> {
     stream: Option<bool>,
     #[serde(default)]
     model: Option<String>,
-    #[serde(borrow, default)]
+    #[serde(
+        borrow,
+        default,
+        deserialize_with = "crate::directives::present_even_if_null"
+    )]
     toolgate: Option<&'a RawValue>,
 }
 
@@ -196,9 +200,12 @@ pub(crate) fn history(body: &[u8]) -> Vec<HistoryCall> {
         return Vec::new();
     };
     let mut calls: Vec<HistoryCall> = Vec::new();
+    let mut turns: usize = 0;
     for message in conversation.messages {
         match message.role {
             Some("assistant") => {
+                let turn = turns;
+                turns += 1;
                 for (position, call) in message.tool_calls.into_iter().flatten().enumerate() {
                     if let Ok(call) = tool_call(0, position, call) {
                         calls.push(HistoryCall {
@@ -206,6 +213,8 @@ pub(crate) fn history(body: &[u8]) -> Vec<HistoryCall> {
                             name: call.name,
                             arguments: call.arguments,
                             outcome: CallOutcome::Pending,
+                            turn,
+                            latest_turn: false,
                         });
                     }
                 }
@@ -215,12 +224,16 @@ pub(crate) fn history(body: &[u8]) -> Vec<HistoryCall> {
                         arguments: function.arguments_text(),
                         name: function.name,
                         outcome: CallOutcome::Pending,
+                        turn,
+                        latest_turn: false,
                     });
                 }
             }
             Some("tool") => {
                 if let Some(call) = calls
                     .iter_mut()
+                    // The latest call with the id: a client may reuse ids across turns.
+                    .rev()
                     .find(|call| call.id.is_some() && call.id == message.tool_call_id)
                 {
                     call.outcome = CallOutcome::Completed;
@@ -239,6 +252,7 @@ pub(crate) fn history(body: &[u8]) -> Vec<HistoryCall> {
             _ => {}
         }
     }
+    crate::tool::mark_latest_turn(&mut calls, turns.checked_sub(1));
     calls
 }
 

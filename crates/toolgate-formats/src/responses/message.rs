@@ -216,11 +216,29 @@ fn input_items(body: &[u8]) -> Option<(&RawValue, Vec<&RawValue>)> {
 /// `status` (`completed`, `failed`, or an `error`). Approval requests are not calls yet.
 pub(crate) fn history(body: &[u8]) -> Vec<HistoryCall> {
     let mut calls: Vec<HistoryCall> = Vec::new();
+    // A model turn is a run of the model's items (calls, reasoning, its messages) between the
+    // client's (its messages and call outputs).
+    let (mut turns, mut in_model_turn) = (0usize, false);
     for raw in input_items(body)
         .map(|(_, items)| items)
         .unwrap_or_default()
     {
-        match read_item(raw) {
+        let item = read_item(raw);
+        let by_model = match &item {
+            Ok(Item::Call { .. } | Item::Reasoning(_)) => Some(true),
+            Ok(Item::Message { role, .. }) => Some(role.as_deref() == Some("assistant")),
+            Ok(Item::Output { .. }) => Some(false),
+            Ok(Item::Other) | Err(_) => None,
+        };
+        match by_model {
+            Some(true) if !in_model_turn => {
+                turns += 1;
+                in_model_turn = true;
+            }
+            Some(false) => in_model_turn = false,
+            _ => {}
+        }
+        match item {
             Ok(Item::Call {
                 call,
                 ran,
@@ -230,6 +248,8 @@ pub(crate) fn history(body: &[u8]) -> Vec<HistoryCall> {
                 name: call.name,
                 arguments: call.arguments,
                 outcome: ran.unwrap_or(CallOutcome::Pending),
+                turn: turns.saturating_sub(1),
+                latest_turn: false,
             }),
             Ok(Item::Output {
                 call_id: Some(id),
@@ -237,6 +257,8 @@ pub(crate) fn history(body: &[u8]) -> Vec<HistoryCall> {
             }) => {
                 if let Some(call) = calls
                     .iter_mut()
+                    // The latest call with the id: a client may reuse ids across turns.
+                    .rev()
                     .find(|call| call.id.as_deref() == Some(id.as_str()))
                 {
                     call.outcome = match failed {
@@ -248,6 +270,7 @@ pub(crate) fn history(body: &[u8]) -> Vec<HistoryCall> {
             _ => {}
         }
     }
+    crate::tool::mark_latest_turn(&mut calls, turns.checked_sub(1));
     calls
 }
 

@@ -1,0 +1,221 @@
+//! Workflow state kept by toolgate (`state_source = "store"`): one record per tenant and
+//! conversation in the state store (memory, or Redis so replicas agree), moved by the results
+//! of the model's latest turn exactly once, whatever the client claims or re-sends.
+//!
+//! A conversation is named by `x-toolgate-conversation` or `toolgate.conversation`. The record
+//! holds the state, how many model turns of the conversation it has applied, and each
+//! transition with its time. A request applies its latest turn only when that turn is past the
+//! record's (a retried or replayed request moves nothing; call ids play no part, so reused ids
+//! change nothing), with a compare-and-set so two replicas never both apply one turn.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use http::HeaderMap;
+use serde::{Deserialize, Serialize};
+use toolgate_plugin::catalog::INITIAL_STATE;
+use toolgate_plugin::directives::CONVERSATION_HEADER;
+use toolgate_plugin::{CallOutcome, Check, StateStore, StoreError, ToolCatalog, ToolRequest};
+
+use crate::selection::{Refusal, Selection, Transition, bad_request, entry_of, header_text};
+
+/// Transitions kept in a record: enough for an audit of a long conversation, bounded in size.
+const KEPT_TRANSITIONS: usize = 200;
+/// Attempts at a compare-and-set before the request is refused as contended.
+const ATTEMPTS: usize = 4;
+
+/// What happens to a call in the latest turn that the state it ran in did not offer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnInvalidTransition {
+    /// Refuse the request (403, `check: state`), and record nothing.
+    #[default]
+    Block,
+    /// Count it and apply its transition anyway.
+    Allow,
+}
+
+/// One conversation's record, as stored (JSON).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct WorkflowRecord {
+    pub state: String,
+    /// Model turns of the conversation whose results are applied (the next turn to apply).
+    pub turns_applied: usize,
+    pub transitions: Vec<Transition>,
+}
+
+/// The conversation a request names, checked: 1–128 of `A-Za-z0-9_.:-`.
+pub(crate) fn conversation(
+    headers: &HeaderMap,
+    named_in_body: Option<&str>,
+) -> Result<String, Refusal> {
+    let header = header_text(headers, CONVERSATION_HEADER)?.map(|text| text.trim().to_owned());
+    let name = match (header, named_in_body) {
+        (Some(header), Some(body)) if header != body => {
+            return Err(bad_request(
+                Check::State,
+                "conflicting_directives",
+                format!(
+                    "the {CONVERSATION_HEADER} header and the toolgate.conversation field disagree; send one"
+                ),
+            ));
+        }
+        (Some(name), _) => name,
+        (None, Some(name)) => name.to_owned(),
+        (None, None) => {
+            return Err(bad_request(
+                Check::State,
+                "missing_conversation",
+                format!(
+                    "this route keeps the workflow state per conversation: name it with the {CONVERSATION_HEADER} header or toolgate.conversation"
+                ),
+            ));
+        }
+    };
+    let valid = (1..=128).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'));
+    if !valid {
+        return Err(bad_request(
+            Check::State,
+            "invalid_conversation",
+            format!(
+                "'{}' is not a valid conversation name (1-128 of A-Z a-z 0-9 _ . : -)",
+                name.escape_debug()
+            ),
+        ));
+    }
+    Ok(name)
+}
+
+/// The store key of a conversation: tenant and conversation length-prefixed, so no pair of
+/// names can spell another pair's key.
+pub(crate) fn record_key(tenant: Option<&str>, conversation: &str) -> String {
+    let tenant = tenant.unwrap_or_default();
+    format!("toolgate:workflow:{}:{tenant}:{conversation}", tenant.len())
+}
+
+/// What applying a request to a conversation's record decided.
+pub(crate) enum Applied {
+    /// The selection to run the request under (its transitions are the newly recorded ones).
+    Settled(Selection),
+    /// The latest turn called a tool its state did not offer, and the route refuses that.
+    Invalid(Refusal),
+}
+
+/// Moves the record at `key` by the request's latest turn, once, and returns the selection
+/// with the stored state. `selection` carries the groups already checked and the state the
+/// client named, if it named one.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn apply(
+    store: &dyn StateStore,
+    key: &str,
+    ttl: Duration,
+    request: Option<&ToolRequest>,
+    catalog: &ToolCatalog,
+    on_invalid: OnInvalidTransition,
+    claimed_state: Option<&str>,
+    mut selection: Selection,
+) -> Result<Applied, StoreError> {
+    let history = request.map(ToolRequest::history).unwrap_or_default();
+    let latest_turn = history
+        .iter()
+        .find(|call| call.latest_turn)
+        .map(|call| call.turn);
+    for _ in 0..ATTEMPTS {
+        let stored = store.read_record(key).await?;
+        let record = match stored
+            .as_deref()
+            .map(serde_json::from_str::<WorkflowRecord>)
+        {
+            Some(Ok(record)) => record,
+            // A record toolgate cannot read is not trusted: the conversation starts over.
+            Some(Err(_)) | None => WorkflowRecord {
+                state: INITIAL_STATE.to_owned(),
+                ..WorkflowRecord::default()
+            },
+        };
+        let before = record.state.clone();
+        let mut next = record.clone();
+        let mut fresh = Vec::new();
+        let mut invalid = 0;
+        let settled = history
+            .iter()
+            .filter(|call| call.latest_turn)
+            .all(|call| call.outcome != CallOutcome::Pending);
+        if let Some(turn) = latest_turn.filter(|turn| *turn >= record.turns_applied && settled) {
+            let at = epoch_millis();
+            for call in history.iter().filter(|call| call.latest_turn) {
+                if call.outcome != CallOutcome::Completed {
+                    continue;
+                }
+                let mut fallback = None;
+                let tool = entry_of(catalog, &call.name, &mut fallback);
+                if !tool.available_in(&next.state) {
+                    invalid += 1;
+                    if on_invalid == OnInvalidTransition::Block {
+                        return Ok(Applied::Invalid(crate::selection::forbidden(
+                            Check::State,
+                            "invalid_transition",
+                            format!(
+                                "'{}' ran in state '{}', which does not offer it: the conversation's state stays '{}'",
+                                tool.name, next.state, record.state
+                            ),
+                        )));
+                    }
+                }
+                if let Some(to) = &tool.transition {
+                    fresh.push(Transition {
+                        tool: tool.name.clone(),
+                        from: next.state.clone(),
+                        to: to.clone(),
+                        at: Some(at),
+                    });
+                    next.state = to.clone();
+                }
+            }
+            next.turns_applied = turn + 1;
+            next.transitions.extend(fresh.iter().cloned());
+            let excess = next.transitions.len().saturating_sub(KEPT_TRANSITIONS);
+            next.transitions.drain(..excess);
+        }
+        if let Some(claimed) = claimed_state
+            && claimed != before
+            && claimed != next.state
+        {
+            return Ok(Applied::Invalid(crate::selection::forbidden(
+                Check::State,
+                "forged_state",
+                format!(
+                    "the request names state '{claimed}', but toolgate keeps this conversation in '{}'",
+                    next.state
+                ),
+            )));
+        }
+        if next != record || stored.is_none() {
+            let text = serde_json::to_string(&next).map_err(|error| {
+                StoreError::new(format!("a record would not serialise: {error}"))
+            })?;
+            if !store
+                .replace_record(key, stored.as_deref(), &text, ttl)
+                .await?
+            {
+                continue;
+            }
+        }
+        selection.initial_state = before;
+        selection.state = next.state;
+        selection.transitions = fresh;
+        selection.invalid_transitions = invalid;
+        return Ok(Applied::Settled(selection));
+    }
+    Err(StoreError::new(
+        "the conversation's record kept changing under concurrent requests",
+    ))
+}
+
+fn epoch_millis() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| since.as_millis() as u64)
+}
