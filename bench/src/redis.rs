@@ -58,9 +58,8 @@ impl RedisServer {
             "--appendonly",
             "no",
         ]);
-        let process = Process::start("redis", command, &self.dir).map_err(|error| {
-            format!("{error} (install it: apt-get install -y redis-server)")
-        })?;
+        let process = Process::start("redis", command, &self.dir)
+            .map_err(|error| format!("{error} (install it: apt-get install -y redis-server)"))?;
         self.process = Some(process);
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
@@ -72,7 +71,10 @@ impl RedisServer {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        Err(format!("redis-server on port {} did not answer PING", self.port))
+        Err(format!(
+            "redis-server on port {} did not answer PING",
+            self.port
+        ))
     }
 
     fn answers_ping(&self) -> bool {

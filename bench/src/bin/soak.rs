@@ -747,16 +747,16 @@ async fn service_session(gateway: SocketAddr, random: &mut Random, tally: &Tally
         let ended_by_error = text.contains("\"error\"");
         let passed = answer.status == 200 && !ended_by_error;
         let blocked = answer.status == 403 || (answer.status == 200 && ended_by_error);
-        let trouble = if (expect == Expect::Pass && !passed) || (expect == Expect::Block && !blocked)
-        {
-            Some(format!("{}, expected {expect:?}", answer.status))
-        } else if text.contains("call_invented") || text.contains("wire_money") {
-            Some("the service's invented call reached the client".to_owned())
-        } else if answer.status == 403 && has_control_characters_in_message(&answer.body) {
-            Some("a control character in the error message".to_owned())
-        } else {
-            None
-        };
+        let trouble =
+            if (expect == Expect::Pass && !passed) || (expect == Expect::Block && !blocked) {
+                Some(format!("{}, expected {expect:?}", answer.status))
+            } else if text.contains("call_invented") || text.contains("wire_money") {
+                Some("the service's invented call reached the client".to_owned())
+            } else if answer.status == 403 && has_control_characters_in_message(&answer.body) {
+                Some("a control character in the error message".to_owned())
+            } else {
+                None
+            };
         if let Some(trouble) = trouble {
             tally.service_misanswered.fetch_add(1, Ordering::Relaxed);
             keep_example(
@@ -780,7 +780,11 @@ async fn service_session(gateway: SocketAddr, random: &mut Random, tally: &Tally
         && let Err(Broken::Desync(why) | Broken::Lost(why)) = open.finish().await
     {
         tally.desynced.fetch_add(1, Ordering::Relaxed);
-        keep_example(&tally.desync_examples, format!("service session end: {why}")).await;
+        keep_example(
+            &tally.desync_examples,
+            format!("service session end: {why}"),
+        )
+        .await;
     }
 }
 
@@ -1002,12 +1006,18 @@ fn framing_of(headers: &[httparse::Header]) -> Result<(Framing, bool, String), B
         headers
             .iter()
             .filter(|header| header.name.eq_ignore_ascii_case(name))
-            .map(|header| String::from_utf8_lossy(header.value).trim().to_ascii_lowercase())
+            .map(|header| {
+                String::from_utf8_lossy(header.value)
+                    .trim()
+                    .to_ascii_lowercase()
+            })
             .collect()
     };
     let lengths = value("content-length");
     let encodings = value("transfer-encoding");
-    let close = value("connection").iter().any(|token| token.contains("close"));
+    let close = value("connection")
+        .iter()
+        .any(|token| token.contains("close"));
     let content_type = value("content-type").into_iter().next().unwrap_or_default();
     let framing = match (lengths.as_slice(), encodings.as_slice()) {
         ([], []) => Framing::None,
@@ -1043,7 +1053,9 @@ fn consistent_body(content_type: &str, body: &[u8]) -> Result<(), Broken> {
             .map(str::trim)
         {
             if data != "[DONE]" && serde_json::from_str::<serde_json::Value>(data).is_err() {
-                return Err(Broken::Desync(format!("an event that is not JSON: {data:?}")));
+                return Err(Broken::Desync(format!(
+                    "an event that is not JSON: {data:?}"
+                )));
             }
         }
     }
@@ -1270,5 +1282,91 @@ impl Random {
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
         (self.0 % bound as u64) as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reads the answers a scripted server sends as one block of bytes, as a soak client does.
+    async fn answers_of(bytes: &'static [u8], requests: usize) -> Vec<Result<u16, String>> {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("binds");
+        let address = listener.local_addr().expect("bound");
+        tokio::spawn(async move {
+            if let Ok((mut socket, _)) = listener.accept().await {
+                let mut sink = [0u8; 4096];
+                let _ = socket.read(&mut sink).await;
+                let _ = socket.write_all(bytes).await;
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        });
+        let Ok(mut connection) = Connection::open(address).await else {
+            panic!("connects to the scripted server");
+        };
+        let mut results = Vec::new();
+        for _ in 0..requests {
+            results.push(match connection.exchange(b"GET / HTTP/1.1\r\n\r\n").await {
+                Ok(answer) => Ok(answer.status),
+                Err(Broken::Desync(why)) => Err(format!("desync: {why}")),
+                Err(Broken::Lost(why)) => Err(format!("lost: {why}")),
+            });
+        }
+        results
+    }
+
+    #[tokio::test]
+    async fn a_chunked_json_answer_is_read_whole() {
+        let answer = b"HTTP/1.1 403 Forbidden\r\ncontent-type: application/json\r\n\
+                       transfer-encoding: chunked\r\n\r\n4\r\n{\"a\"\r\n3\r\n:1}\r\n0\r\n\r\n";
+        assert_eq!(answers_of(answer, 1).await, vec![Ok(403)]);
+    }
+
+    #[tokio::test]
+    async fn a_forged_length_is_a_desync() {
+        // What a service's `content-length: 3` patch did before issue 22: the rest of the body
+        // is read as the next answer.
+        let answer =
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 3\r\n\r\n\
+                       {\"a\":1}";
+        let results = answers_of(answer, 1).await;
+        assert!(
+            matches!(&results[0], Err(why) if why.starts_with("desync")),
+            "{results:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn two_framings_or_an_event_that_is_not_json_are_desyncs() {
+        let both = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ntransfer-encoding: chunked\r\n\r\n{}";
+        assert!(matches!(&answers_of(both, 1).await[0], Err(why) if why.starts_with("desync")));
+        let events =
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: 14\r\n\
+                       \r\ndata: {\"a\":1\n\n";
+        assert!(matches!(&answers_of(events, 1).await[0], Err(why) if why.starts_with("desync")));
+    }
+
+    #[tokio::test]
+    async fn a_connection_closed_before_an_answer_is_lost() {
+        let results = answers_of(b"", 1).await;
+        assert!(
+            matches!(&results[0], Err(why) if why.starts_with("lost")),
+            "{results:?}"
+        );
+    }
+
+    #[test]
+    fn a_store_503_is_put_down_to_what_redis_did_meanwhile() {
+        let watch = RedisWatch::default();
+        let up = watch.snapshot();
+        assert!(overlap(up, watch.snapshot()) == RedisOverlap::UpThroughout);
+        watch.going_down(false);
+        watch.back_up();
+        assert!(overlap(up, watch.snapshot()) == RedisOverlap::Restart);
+        let after_restart = watch.snapshot();
+        watch.going_down(true);
+        assert!(overlap(after_restart, watch.snapshot()) == RedisOverlap::Outage);
+        watch.back_up();
+        assert!(overlap(after_restart, watch.snapshot()) == RedisOverlap::Outage);
     }
 }
