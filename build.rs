@@ -1,12 +1,13 @@
-// Build script: links the release binary with the functions a running gateway executes placed
-// side by side, from `link/hot-functions.txt` (README, performance: what it saves, and how the
-// list is regenerated).
+// Build script: with `TOOLGATE_HOT_FUNCTIONS=on`, links the `dist` binary with the functions a
+// running gateway executes placed side by side, from `link/hot-functions.txt`
+// (docs/performance.md: what it saves; bench/README.md: how the list is regenerated).
 //
 // Scattered over the binary's 16 MB of code, those functions touch a page-cache folio here and
 // there, and the kernel maps each touched folio whole: ~9-13 MiB of the gateway's RSS was code.
 // Placed together they fit in ~2.4 MiB. The list is an LLD `--symbol-ordering-file`: names it
 // does not find (another toolchain, a changed dependency) are skipped, which only gives back
-// the default layout.
+// the default layout — so it is opt-in, for builds that check the list still matches (the
+// benchmark refuses a binary holding fewer than 90% of its symbols), never a newcomer's build.
 
 use std::path::Path;
 use std::process::Command;
@@ -20,7 +21,19 @@ fn main() {
         return;
     };
     let list = Path::new(&root).join(HOT_FUNCTIONS);
-    if !list.is_file() || !linked_by_default_lld_for_release() {
+    if std::env::var("TOOLGATE_HOT_FUNCTIONS").as_deref() != Ok("on") {
+        return;
+    }
+    if !built_for_dist_profile() {
+        println!(
+            "cargo:warning=TOOLGATE_HOT_FUNCTIONS=on applies to `--profile dist` builds only; ignored"
+        );
+        return;
+    }
+    if !list.is_file() || !linked_by_default_lld() {
+        println!(
+            "cargo:warning=TOOLGATE_HOT_FUNCTIONS=on, but {HOT_FUNCTIONS} is missing or the linker is not rustc's default LLD; linked without it"
+        );
         return;
     }
     println!(
@@ -30,14 +43,24 @@ fn main() {
     println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
 }
 
-/// A release build linked by the LLD that rustc uses by default on x86_64 Linux since 1.90,
-/// and not opted out with `TOOLGATE_HOT_FUNCTIONS=off`. Another linker may not know the flag
-/// (GNU ld does not), so a configured linker, or an older rustc, links as before.
-fn linked_by_default_lld_for_release() -> bool {
-    let env = |name: &str| std::env::var(name).unwrap_or_default();
-    if env("PROFILE") != "release" || env("TOOLGATE_HOT_FUNCTIONS") == "off" {
+/// Whether cargo builds the `dist` profile. Cargo tells a build script only `debug` or
+/// `release` (`PROFILE`), so the profile is read from where it puts the script's output:
+/// `target/[<triple>/]<profile>/build/<package>-<hash>/out`.
+fn built_for_dist_profile() -> bool {
+    let Some(out_dir) = std::env::var_os("OUT_DIR") else {
         return false;
-    }
+    };
+    Path::new(&out_dir)
+        .ancestors()
+        .nth(3)
+        .and_then(Path::file_name)
+        .is_some_and(|profile| profile == "dist")
+}
+
+/// Linked by the LLD that rustc uses by default on x86_64 Linux since 1.90. Another linker may
+/// not know the flag (GNU ld does not), so a configured linker, or an older rustc, links as before.
+fn linked_by_default_lld() -> bool {
+    let env = |name: &str| std::env::var(name).unwrap_or_default();
     if env("TARGET") != "x86_64-unknown-linux-gnu" {
         return false;
     }

@@ -1,7 +1,8 @@
-//! The `toolgate` command line: `serve` (the default), `check`, `explain` and `demo`.
+//! The `toolgate` command line: `serve` (the default), `check`, `routes`, `explain` and `demo`.
 //! Exit codes: 0 success; 1 a blocked verdict (`explain`) or a runtime failure; 2 a bad
 //! configuration or bad arguments.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -42,6 +43,12 @@ enum Command {
         #[arg(long, short, env = "TOOLGATE_CONFIG", default_value = "gateway.toml")]
         config: PathBuf,
     },
+    /// Print the route table: each route's kind, upstream, format and plugins (in run order),
+    /// longest prefix first, and the generation endpoints whose route reads no answers.
+    Routes {
+        #[arg(long, short, env = "TOOLGATE_CONFIG", default_value = "gateway.toml")]
+        config: PathBuf,
+    },
     /// Run a route's plugins offline on a recorded request and response, and print the verdict.
     Explain {
         #[arg(long, short, env = "TOOLGATE_CONFIG", default_value = "gateway.toml")]
@@ -75,6 +82,7 @@ pub fn main() -> ExitCode {
         None => runtime.block_on(serve(cli.config)),
         Some(Command::Serve { config }) => runtime.block_on(serve(config)),
         Some(Command::Check { config }) => check(config),
+        Some(Command::Routes { config }) => routes(config),
         Some(Command::Explain {
             config,
             route,
@@ -97,9 +105,11 @@ fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("TOOLGATE_LOG")
         .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // Logs go to stderr; stdout carries audit lines and command output.
+    // Logs go to stderr; stdout carries audit lines and command output. Colour codes only for
+    // a person at a terminal: in a file or a log collector they are noise around every field.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .try_init();
 }
@@ -181,4 +191,19 @@ fn check(path: PathBuf) -> ExitCode {
         }
         None => ExitCode::from(2),
     }
+}
+
+fn routes(path: PathBuf) -> ExitCode {
+    let runtime = Runtime::new();
+    let Some(config) = load_config(&path, &runtime) else {
+        return ExitCode::from(2);
+    };
+    println!("{}: routes, longest prefix first", path.display());
+    for line in crate::route_table::table(&config.router) {
+        println!("  {line}");
+    }
+    for warning in crate::route_table::unguarded(&config.router) {
+        println!("warning: {warning}");
+    }
+    ExitCode::SUCCESS
 }

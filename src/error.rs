@@ -111,7 +111,8 @@ impl GatewayError {
         )
     }
 
-    /// A route that requires a tenant's key got none, or one no tenant holds.
+    /// A route that requires a tenant's key got none, one no tenant holds, or a JWT that does
+    /// not verify (the code says why: `token_expired`, `bad_signature`, `wrong_audience`, …).
     pub fn unauthenticated(failure: crate::tenants::AuthFailure) -> Self {
         let (code, message) = match failure {
             crate::tenants::AuthFailure::MissingKey => (
@@ -122,6 +123,9 @@ impl GatewayError {
                 "invalid_api_key",
                 "the API key does not belong to any tenant",
             ),
+            crate::tenants::AuthFailure::Token(rejection) => {
+                (rejection.code(), rejection.message())
+            }
         };
         Self::new(Blame::Client, StatusCode::UNAUTHORIZED, code, message)
     }

@@ -17,6 +17,7 @@ use toolgate_plugin::{
 
 use crate::body::ProxyBody;
 use crate::error::{ErrorReport, GatewayError};
+use crate::on_block::{self, AttemptRecord, OnBlock, Recovery, RetryOutcome};
 use crate::pipeline::StageOutcome;
 use crate::router::{Route, UnreadableAnswers};
 use crate::state::GatewayState;
@@ -51,6 +52,23 @@ pub struct Exchange {
     pub annotations: serde_json::Map<String, serde_json::Value>,
     /// What an MCP `tools/list` or `tools/call` adds to its audit line and metrics.
     pub mcp: Option<Box<McpAudit>>,
+    /// On a chain that recovers from blocks (`on_block`): the request as it went upstream, and
+    /// the attempts so far. Boxed: most exchanges have none, and all wait with this state.
+    pub recovery: Option<Box<Recovery>>,
+}
+
+/// What a blocked answer becomes.
+pub enum AfterBlock {
+    /// The block's own answer (the 403 with the violations).
+    Error(Rejection),
+    /// A 200 whose assistant text says what was blocked.
+    Message(Rejection),
+    /// This request goes upstream again: the conversation with the blocked calls answered.
+    /// The block stays at hand: the client gets it if the retry fails.
+    Retry {
+        request: Bytes,
+        rejection: Rejection,
+    },
 }
 
 impl Exchange {
@@ -87,6 +105,7 @@ impl Exchange {
             response_headers: Vec::new(),
             annotations: serde_json::Map::new(),
             mcp: None,
+            recovery: None,
         }
     }
 
@@ -252,6 +271,183 @@ impl Exchange {
         }
     }
 
+    /// What a block of an answer becomes, by the blocking entries' `on_block`: the 403, the
+    /// message, or the conversation sent again with each blocked call answered by why it did
+    /// not run — while retries are left, the deadline is not past, and nothing of the answer
+    /// has reached the client (`nothing_sent`; else the block's own answer). `calls` are the
+    /// blocked answer's, `usage` what its upstream reported.
+    pub fn after_block(
+        &mut self,
+        rejection: Rejection,
+        on_block: Option<OnBlock>,
+        calls: &[ToolCall],
+        usage: Option<serde_json::Value>,
+        nothing_sent: bool,
+    ) -> AfterBlock {
+        let Some(recovery) = self.recovery.as_mut() else {
+            return AfterBlock::Error(rejection);
+        };
+        recovery.add_usage(usage);
+        let limits = match on_block {
+            Some(OnBlock::Message) if nothing_sent => {
+                self.annotations
+                    .insert("on_block".to_owned(), "message".into());
+                return AfterBlock::Message(rejection);
+            }
+            Some(OnBlock::Retry(limits)) if nothing_sent => limits,
+            _ => return AfterBlock::Error(rejection),
+        };
+        let retries = recovery.attempts.len() as u32;
+        if retries >= limits.max_retries
+            || self.started.elapsed() >= limits.deadline
+            || recovery.head.is_none()
+        {
+            return AfterBlock::Error(rejection);
+        }
+        // The turn of one choice is what goes back: the one the first violation names.
+        let choice = rejection
+            .violations
+            .iter()
+            .find_map(|violation| violation.choice)
+            .or_else(|| calls.first().map(|call| call.choice));
+        let turn: Vec<ToolCall> = calls
+            .iter()
+            .filter(|call| Some(call.choice) == choice)
+            .cloned()
+            .collect();
+        let declared = self
+            .request
+            .as_parsed()
+            .map_or(&[][..], |request| request.declared_tools.as_slice());
+        let feedback = on_block::feedback(&turn, &rejection, declared);
+        let Some(recovery) = self.recovery.as_mut() else {
+            return AfterBlock::Error(rejection);
+        };
+        match self.format.retry_request(&recovery.body, &feedback) {
+            Ok(body) => {
+                recovery.body = body.clone();
+                recovery.attempts.push(AttemptRecord {
+                    attempt: retries + 1,
+                    violations: std::mem::take(&mut self.violations),
+                });
+                self.blocked = false;
+                AfterBlock::Retry {
+                    request: body,
+                    rejection,
+                }
+            }
+            Err(error) => {
+                tracing::warn!(request_id = %self.meta.request_id, %error, "the blocked answer cannot be retried; answering the block");
+                AfterBlock::Error(rejection)
+            }
+        }
+    }
+
+    /// Sends the conversation upstream again, with the request's head as it first went.
+    pub async fn resend(
+        &mut self,
+        body: Bytes,
+    ) -> Result<http::Response<hyper::body::Incoming>, GatewayError> {
+        let upstream = self.route.upstream().cloned();
+        let head = self
+            .recovery
+            .as_ref()
+            .and_then(|recovery| recovery.head.clone());
+        let (Some(upstream), Some(head)) = (upstream, head) else {
+            return Err(GatewayError::internal(
+                "a retry without its upstream request",
+            ));
+        };
+        let mut request = http::Request::new(crate::body::full(body));
+        *request.method_mut() = head.method;
+        *request.uri_mut() = head.uri;
+        *request.version_mut() = http::Version::HTTP_11;
+        *request.headers_mut() = head.headers;
+        let started = Instant::now();
+        let response = upstream.send(request).await;
+        self.upstream_time += started.elapsed();
+        Ok(response?)
+    }
+
+    /// The latest retry got no answer to check (an error status, a cut): the exchange ends
+    /// with the block that retry answered, as if it had not been tried.
+    pub fn retry_failed(&mut self) {
+        self.retried(RetryOutcome::Failed);
+        if let Some(attempt) = self
+            .recovery
+            .as_mut()
+            .and_then(|recovery| recovery.attempts.pop())
+        {
+            self.violations = attempt.violations;
+        }
+        self.blocked = true;
+    }
+
+    /// Records what became of the latest retry.
+    pub fn retried(&mut self, outcome: RetryOutcome) {
+        if let Some(recovery) = self.recovery.as_mut() {
+            recovery.outcomes.push(outcome);
+        }
+    }
+
+    /// The `message` answer's body: whole, or as the events of a stream.
+    pub fn block_notice(&self, rejection: &Rejection, streamed: bool) -> Bytes {
+        let text = on_block::message_text(rejection);
+        let toolgate = serde_json::json!({
+            "blocked": true,
+            "request_id": self.meta.request_id,
+            "violations": rejection.violations,
+        });
+        let model = self
+            .request
+            .as_parsed()
+            .and_then(|request| request.model.as_deref())
+            .unwrap_or("toolgate");
+        let created = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_secs());
+        let notice = toolgate_plugin::on_block::BlockNotice {
+            request_id: &self.meta.request_id,
+            model,
+            text: &text,
+            toolgate: &toolgate,
+            usage: self
+                .recovery
+                .as_ref()
+                .and_then(|recovery| recovery.usage.as_ref()),
+            created,
+        };
+        if streamed {
+            self.format.block_message_stream(&notice)
+        } else {
+            self.format.block_message(&notice)
+        }
+    }
+
+    /// The `message` answer of a whole (non-streamed) exchange.
+    pub fn message_response(&self, rejection: &Rejection) -> http::Response<ProxyBody> {
+        let mut response =
+            http::Response::new(crate::body::full(self.block_notice(rejection, false)));
+        let headers = response.headers_mut();
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
+        if let Some(value) = on_block::violations_header(&rejection.violations) {
+            headers.insert(on_block::VIOLATIONS_HEADER, value);
+        }
+        response
+    }
+
+    /// The answer a client gets for a block of a whole answer, by `after_block`'s choice.
+    pub fn blocked_answer(&self, after: AfterBlock) -> Option<http::Response<ProxyBody>> {
+        match after {
+            AfterBlock::Error(rejection) => Some(self.block_response(&rejection)),
+            AfterBlock::Message(rejection) => Some(self.message_response(&rejection)),
+            AfterBlock::Retry { .. } => None,
+        }
+    }
+
     /// Closes the exchange: metrics, the audit line, and `post_response` (in the background, so
     /// accounting never delays the client) when the chain has any.
     pub async fn finish(self, state: &Arc<GatewayState>, status: http::StatusCode) {
@@ -282,6 +478,26 @@ impl Exchange {
         state
             .metrics
             .record_violations(&route_path, "enforce", &self.violations);
+        let mut attempts = Vec::new();
+        if let Some(recovery) = self.recovery.as_deref() {
+            for attempt in &recovery.attempts {
+                state
+                    .metrics
+                    .record_violations(&route_path, "enforce", &attempt.violations);
+            }
+            for outcome in &recovery.outcomes {
+                state
+                    .metrics
+                    .record_block_retry(&route_path, outcome.label());
+            }
+            if !recovery.attempts.is_empty() {
+                attempts.extend(recovery.attempts.iter().cloned());
+                attempts.push(AttemptRecord {
+                    attempt: recovery.attempts.len() as u32 + 1,
+                    violations: self.violations.clone(),
+                });
+            }
+        }
         state
             .metrics
             .record_violations(&route_path, "observe", &self.observed);
@@ -327,6 +543,7 @@ impl Exchange {
                     checks: millis(self.checks_time),
                 },
                 mcp: self.mcp.as_deref().cloned(),
+                attempts,
             };
             state.audit.write(&record).await;
         }

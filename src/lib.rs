@@ -24,6 +24,8 @@
 //! - [`route_table`]: the route table `serve` logs, and the generation endpoints it leaves
 //!   unguarded.
 //! - [`upstream`]: pooled HTTP/TLS clients per upstream, and header hygiene.
+//! - [`on_block`]: what a block does (`error`, `retry`, `message`), the feedback the model
+//!   reads and the notice the client reads.
 //! - [`exchange`]: one exchange's record and how it is closed (audit, metrics, `post_response`).
 //! - [`error`]: who is to blame, the status, and the OpenAI error envelope.
 //! - [`telemetry`]: Prometheus metrics and the audit log.
@@ -43,6 +45,7 @@ mod error;
 mod exchange;
 mod explain;
 mod mcp;
+mod on_block;
 mod pipeline;
 mod plugins;
 mod proxy;

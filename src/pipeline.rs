@@ -13,6 +13,8 @@ use toolgate_plugin::{
     RequestEdit, RequestExchange, ResponseEdit, ResponseExchange, ToolRequest, Verdict, WireFormat,
 };
 
+use crate::on_block::OnBlock;
+
 /// How a chain entry's verdicts are applied: the route's `mode`, or the entry's own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -29,6 +31,8 @@ pub struct ChainEntry {
     pub plugin: Arc<dyn Plugin>,
     pub mode: Mode,
     pub priority: i32,
+    /// What this entry's block does to the exchange.
+    pub on_block: OnBlock,
 }
 
 /// A route's plugins in the order they run (lower priority first).
@@ -37,6 +41,7 @@ pub struct Chain {
     needs: BodyNeeds,
     runs_post_response: bool,
     enforces_responses: bool,
+    recovers: bool,
 }
 
 /// A block that a plugin in observe mode would have made.
@@ -53,6 +58,8 @@ pub struct StageOutcome {
     pub blocked: Option<Rejection>,
     /// Names of the plugins whose block is in `blocked`.
     pub blocked_by: Vec<String>,
+    /// What the block does, the strictest choice of the entries in `blocked_by`.
+    pub on_block: Option<OnBlock>,
     pub observed: Vec<ObservedBlock>,
     /// Header edits for the request sent upstream.
     pub request_headers: Vec<(http::HeaderName, http::HeaderValue)>,
@@ -85,6 +92,11 @@ impl StageOutcome {
             }
             Mode::Enforce => {
                 self.blocked_by.push(entry.name.clone());
+                let choice = entry.on_block.for_rejection(&rejection);
+                self.on_block = Some(match self.on_block {
+                    Some(earlier) => earlier.stricter(choice),
+                    None => choice,
+                });
                 match &mut self.blocked {
                     Some(first) => first.violations.extend(rejection.violations),
                     None => self.blocked = Some(rejection),
@@ -110,11 +122,15 @@ impl Chain {
         let enforces_responses = entries
             .iter()
             .any(|entry| entry.mode == Mode::Enforce && entry.plugin.body_needs().response);
+        let recovers = entries
+            .iter()
+            .any(|entry| entry.mode == Mode::Enforce && entry.on_block != OnBlock::Error);
         Chain {
             entries,
             needs,
             runs_post_response,
             enforces_responses,
+            recovers,
         }
     }
 
@@ -136,6 +152,12 @@ impl Chain {
     /// answer it cannot read (a chain that only observes never blocks).
     pub fn enforces_responses(&self) -> bool {
         self.enforces_responses
+    }
+
+    /// Whether some enforcing entry answers its blocks otherwise than with the 403: only then
+    /// does an exchange keep what a retry needs.
+    pub fn recovers(&self) -> bool {
+        self.recovers
     }
 
     pub fn names(&self) -> impl Iterator<Item = &str> {

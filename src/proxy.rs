@@ -10,12 +10,13 @@ use http::header::{self, HeaderValue};
 use http::{HeaderMap, Request, Response, Version};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use toolgate_plugin::{ExchangeMeta, Parsed, Rejection, ToolRequest, WireFormat};
+use toolgate_plugin::{ExchangeMeta, Parsed, Rejection, ToolCall, ToolRequest, WireFormat};
 
 use crate::body::{self, ProxyBody, collect_limited};
 use crate::config::{Config, ServerConfig};
 use crate::error::GatewayError;
-use crate::exchange::{Exchange, path_and_query};
+use crate::exchange::{AfterBlock, Exchange, path_and_query};
+use crate::on_block::{OnBlock, Recovery, ResendHead, RetryOutcome};
 use crate::request_body::ClientBody;
 use crate::router::{Route, RouteKind};
 use crate::shutdown::{CutAtGraceEnd, GraceOver};
@@ -40,6 +41,14 @@ pub async fn handle(state: Arc<GatewayState>, request: Request<Incoming>) -> Res
     let serving = async {
         match route {
             None => {
+                // The operator's first clue to a client with a wrong base URL; the query is
+                // left out, as some clients put keys there.
+                tracing::warn!(
+                    request_id = %request_id,
+                    method = %request.method(),
+                    path = %request.uri().path(),
+                    "404: no route for the path"
+                );
                 let response = GatewayError::route_not_found(request.uri().path())
                     .report(&request_id)
                     .response(shape);
@@ -124,7 +133,16 @@ async fn serve_llm(
             ));
             forwarding.await
         }
-        Err(failure) => Err(GatewayError::unauthenticated(failure)),
+        Err(failure) => {
+            let error = GatewayError::unauthenticated(failure);
+            crate::tenants::warn_unauthenticated(
+                request_id,
+                &exchange.meta.route,
+                request.uri().path(),
+                error.code,
+            );
+            Err(error)
+        }
     };
     let plugin_headers = std::mem::take(&mut exchange.response_headers);
     let mut response = match result {
@@ -190,6 +208,13 @@ async fn forward(
     };
     // 2. Forward it.
     let head = prepare_upstream_head(exchange, &upstream, &mut headers)?;
+    if let Some(recovery) = exchange.recovery.as_mut() {
+        recovery.head = Some(ResendHead {
+            method: parts.method.clone(),
+            uri: head.clone(),
+            headers: headers.clone(),
+        });
+    }
     let mut upstream_request = Request::new(body);
     *upstream_request.method_mut() = parts.method;
     *upstream_request.uri_mut() = head;
@@ -205,17 +230,110 @@ async fn forward(
         },
     };
     exchange.upstream_time = upstream_started.elapsed();
+    // 3. and 4., once per attempt: a block the route retries sends the conversation upstream
+    //    again, with the blocked calls answered; the client gets the first answer that passes.
+    let mut answered = Box::pin(read_and_check(
+        exchange, response, &upstream, server, grace_over,
+    ))
+    .await;
+    let mut retried_block = None;
+    loop {
+        let blocked = match (answered, retried_block.take()) {
+            (Ok(Answered::Passed(response)), retried) => {
+                if retried.is_some() {
+                    exchange.retried(RetryOutcome::Passed);
+                }
+                return Ok(Step::Respond(response));
+            }
+            (Ok(Answered::Blocked(blocked)), retried) => {
+                if retried.is_some() {
+                    exchange.retried(RetryOutcome::Blocked);
+                }
+                blocked
+            }
+            (Ok(Answered::Other(step)), None) => return Ok(step),
+            (Err(error), None) => return Err(error),
+            // The retry's answer is no answer to check (an error status, a cut): the client
+            // gets the block it would have had without the retry.
+            (other, Some(rejection)) => {
+                if let Err(error) = other {
+                    tracing::warn!(request_id = %exchange.meta.request_id, code = error.code, message = %error.message, "a retry failed; answering the block it retried");
+                }
+                exchange.retry_failed();
+                return Ok(Step::Respond(exchange.block_response(&rejection)));
+            }
+        };
+        let BlockedAnswer {
+            rejection,
+            on_block,
+            calls,
+            usage,
+        } = *blocked;
+        let after = exchange.after_block(rejection, on_block, &calls, usage, true);
+        let AfterBlock::Retry {
+            request: body,
+            rejection,
+        } = after
+        else {
+            let response = exchange.blocked_answer(after);
+            return response
+                .map(Step::Respond)
+                .ok_or_else(|| GatewayError::internal("a retry without its request"));
+        };
+        retried_block = Some(rejection);
+        answered = match Box::pin(exchange.resend(body)).await {
+            Ok(response) => {
+                Box::pin(read_and_check(
+                    exchange, response, &upstream, server, grace_over,
+                ))
+                .await
+            }
+            Err(error) => Err(error),
+        };
+    }
+}
+
+/// What an upstream answer came to.
+enum Answered {
+    /// Checked and released: the client's answer.
+    Passed(Response<ProxyBody>),
+    /// Blocked by the chain, which may recover from it.
+    Blocked(Box<BlockedAnswer>),
+    /// Not checked here: passed through, refused by the gateway itself, or a stream.
+    Other(Step),
+}
+
+/// An answer the chain blocked, with what recovering from it needs.
+struct BlockedAnswer {
+    rejection: Rejection,
+    on_block: Option<OnBlock>,
+    calls: Vec<ToolCall>,
+    usage: Option<serde_json::Value>,
+}
+
+/// Steps 3 and 4 of an exchange, for one upstream answer: what no plugin reads, and what is
+/// not a success, goes back as it came (but for what would carry the client past the guard);
+/// a stream goes to the stream guard; a whole answer is read and checked.
+async fn read_and_check(
+    exchange: &mut Exchange,
+    response: Response<Incoming>,
+    upstream: &crate::upstream::Upstream,
+    server: &ServerConfig,
+    grace_over: &GraceOver,
+) -> Result<Answered, GatewayError> {
+    let upstream_started = Instant::now();
+    let route = exchange.route.clone();
     let (mut response_parts, response_body) = response.into_parts();
     strip_hop_by_hop(&mut response_parts.headers);
-    // 3. What no plugin reads, and what is not a success, goes back as it came (but for what
-    //    would carry the client past the guard); a stream goes to the stream guard.
     let guarded = route.chain.body_needs().response;
     if guarded
         && exchange.closes_on_doubt()
         && let Some(rejection) = unreadable_head(&response_parts)
     {
         exchange.record_block(&rejection);
-        return Ok(Step::Respond(exchange.block_response(&rejection)));
+        return Ok(Answered::Other(Step::Respond(
+            exchange.block_response(&rejection),
+        )));
     }
     if !guarded || !response_parts.status.is_success() {
         let mut body = body::passthrough(response_body, upstream.read_timeout);
@@ -228,12 +346,15 @@ async fn forward(
             )
             .boxed();
         }
-        return Ok(Step::Respond(Response::from_parts(response_parts, body)));
+        return Ok(Answered::Other(Step::Respond(Response::from_parts(
+            response_parts,
+            body,
+        ))));
     }
     if is_event_stream(&response_parts.headers) {
-        return Ok(Step::Stream(response_parts, response_body));
+        return Ok(Answered::Other(Step::Stream(response_parts, response_body)));
     }
-    // 4. Read the answer whole, run `pre_response`, then release it or block.
+    // Read the answer whole, run `pre_response`, then release it or block.
     let limit = server.max_response_body_bytes;
     let read = tokio::time::timeout(upstream.read_timeout, collect_limited(response_body, limit));
     let bytes = match read.await {
@@ -246,7 +367,7 @@ async fn forward(
         Ok(Ok(None)) => return Err(GatewayError::response_too_large(limit)),
         Ok(Ok(Some(bytes))) => bytes,
     };
-    exchange.upstream_time = upstream_started.elapsed();
+    exchange.upstream_time += upstream_started.elapsed();
     check_and_release(exchange, response_parts, bytes).await
 }
 
@@ -353,6 +474,12 @@ async fn read_and_screen_request(
             }
         }
     }
+    if untouched.is_none() && route.chain.recovers() {
+        exchange.recovery = Some(Box::new(Recovery {
+            body: bytes.clone(),
+            ..Recovery::default()
+        }));
+    }
     Ok(Screened::Forward(
         untouched.unwrap_or_else(|| body::full(bytes)),
     ))
@@ -407,22 +534,34 @@ fn prepare_upstream_head(
 }
 
 /// A whole answer: read as a guard must, judged by `pre_response`, then released as the
-/// upstream's bytes (rewritten only when a check edited a call) or replaced by a block.
+/// upstream's bytes (rewritten only when a check edited a call, or when earlier blocked
+/// attempts' usage is added to it) or handed back blocked.
 async fn check_and_release(
     exchange: &mut Exchange,
     mut response_parts: http::response::Parts,
     bytes: Bytes,
-) -> Result<Step, GatewayError> {
+) -> Result<Answered, GatewayError> {
     let response_view = match exchange.read_answer(&bytes) {
         Ok(view) => view,
         Err(rejection) => {
             exchange.record_block(&rejection);
-            return Ok(Step::Respond(exchange.block_response(&rejection)));
+            return Ok(Answered::Other(Step::Respond(
+                exchange.block_response(&rejection),
+            )));
         }
     };
     let outcome = Box::pin(exchange.pre_response(&response_view, response_parts.status)).await;
     if let Some(rejection) = outcome.blocked {
-        return Ok(Step::Respond(exchange.block_response(&rejection)));
+        let calls = match response_view {
+            Parsed::Parsed(parsed) => parsed.calls,
+            _ => Vec::new(),
+        };
+        return Ok(Answered::Blocked(Box::new(BlockedAnswer {
+            rejection,
+            on_block: outcome.on_block,
+            calls,
+            usage: toolgate_plugin::on_block::answer_usage(&bytes),
+        })));
     }
     let mut bytes = bytes;
     if !outcome.response_edits.is_empty() {
@@ -445,10 +584,20 @@ async fn check_and_release(
             }
         }
     }
+    // The client is billed for every attempt: the blocked ones' usage joins this answer's.
+    if let Some(earlier) = exchange
+        .recovery
+        .as_ref()
+        .and_then(|recovery| recovery.usage.as_ref())
+        && let Ok(Some(summed)) = toolgate_plugin::on_block::with_added_usage(&bytes, earlier)
+    {
+        bytes = summed;
+        response_parts.headers.remove(header::CONTENT_LENGTH);
+    }
     if let Parsed::Parsed(parsed) = response_view {
         exchange.deliver(parsed.calls, &outcome.response_edits);
     }
-    Ok(Step::Respond(Response::from_parts(
+    Ok(Answered::Passed(Response::from_parts(
         response_parts,
         body::full(bytes),
     )))
@@ -469,7 +618,7 @@ fn parse_request(format: WireFormat, headers: &HeaderMap, bytes: &Bytes) -> Pars
     }
 }
 
-fn is_event_stream(headers: &HeaderMap) -> bool {
+pub(crate) fn is_event_stream(headers: &HeaderMap) -> bool {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())

@@ -17,11 +17,12 @@ use hyper::body::Incoming;
 use tokio::sync::{mpsc, oneshot};
 use toolgate_plugin::sse::{SseEvent, SseParser};
 use toolgate_plugin::stream::{StreamAssembler, StreamRewriter, StreamStep};
-use toolgate_plugin::{Edit, ParseError, Parsed, Rejection, ToolResponse};
+use toolgate_plugin::{Edit, ParseError, Parsed, Rejection, ToolCall, ToolResponse};
 
 use crate::body::{BoxError, ChannelBody, Coalesce, ProxyBody};
 use crate::error::{ErrorReport, GatewayError};
-use crate::exchange::Exchange;
+use crate::exchange::{AfterBlock, Exchange};
+use crate::on_block::{self, OnBlock, RetryOutcome};
 use crate::state::GatewayState;
 
 /// What the client's response head will be.
@@ -65,6 +66,7 @@ pub fn guard(
         events_seen: 0,
         limit,
         head_status: parts.status,
+        retrying: None,
     };
     // Spawned as it is, not wrapped in an `async` block, which would keep a second copy of the
     // relay in the task for the stream's whole life.
@@ -93,6 +95,9 @@ pub fn guard(
 enum Flow {
     Continue,
     Stop,
+    /// The answer was blocked before any of it was sent, and the route retries: this request
+    /// goes upstream, and its stream replaces the blocked one.
+    Retry(Bytes),
 }
 
 struct Relay {
@@ -119,6 +124,9 @@ struct Relay {
     limit: usize,
     /// The status the client got, for metrics and the audit line.
     head_status: StatusCode,
+    /// The block a retry under way answers, until the retry's answer is known: the client
+    /// gets it if the retry fails.
+    retrying: Option<Rejection>,
 }
 
 impl Relay {
@@ -126,7 +134,6 @@ impl Relay {
     /// audit) are awaited boxed: inline, their futures would be part of the task's state, and
     /// so of its memory, for the whole stream.
     async fn run(mut self, state: Arc<GatewayState>, body: Incoming) {
-        let mut parser = SseParser::new();
         // Only LLM routes stream; an MCP route never reaches the relay.
         let read_timeout = self
             .exchange
@@ -141,72 +148,16 @@ impl Relay {
         let grace_over = state.grace_over.arrived();
         tokio::pin!(grace_over);
         loop {
-            let next = tokio::select! {
-                next = tokio::time::timeout(read_timeout, body.frame()) => next,
-                () = &mut grace_over => {
-                    Box::pin(self.fail(GatewayError::shutting_down())).await;
-                    break;
-                }
-            };
-            let next = match next {
-                Ok(next) => next,
-                Err(_) => {
-                    Box::pin(self.fail(GatewayError::upstream_timeout("the stream stalled"))).await;
-                    break;
-                }
-            };
-            let frame = match next {
-                Some(Err(error)) => {
-                    Box::pin(self.fail(GatewayError::upstream_failed(format!(
-                        "the upstream stream was cut: {error}"
-                    ))))
-                    .await;
-                    break;
-                }
-                None => {
-                    if let Some(event) = parser.finish()
-                        && let Flow::Stop = self.on_event(event).await
-                    {
-                        break;
-                    }
-                    if self.exchange.closes_on_doubt() && !self.assembler.ended() {
-                        // Cut before its terminal event: the client must not take it for a
-                        // whole answer, and calls still open were never finished.
-                        Box::pin(self.fail(GatewayError::upstream_failed(
-                            "the upstream stream ended before its terminal event",
-                        )))
-                        .await;
-                        break;
-                    }
-                    // The stream ended with calls still open: check them as they are, never
-                    // release them unchecked.
-                    if !self.held.is_empty() {
-                        Box::pin(self.validate()).await;
-                    }
-                    break;
-                }
-                Some(Ok(frame)) => frame,
-            };
-            let Ok(data) = frame.into_data() else {
-                continue;
-            };
-            if parser.buffered_len() + self.held_bytes + data.len() > self.limit {
-                Box::pin(self.fail(GatewayError::response_too_large(self.limit))).await;
+            let mut parser = SseParser::new();
+            let flow = self
+                .relay(&mut body, &mut parser, read_timeout, &mut grace_over)
+                .await;
+            let Flow::Retry(request) = flow else {
                 break;
-            }
-            let mut stop = false;
-            for event in parser.push(&data) {
-                if let Flow::Stop = self.on_event(event).await {
-                    stop = true;
-                    break;
-                }
-            }
-            if stop {
-                break;
-            }
-            // Nothing more is at hand: what is queued leaves now, then wait.
-            if let Flow::Stop = self.flush().await {
-                break;
+            };
+            match Box::pin(self.retry(request)).await {
+                Some(next) => body = Coalesce::new(next),
+                None => break,
             }
         }
         // A stream that ends having shown nothing still needs its head.
@@ -218,6 +169,116 @@ impl Relay {
         self.exchange.upstream_time = upstream_started.elapsed();
         drop(self.sender);
         Box::pin(self.exchange.finish(&state, self.head_status)).await;
+    }
+
+    /// Relays one upstream stream until it ends, the client leaves, or a block is retried.
+    async fn relay<G: Future<Output = ()>>(
+        &mut self,
+        body: &mut Coalesce<Incoming>,
+        parser: &mut SseParser,
+        read_timeout: std::time::Duration,
+        grace_over: &mut std::pin::Pin<&mut G>,
+    ) -> Flow {
+        loop {
+            let next = tokio::select! {
+                next = tokio::time::timeout(read_timeout, body.frame()) => next,
+                () = grace_over.as_mut() => {
+                    Box::pin(self.fail(GatewayError::shutting_down())).await;
+                    return Flow::Stop;
+                }
+            };
+            let next = match next {
+                Ok(next) => next,
+                Err(_) => {
+                    Box::pin(self.fail(GatewayError::upstream_timeout("the stream stalled"))).await;
+                    return Flow::Stop;
+                }
+            };
+            let frame = match next {
+                Some(Err(error)) => {
+                    Box::pin(self.fail(GatewayError::upstream_failed(format!(
+                        "the upstream stream was cut: {error}"
+                    ))))
+                    .await;
+                    return Flow::Stop;
+                }
+                None => {
+                    if let Some(event) = parser.finish() {
+                        match self.on_event(event).await {
+                            Flow::Continue => {}
+                            flow => return flow,
+                        }
+                    }
+                    if self.exchange.closes_on_doubt() && !self.assembler.ended() {
+                        // Cut before its terminal event: the client must not take it for a
+                        // whole answer, and calls still open were never finished.
+                        Box::pin(self.fail(GatewayError::upstream_failed(
+                            "the upstream stream ended before its terminal event",
+                        )))
+                        .await;
+                        return Flow::Stop;
+                    }
+                    // The stream ended with calls still open: check them as they are, never
+                    // release them unchecked.
+                    if !self.held.is_empty() {
+                        return Box::pin(self.validate()).await;
+                    }
+                    return Flow::Stop;
+                }
+                Some(Ok(frame)) => frame,
+            };
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            if parser.buffered_len() + self.held_bytes + data.len() > self.limit {
+                Box::pin(self.fail(GatewayError::response_too_large(self.limit))).await;
+                return Flow::Stop;
+            }
+            for event in parser.push(&data) {
+                match self.on_event(event).await {
+                    Flow::Continue => {}
+                    flow => return flow,
+                }
+            }
+            // Nothing more is at hand: what is queued leaves now, then wait.
+            if let Flow::Stop = self.flush().await {
+                return Flow::Stop;
+            }
+        }
+    }
+
+    /// Sends the conversation with the blocked calls answered upstream again; the relay goes
+    /// on with its stream as if it were the first. `None` when there is none to relay: the
+    /// upstream did not answer the retry with a stream, and the client got the block.
+    async fn retry(&mut self, request: Bytes) -> Option<Incoming> {
+        let rejection = self.retrying.take()?;
+        let response = self.exchange.resend(request).await;
+        match response {
+            Ok(response)
+                if response.status().is_success()
+                    && crate::proxy::is_event_stream(response.headers()) =>
+            {
+                self.assembler = self.exchange.format.stream_assembler();
+                self.rewriter = StreamRewriter::new(self.exchange.format);
+                self.preamble.clear();
+                self.unparsable_seen = false;
+                self.events_seen = 0;
+                self.retrying = Some(rejection);
+                Some(response.into_body())
+            }
+            _ => {
+                self.exchange.retry_failed();
+                self.block(rejection).await;
+                None
+            }
+        }
+    }
+
+    /// A retry's answer is reaching the client, or was blocked again: what became of it.
+    fn settle_retry(&mut self, outcome: RetryOutcome) {
+        if self.retrying.take().is_some() {
+            self.exchange.retried(outcome);
+        }
     }
 
     /// Decides the client's head; called once.
@@ -293,9 +354,13 @@ impl Relay {
             return self.block(*rejection).await;
         }
         let calls = response.calls.clone();
-        let (blocked, edits) = self.check(Parsed::Parsed(response)).await;
-        match blocked {
-            Some(rejection) => self.block(rejection).await,
+        let outcome = self
+            .exchange
+            .pre_response(&Parsed::Parsed(response), StatusCode::OK)
+            .await;
+        let edits = outcome.response_edits;
+        match outcome.blocked {
+            Some(rejection) => self.recover(rejection, outcome.on_block, &calls).await,
             None => {
                 if !edits.is_empty() {
                     self.rewriter.add_edits(&edits);
@@ -333,6 +398,7 @@ impl Relay {
     /// the upstream's head and the preamble held for it.
     fn open_outbox(&mut self) {
         if self.head.is_some() {
+            self.settle_retry(RetryOutcome::Passed);
             self.decide_head(Head::Stream(Vec::new()));
             let preamble = std::mem::take(&mut self.preamble);
             self.outbox.extend_from_slice(&preamble);
@@ -350,6 +416,50 @@ impl Relay {
             // The client went away: stop reading the upstream.
             Err(_) => Flow::Stop,
         }
+    }
+
+    /// A block of the chain, answered as the blocking entries' `on_block` says: retried or
+    /// answered with a message only while nothing was sent (the head is not decided); once
+    /// the client has read part of the answer, the block ends the stream with its error frame.
+    async fn recover(
+        &mut self,
+        rejection: Rejection,
+        on_block: Option<OnBlock>,
+        calls: &[ToolCall],
+    ) -> Flow {
+        self.settle_retry(RetryOutcome::Blocked);
+        let nothing_sent = self.head.is_some();
+        match self
+            .exchange
+            .after_block(rejection, on_block, calls, None, nothing_sent)
+        {
+            AfterBlock::Error(rejection) => self.block(rejection).await,
+            AfterBlock::Message(rejection) => {
+                self.notice(&rejection);
+                Flow::Stop
+            }
+            AfterBlock::Retry { request, rejection } => {
+                self.held.clear();
+                self.held_bytes = 0;
+                self.retrying = Some(rejection);
+                Flow::Retry(request)
+            }
+        }
+    }
+
+    /// The `message` answer as a whole stream of the format's events, in place of the blocked
+    /// one (whose held preamble is dropped: the notice has its own opening events).
+    fn notice(&mut self, rejection: &Rejection) {
+        self.held.clear();
+        self.held_bytes = 0;
+        self.preamble.clear();
+        let mut headers = Vec::new();
+        if let Some(value) = on_block::violations_header(&rejection.violations) {
+            headers.push((HeaderName::from_static(on_block::VIOLATIONS_HEADER), value));
+        }
+        self.decide_head(Head::Stream(headers));
+        let notice = self.exchange.block_notice(rejection, true);
+        self.outbox.extend_from_slice(&notice);
     }
 
     async fn block(&mut self, rejection: Rejection) -> Flow {

@@ -41,6 +41,13 @@ pub struct Metrics {
     request_duration: Family<RouteLabels, Histogram>,
     reloads: Family<ReloadLabels, Counter>,
     mcp_calls: Family<McpCallLabels, Counter>,
+    block_retries: Family<RetryLabels, Counter>,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RetryLabels {
+    route: String,
+    outcome: String,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -96,7 +103,22 @@ impl Metrics {
                 "MCP tools/call requests, by route, backend server and outcome (ok, tool_error, blocked, invalid_result, unavailable, timeout, cancelled, failed)",
                 Family::default(),
             ),
+            block_retries: registered(
+                registry,
+                "toolgate_block_retries",
+                "Blocked answers sent back to the model (on_block = retry), by route and outcome (passed, blocked, failed)",
+                Family::default(),
+            ),
         }
+    }
+
+    pub fn record_block_retry(&self, route: &str, outcome: &str) {
+        self.block_retries
+            .get_or_create(&RetryLabels {
+                route: route.to_owned(),
+                outcome: outcome.to_owned(),
+            })
+            .inc();
     }
 
     pub fn record_mcp_call(&self, route: &str, server: &str, outcome: &str) {
@@ -268,6 +290,10 @@ pub struct AuditRecord {
     /// On MCP routes: the JSON-RPC method and what became of it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mcp: Option<McpAudit>,
+    /// With `on_block = "retry"`: every attempt and what blocked it, the last one included
+    /// (empty violations: it passed). Absent when the first answer was final.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<crate::on_block::AttemptRecord>,
 }
 
 /// What an audit line of an MCP exchange adds.

@@ -1,6 +1,9 @@
 //! Tenant authentication: the table from key digests to tenants, reading a client's key from
 //! the headers every OpenAI and Anthropic SDK sends, and removing it before the request goes
-//! upstream. Keys are held only as SHA-256 digests, so no key can reach a log or a dump.
+//! upstream. Keys are held only as SHA-256 digests, so no key can reach a log or a dump. A
+//! bearer value shaped like a JWT is verified as one when `[auth.jwt]` is configured (`jwt`).
+
+mod jwt;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -9,6 +12,8 @@ use http::HeaderMap;
 use http::header::{self, HeaderName};
 use sha2::{Digest, Sha256};
 use toolgate_plugin::Tenant;
+
+pub use jwt::{JwtAuth, JwtRules, TokenRejection, looks_like_jwt, parse_jwks};
 
 /// The headers a client's key may arrive in: OpenAI SDKs send `Authorization: Bearer`,
 /// Anthropic's `x-api-key`, Azure-style clients `api-key`.
@@ -34,6 +39,8 @@ pub enum RouteAuth {
 pub enum AuthFailure {
     MissingKey,
     UnknownKey,
+    /// A JWT that `[auth.jwt]` refused, and why.
+    Token(TokenRejection),
 }
 
 /// Every tenant of one configuration, by name and by key digest.
@@ -41,6 +48,7 @@ pub enum AuthFailure {
 pub struct TenantDirectory {
     by_name: Arc<BTreeMap<String, Arc<Tenant>>>,
     by_digest: HashMap<KeyDigest, Arc<Tenant>>,
+    jwt: Option<Arc<JwtAuth>>,
 }
 
 impl TenantDirectory {
@@ -58,7 +66,14 @@ impl TenantDirectory {
         TenantDirectory {
             by_name: Arc::new(by_name),
             by_digest,
+            jwt: None,
         }
+    }
+
+    /// Also identifies tenants by JWTs that `jwt` verifies.
+    pub fn with_jwt(mut self, jwt: JwtAuth) -> Self {
+        self.jwt = Some(Arc::new(jwt));
+        self
     }
 
     pub fn is_empty(&self) -> bool {
@@ -69,11 +84,21 @@ impl TenantDirectory {
         &self.by_name
     }
 
-    /// The tenant whose key the request carries. `Ok(None)` when no key was presented.
+    /// The tenant whose key (or JWT) the request carries. `Ok(None)` when no key was presented.
     pub fn authenticate(&self, headers: &HeaderMap) -> Result<Option<Arc<Tenant>>, AuthFailure> {
         let Some(key) = presented_key(headers) else {
             return Ok(None);
         };
+        if let Some(jwt) = &self.jwt
+            && looks_like_jwt(key)
+        {
+            // Base64url parts are ASCII, so a JWT-shaped key is always UTF-8.
+            let token = std::str::from_utf8(key).map_err(|_| AuthFailure::UnknownKey)?;
+            return jwt
+                .verify(token, &self.by_name)
+                .map(Some)
+                .map_err(AuthFailure::Token);
+        }
         self.by_digest
             .get(&digest(key))
             .cloned()
@@ -116,6 +141,12 @@ fn presented_key(headers: &HeaderMap) -> Option<&[u8]> {
         let key = key.trim_ascii();
         (!key.is_empty()).then_some(key)
     })
+}
+
+/// Tells the operator a request was refused for its key: WARN with the route, the path and
+/// the reason's code. Never the key, nor the query string, where some clients put keys.
+pub(crate) fn warn_unauthenticated(request_id: &str, route: &str, path: &str, code: &str) {
+    tracing::warn!(%request_id, %route, %path, %code, "401: no valid tenant key for the route");
 }
 
 /// Removes every header a client's key may travel in, so it never reaches the upstream.

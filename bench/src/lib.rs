@@ -21,9 +21,11 @@
 //! - `redis`: a real redis-server the soak kills and restarts.
 //! - `rogue_service`: the soak's misbehaving validator service.
 //! - `callgrind`: the functions a callgrind profile saw run (for `link/hot-functions.txt`).
+//! - `dist`: the `dist` build measured, and the check that its hot-function list is current.
 
 pub mod callgrind;
 pub mod client;
+pub mod dist;
 pub mod oha;
 pub mod procs;
 pub mod redis;

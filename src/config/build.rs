@@ -16,7 +16,8 @@ use toolgate_plugin::{
 use toolgate_plugin::{directives, taxonomy};
 
 use super::source::{ConfigError, ConfigErrors, KeyPath, Source};
-use super::{Config, RawConfig, RawPluginEntry, ServerConfig, settings_to_json};
+use super::{Config, OnBlockMode, RawConfig, RawPluginEntry, ServerConfig, settings_to_json};
+use crate::on_block::{DEFAULT_MAX_RETRIES, DEFAULT_RETRY_DEADLINE, OnBlock, RetryLimits};
 use crate::pipeline::Mode;
 use crate::pipeline::{Chain, ChainEntry};
 use crate::router::{Route, RouteFormat, Router, UnreadableAnswers};
@@ -200,7 +201,10 @@ pub(super) fn build(
     }
 
     let catalog = Arc::new(build_catalog(&raw, source, &mut errors));
-    let tenants = build_tenants(&raw, source, &mut errors);
+    let mut tenants = build_tenants(&raw, source, &mut errors);
+    if let Some(jwt) = super::jwt::build_jwt(&raw, source, &catalog, &mut errors) {
+        tenants = tenants.with_jwt(jwt);
+    }
     let mcp = super::mcp::build_mcp(&raw, source, &mut errors);
     let mut context = BuildContext::default();
     context.catalog = catalog.clone();
@@ -319,6 +323,7 @@ pub(super) fn build(
         }
         let mut route_context = context.clone();
         route_context.route = route.path.clone();
+        route_context.mcp_route = is_mcp;
         let chain = build_chain(
             &raw.plugins,
             &route.plugins,
@@ -584,6 +589,11 @@ struct MergedEntry<'a> {
     enabled: bool,
     mode: Mode,
     priority: Option<i32>,
+    on_block: Option<OnBlockMode>,
+    /// Whether the route's own entry set `on_block` (not only the gateway-wide one).
+    on_block_from_route: bool,
+    max_retries: Option<u32>,
+    retry_deadline_ms: Option<u64>,
     settings: toml::Table,
     /// Where each top-level settings key came from, to point errors at the right line.
     key_origins: BTreeMap<String, KeyPath>,
@@ -627,6 +637,10 @@ fn build_chain(
                         enabled: true,
                         mode: Mode::Enforce,
                         priority: None,
+                        on_block: None,
+                        on_block_from_route: false,
+                        max_retries: None,
+                        retry_deadline_ms: None,
                         settings: toml::Table::new(),
                         key_origins: BTreeMap::new(),
                         entry_path: entry_path.clone(),
@@ -648,6 +662,13 @@ fn build_chain(
             target.enabled = entry.enabled.unwrap_or(target.enabled);
             target.mode = entry.mode.unwrap_or(target.mode);
             target.priority = entry.priority.or(target.priority);
+            if let Some(error) = retry_keys_without_retry(entry, &entry_path, source) {
+                errors.push(error);
+            }
+            target.on_block = entry.on_block.or(target.on_block);
+            target.on_block_from_route |= entry.on_block.is_some() && list_path == &local_path;
+            target.max_retries = entry.max_retries.or(target.max_retries);
+            target.retry_deadline_ms = entry.retry_deadline_ms.or(target.retry_deadline_ms);
             for (setting, value) in entry.settings.iter().flatten() {
                 target.settings.insert(setting.clone(), value.clone());
                 target.key_origins.insert(
@@ -687,12 +708,33 @@ fn build_chain(
                 continue;
             }
         };
+        let on_block = match on_block(&entry, source) {
+            // The client of an MCP call gets a JSON-RPC error: there is no model to ask again
+            // and no answer to put a message in.
+            // A gateway-wide choice is for the LLM routes; one the MCP route makes is a mistake.
+            Ok(on_block) if context.mcp_route && on_block != OnBlock::Error => {
+                if entry.on_block_from_route {
+                    errors.push(source.error_at_key(
+                        &entry.entry_path.clone().key("on_block"),
+                        "on_block has no effect on an MCP route: a refused MCP call is a JSON-RPC error",
+                    ));
+                    continue;
+                }
+                OnBlock::Error
+            }
+            Ok(on_block) => on_block,
+            Err(error) => {
+                errors.push(error);
+                continue;
+            }
+        };
         match factory.build(&settings, context) {
             Ok(plugin) => chain.push(ChainEntry {
                 name: entry.key.to_owned(),
                 plugin,
                 mode: entry.mode,
                 priority: entry.priority.unwrap_or_else(|| factory.default_priority()),
+                on_block,
             }),
             Err(error) => errors.extend(
                 error
@@ -703,6 +745,77 @@ fn build_chain(
         }
     }
     Chain::new(chain)
+}
+
+/// `max_retries` or `retry_deadline_ms` on an entry that itself says its blocks are not
+/// retried: a setting that would do nothing is an error, not a silent no-op.
+fn retry_keys_without_retry(
+    entry: &RawPluginEntry,
+    entry_path: &KeyPath,
+    source: &Source,
+) -> Option<ConfigError> {
+    let key = if entry.max_retries.is_some() {
+        "max_retries"
+    } else if entry.retry_deadline_ms.is_some() {
+        "retry_deadline_ms"
+    } else {
+        return None;
+    };
+    match entry.on_block {
+        Some(OnBlockMode::Retry) => None,
+        Some(_) => Some(source.error_at_key(
+            &entry_path.clone().key(key),
+            format!("{key} applies only with on_block = \"retry\""),
+        )),
+        None => None,
+    }
+}
+
+/// The merged entry's `on_block`, with its retry limits checked.
+fn on_block(entry: &MergedEntry<'_>, source: &Source) -> Result<OnBlock, ConfigError> {
+    let at = |key: &str| entry.entry_path.clone().key(key);
+    // Set with no `on_block` at any level, the limits would do nothing (the default is
+    // `error`); set beside an explicit other choice, `retry_keys_without_retry` said so.
+    if entry.on_block.is_none() {
+        let key = if entry.max_retries.is_some() {
+            Some("max_retries")
+        } else {
+            entry.retry_deadline_ms.map(|_| "retry_deadline_ms")
+        };
+        if let Some(key) = key {
+            return Err(source.error_at_key(
+                &at(key),
+                format!("{key} applies only with on_block = \"retry\" (the default is \"error\")"),
+            ));
+        }
+    }
+    match entry.on_block {
+        None | Some(OnBlockMode::Error) => Ok(OnBlock::Error),
+        Some(OnBlockMode::Message) => Ok(OnBlock::Message),
+        Some(OnBlockMode::Retry) => {
+            let max_retries = entry.max_retries.unwrap_or(DEFAULT_MAX_RETRIES);
+            if !(1..=10).contains(&max_retries) {
+                return Err(source.error_at_key(
+                    &at("max_retries"),
+                    format!("max_retries must be between 1 and 10, not {max_retries}"),
+                ));
+            }
+            let deadline = match entry.retry_deadline_ms {
+                None => DEFAULT_RETRY_DEADLINE,
+                Some(0) => {
+                    return Err(source.error_at_key(
+                        &at("retry_deadline_ms"),
+                        "retry_deadline_ms must be more than 0",
+                    ));
+                }
+                Some(ms) => Duration::from_millis(ms),
+            };
+            Ok(OnBlock::Retry(RetryLimits {
+                max_retries,
+                deadline,
+            }))
+        }
+    }
 }
 
 /// `[tools.NAME]` into the catalog. Names, groups and states are exact and case-sensitive, so
@@ -865,10 +978,11 @@ fn build_tenants(
                 )),
             }
         }
-        if entry.api_keys.is_empty() && entry.api_key_sha256.is_empty() {
+        // With [auth.jwt] a tenant may be known only by the tokens that name it.
+        if entry.api_keys.is_empty() && entry.api_key_sha256.is_empty() && raw.auth.jwt.is_none() {
             errors.push(source.error_at_key(
                 &tenant_path,
-                "a tenant needs a key: set api_keys or api_key_sha256",
+                "a tenant needs a key: set api_keys or api_key_sha256 (or identify tenants by JWT in [auth.jwt])",
             ));
         }
         for (upstream, key) in &entry.upstream_keys {

@@ -4,6 +4,7 @@
 
 mod build;
 mod env;
+mod jwt;
 mod mcp;
 mod recover;
 mod services;
@@ -177,6 +178,46 @@ pub(crate) struct RawConfig {
     /// `[mcp]`: who may see and call which MCP server's tools.
     #[serde(default)]
     pub mcp: RawMcp,
+    /// `[auth]`: ways besides API keys to identify a tenant.
+    #[serde(default)]
+    pub auth: RawAuth,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawAuth {
+    /// `[auth.jwt]`: tenants identified by JWTs signed by a JWKS's keys.
+    #[serde(default)]
+    pub jwt: Option<RawJwt>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawJwt {
+    /// The JWKS document, relative to the configuration file's folder.
+    #[serde(default)]
+    pub jwks_file: Option<EnvString>,
+    /// Every token must carry this `aud`.
+    pub audience: EnvString,
+    /// When set, every token must carry this `iss`.
+    #[serde(default)]
+    pub issuer: Option<EnvString>,
+    /// Clock skew allowed on `exp` and `nbf`.
+    #[serde(default = "default_jwt_leeway_secs")]
+    pub leeway_secs: u64,
+    #[serde(default = "default_tenant_claim")]
+    pub tenant_claim: String,
+    #[serde(default)]
+    pub groups_claim: Option<String>,
+    #[serde(default)]
+    pub access_level_claim: Option<String>,
+}
+
+fn default_jwt_leeway_secs() -> u64 {
+    30
+}
+fn default_tenant_claim() -> String {
+    "tenant".to_owned()
 }
 
 /// `[services.NAME]`: where a validator service lives and what its instances must configure.
@@ -496,6 +537,18 @@ fn default_read_timeout_ms() -> u64 {
     300_000
 }
 
+/// What a block of this entry does to the exchange (`on_block`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnBlockMode {
+    /// The 403 with the violations.
+    Error,
+    /// The violations go back to the model as the blocked calls' results; it is asked again.
+    Retry,
+    /// A 200 whose assistant text says what was blocked.
+    Message,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawPluginEntry {
@@ -511,6 +564,15 @@ pub(crate) struct RawPluginEntry {
     pub mode: Option<Mode>,
     #[serde(default)]
     pub priority: Option<i32>,
+    /// `error` (default), `retry` or `message`: what a 403 block of this entry does.
+    #[serde(default)]
+    pub on_block: Option<OnBlockMode>,
+    /// With `on_block = "retry"`: how many times the model is asked again (default 2).
+    #[serde(default)]
+    pub max_retries: Option<u32>,
+    /// With `on_block = "retry"`: no new attempt starts this long after the request came.
+    #[serde(default)]
+    pub retry_deadline_ms: Option<u64>,
     #[serde(default)]
     pub settings: Option<toml::Table>,
 }

@@ -56,6 +56,12 @@ async fn answer(
         Ok(tenant) => tenant,
         Err(failure) => {
             let error = crate::error::GatewayError::unauthenticated(failure);
+            crate::tenants::warn_unauthenticated(
+                &request_id,
+                &route.path,
+                request.uri().path(),
+                error.code,
+            );
             audit_refused(
                 state,
                 &route,

@@ -354,32 +354,145 @@ fn check_refuses_two_catalog_entries_for_one_tool_and_an_unknown_unreadable_answ
     );
 }
 
-/// Every gateway configuration the docs show (a ```toml block with a `[[routes]]`) loads, so the
-/// docs cannot drift from the code.
+/// The gateway.toml that deploy/toolgate.yaml's ConfigMap mounts passes `toolgate check` with
+/// the environment the pod gives it (the Secret's values).
 #[test]
-fn every_config_example_in_docs_loads() {
-    let docs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs");
-    let runtime = toolgate::Runtime::new();
-    let mut loaded = 0;
-    for entry in std::fs::read_dir(&docs).expect("docs/ exists") {
-        let path = entry.expect("a readable entry").path();
-        if path.extension().is_none_or(|extension| extension != "md") {
-            continue;
-        }
-        let text = std::fs::read_to_string(&path).expect("readable");
-        for block in text.split("```toml\n").skip(1) {
-            let Some((config, _)) = block.split_once("```") else {
-                continue;
-            };
-            if !config.contains("[[routes]]") {
-                continue;
-            }
-            let name = path.display().to_string();
-            if let Err(errors) = toolgate::Config::from_toml(config, &name, &runtime.plugins) {
-                panic!("{name}: an example does not load:\n{errors}\n{config}");
-            }
-            loaded += 1;
+fn the_deploy_configmap_passes_toolgate_check() {
+    let manifest = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("deploy/toolgate.yaml"),
+    )
+    .expect("deploy/toolgate.yaml is readable");
+    let config = configmap_file(&manifest, "gateway.toml");
+    assert!(
+        config.contains("[[routes]]"),
+        "the ConfigMap holds a gateway.toml:\n{config}"
+    );
+    let path = write_config(&config);
+    let output = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["check", "--config", path.to_str().expect("utf-8 path")])
+        .env("OPENAI_API_KEY", "sk-from-the-secret")
+        .env("REDIS_PASSWORD", "from-the-secret")
+        .output()
+        .expect("the binary runs");
+    assert!(output.status.success(), "{}", stderr(&output));
+}
+
+/// The literal block `  NAME: |` of a manifest's ConfigMap `data`, without its indentation.
+fn configmap_file(manifest: &str, name: &str) -> String {
+    let header = format!("  {name}: |");
+    let mut lines = manifest.lines().skip_while(|line| *line != header).skip(1);
+    let mut file = String::new();
+    for line in lines.by_ref() {
+        if line.is_empty() {
+            file.push('\n');
+        } else if let Some(content) = line.strip_prefix("    ") {
+            file.push_str(content);
+            file.push('\n');
+        } else {
+            break;
         }
     }
-    assert!(loaded >= 1, "the docs show at least one configuration");
+    file
+}
+
+/// Every configuration the docs show loads, so the docs cannot drift from the code: each
+/// ```toml block of README.md and docs/*.md. A Cargo manifest is only parsed as TOML. A block
+/// with `[[routes]]` is a whole file and loads as it is; a fragment (a plugin entry, a section) loads after a minimal file with one
+/// upstream and one route, so its `[[routes.plugins]]` attach to that route. `${VAR}` without a
+/// default gets one, as the reader's environment would give it.
+#[test]
+fn every_config_example_in_docs_loads() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut pages = vec![root.join("README.md")];
+    for entry in std::fs::read_dir(root.join("docs")).expect("docs/ exists") {
+        let path = entry.expect("a readable entry").path();
+        if path.extension().is_some_and(|extension| extension == "md") {
+            pages.push(path);
+        }
+    }
+    let runtime = toolgate::Runtime::new();
+    let (mut whole, mut fragments, mut manifests) = (0, 0, 0);
+    let mut tls = None;
+    for path in pages {
+        let text = std::fs::read_to_string(&path).expect("readable");
+        for block in text.split("```toml\n").skip(1) {
+            let Some((example, _)) = block.split_once("```") else {
+                continue;
+            };
+            let name = path.display().to_string();
+            if example.contains("[package]") || example.contains("[dependencies]") {
+                // A Cargo manifest (docs/writing-a-plugin.md): valid TOML is all it can be here.
+                if let Err(error) = example.parse::<toml::Table>() {
+                    panic!("{name}: a Cargo.toml example is not TOML: {error}\n{example}");
+                }
+                manifests += 1;
+                continue;
+            }
+            let mut example = with_defaults_for_unset_variables(example);
+            if let Some(ca_file) = quoted_value_of(&example, "ca_file") {
+                // A CA the reader has: a real one, since the store reads it at load.
+                let ca = tls.get_or_insert_with(crate::common::redis::TlsFiles::generate);
+                example = example.replace(&ca_file, &format!("\"{}\"", ca.ca.display()));
+            }
+            if let Some(jwks_file) = quoted_value_of(&example, "jwks_file") {
+                // A JWKS the reader has: the public example key, since it is read at load.
+                let jwks = root.join("fixtures/jwt/example-jwks.json");
+                example = example.replace(&jwks_file, &format!("\"{}\"", jwks.display()));
+            }
+            let config = if example.contains("[[routes]]") {
+                whole += 1;
+                example
+            } else {
+                fragments += 1;
+                format!(
+                    "[upstreams.docs_example]\nurl = \"http://127.0.0.1:1\"\n\n\
+                     [[routes]]\npath = \"/docs-example\"\nupstream = \"docs_example\"\n\n{example}"
+                )
+            };
+            if let Err(errors) = toolgate::Config::from_toml(&config, &name, &runtime.plugins) {
+                panic!("{name}: an example does not load:\n{errors}\n{config}");
+            }
+        }
+    }
+    assert!(whole >= 4, "the docs show whole configurations ({whole})");
+    assert!(fragments >= 6, "the docs show fragments ({fragments})");
+    assert!(
+        manifests >= 1,
+        "writing-a-plugin.md shows a Cargo.toml ({manifests})"
+    );
+}
+
+/// The string value of the first `key = "…"` line of a TOML text, quotes included.
+fn quoted_value_of(text: &str, key: &str) -> Option<String> {
+    text.lines().find_map(|line| {
+        let value = line
+            .trim_start()
+            .strip_prefix(key)?
+            .trim_start()
+            .strip_prefix('=')?;
+        let value = value.trim_start().strip_prefix('"')?;
+        let (inner, _) = value.split_once('"')?;
+        Some(format!("\"{inner}\""))
+    })
+}
+
+/// `${VAR}` becomes `${VAR:-VAR-value}`; `${VAR:-default}` and `$$` stay.
+fn with_defaults_for_unset_variables(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let Some(length) = rest[start..].find('}') else {
+            break;
+        };
+        let inner = &rest[start + 2..start + length];
+        if inner.contains(":-") {
+            out.push_str(&rest[start..=start + length]);
+        } else {
+            out.push_str(&format!("${{{inner}:-{inner}-value}}"));
+        }
+        rest = &rest[start + length + 1..];
+    }
+    out.push_str(rest);
+    out
 }

@@ -1,6 +1,7 @@
 //! The benchmark driver, one command for the whole of issue 6's measurements:
 //! `cargo run --release -p toolgate-bench --bin loadbench [-- OPTIONS]`. It builds toolgate and
-//! the upstream in release, starts upstream, nginx and toolgate on loopback, runs the phases
+//! the upstream with the `dist` profile (what ships: fat LTO, the hot-function link order,
+//! refused when that list is stale), starts upstream, nginx and toolgate on loopback, runs the phases
 //! (table, curves, streams, profile, criterion), writes bench/RESULTS.md and
 //! bench/results/latest.json, prints the markdown, and stops everything it started.
 
@@ -13,7 +14,6 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::signal::unix::{SignalKind, signal};
 use toolgate_bench::client::{self, CHAT_COMPLETIONS, Shot, percentile_of};
-use toolgate_bench::oha;
 use toolgate_bench::procs::{
     self, TempDir, cpu_ns, family_cpu_ns, family_kernel_cpu_ns, status_kib,
 };
@@ -23,6 +23,7 @@ use toolgate_bench::report::{
 };
 use toolgate_bench::stack::{self, Gateway, Server};
 use toolgate_bench::workload::{self, RequestSpec};
+use toolgate_bench::{dist, oha};
 
 const PHASES: [&str; 5] = ["table", "curves", "streams", "profile", "criterion"];
 const USAGE: &str =
@@ -34,7 +35,7 @@ PHASES: a comma-separated list of table, curves, streams, profile, criterion (de
 --rounds           rounds of fixed-rate runs, each over every target (default 3)
 --curve-duration   seconds of each closed-loop curve point (default 2.5)
 --quick            short runs, to check the setup (2 s, 1 s and 1 round)
---no-build         use the release binaries already built
+--no-build         use the dist binaries already built
 --out              where the markdown goes (default bench/RESULTS.md); given, the raw JSON
                    and the profiles go beside it instead of into bench/results/
 --bodies DIR       only write the request bodies the runs send into DIR (for runs by hand)";
@@ -279,21 +280,19 @@ async fn run(options: Options, fds: u64) -> Result<(), String> {
     let wants = |phase: &str| options.phases.iter().any(|wanted| wanted == phase);
     if options.build {
         step(
-            "cargo build --release -p toolgate --bin toolgate -p toolgate-bench --bin bench-upstream",
+            "cargo build --profile dist -p toolgate --bin toolgate -p toolgate-bench --bin bench-upstream (TOOLGATE_HOT_FUNCTIONS=on)",
         );
-        let status = Command::new("cargo")
-            .current_dir(&root)
-            .args(["build", "--release", "-p", "toolgate", "--bin", "toolgate"])
-            .args(["-p", "toolgate-bench", "--bin", "bench-upstream"])
-            .status()
-            .map_err(|error| format!("cannot run cargo: {error}"))?;
-        if !status.success() {
-            return Err("the release build failed".to_owned());
-        }
+        dist::build(
+            &root,
+            &[
+                ("toolgate", "toolgate"),
+                ("toolgate-bench", "bench-upstream"),
+            ],
+        )?;
     }
-    let release = target_dir().join("release");
-    let toolgate = release.join("toolgate");
-    let upstream_binary = release.join("bench-upstream");
+    let dist_dir = dist::binary_dir(&target_dir());
+    let toolgate = dist_dir.join("toolgate");
+    let upstream_binary = dist_dir.join("bench-upstream");
     for binary in [&toolgate, &upstream_binary] {
         if !binary.exists() {
             return Err(format!(
@@ -302,6 +301,13 @@ async fn run(options: Options, fds: u64) -> Result<(), String> {
             ));
         }
     }
+    let hot = dist::check_hot_functions(&root, &toolgate)?;
+    step(&format!(
+        "{}: {} of {} listed functions found in the binary",
+        dist::HOT_FUNCTIONS,
+        hot.found,
+        hot.listed
+    ));
     let oha = if wants("table") || wants("profile") {
         Some(oha::find_or_install()?)
     } else {

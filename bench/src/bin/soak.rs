@@ -1,4 +1,4 @@
-//! The soak test: sustained load through toolgate (release build, tool_selection enforcing) in
+//! The soak test: sustained load through toolgate (the `dist` build, tool_selection enforcing) in
 //! front of an upstream that injects faults at random — refused and reset connections, stalls
 //! mid-stream, 5xx, non-JSON and truncated bodies, streams cut without `[DONE]`, slow heads —
 //! while the config file is rewritten every few seconds (valid and invalid versions, and
@@ -129,23 +129,11 @@ fn toolgate_binary() -> Result<PathBuf, String> {
         return Ok(PathBuf::from(path));
     }
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let status = Command::new("cargo")
-        .args([
-            "build",
-            "--release",
-            "-q",
-            "-p",
-            "toolgate",
-            "--bin",
-            "toolgate",
-        ])
-        .current_dir(&root)
-        .status()
-        .map_err(|error| format!("cannot run cargo: {error}"))?;
-    if !status.success() {
-        return Err("cargo build --release failed".into());
-    }
-    Ok(root.join("target/release/toolgate"))
+    toolgate_bench::dist::build(&root, &[("toolgate", "toolgate")])?;
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    Ok(toolgate_bench::dist::binary_dir(&target_dir).join("toolgate"))
 }
 
 /// The config, in one of three versions: two valid ones that differ (strict or not, an extra

@@ -5,6 +5,7 @@ use bytes::Bytes;
 
 use crate::edits::Edit;
 use crate::format::{ErrorShape, ParseError, ToolRequest, ToolResponse};
+use crate::on_block::{BlockNotice, CallFeedback};
 use crate::response_edits::Replacement;
 use crate::stream::{StreamAssembler, StreamRewriter};
 use crate::tool::HistoryCall;
@@ -44,11 +45,22 @@ pub(crate) trait Adapter: Sync {
     ) -> Result<bool, ParseError>;
     /// Rewrites one stream event for the edits `rewriter` holds; true when it changed.
     fn rewrite_event(&self, rewriter: &mut StreamRewriter, event: &mut serde_json::Value) -> bool;
+    /// The request continued with the model's blocked turn, each call answered by why it did
+    /// not run, in the format's own shape (the `on_block = "retry"` request).
+    fn retry_request(
+        &self,
+        body: &[u8],
+        feedback: &[CallFeedback<'_>],
+    ) -> Result<Bytes, ParseError>;
+    /// A complete answer whose assistant text says what was blocked, without calls.
+    fn block_message(&self, notice: &BlockNotice<'_>) -> Bytes;
+    /// [`Adapter::block_message`] as a whole stream of the format's events, ending normally.
+    fn block_message_stream(&self, notice: &BlockNotice<'_>) -> Bytes;
 }
 
 /// The [`Adapter`] of a format folder. Every folder names its parts alike (`message`'s
-/// parsers and edits, `stream`'s assembler, `rewrite`'s writers), so an adapter is the folder's
-/// constants (`chat/mod.rs` shows one).
+/// parsers and edits, `stream`'s assembler, `rewrite`'s writers, `on_block`'s answers to a
+/// block), so an adapter is the folder's constants (`chat/mod.rs` shows one).
 macro_rules! folder_adapter {
     (
         $adapter:ident, $assembler:ident, $rewrite_event:ident,
@@ -127,6 +139,25 @@ macro_rules! folder_adapter {
                 event: &mut serde_json::Value,
             ) -> bool {
                 rewriter.$rewrite_event(event)
+            }
+
+            fn retry_request(
+                &self,
+                body: &[u8],
+                feedback: &[crate::on_block::CallFeedback<'_>],
+            ) -> Result<bytes::Bytes, crate::format::ParseError> {
+                on_block::retry_request(body, feedback)
+            }
+
+            fn block_message(&self, notice: &crate::on_block::BlockNotice<'_>) -> bytes::Bytes {
+                on_block::block_message(notice)
+            }
+
+            fn block_message_stream(
+                &self,
+                notice: &crate::on_block::BlockNotice<'_>,
+            ) -> bytes::Bytes {
+                on_block::block_message_stream(notice)
             }
         }
     };

@@ -27,6 +27,8 @@
 //!   `stream::StreamRewriter` write them into answers and streams.
 //! - [`answer`]: how a guard reads an answer — by its own shape, closed on doubt.
 //! - [`lenient`]: the forgiving reader.
+//! - [`on_block`]: what the formats write when a route recovers from a block: the retry
+//!   request's feedback and the `message` answer (each folder's `on_block.rs` has its shapes).
 //! - [`sse`]: an incremental Server-Sent Events parser that keeps each event's exact bytes.
 //! - [`stream`]: what an event is to the guard, the assembler trait, and whole-stream reading.
 
@@ -46,6 +48,7 @@ pub mod edits;
 pub mod format;
 pub mod identity;
 pub mod lenient;
+pub mod on_block;
 pub mod sse;
 pub mod stream;
 pub mod tool;

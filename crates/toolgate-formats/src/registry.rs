@@ -8,6 +8,7 @@ use serde_json::value::RawValue;
 use crate::adapter::Adapter;
 use crate::edits::Edit;
 use crate::format::{ErrorShape, ParseError, ToolRequest, ToolResponse, WireFormat, read_json};
+use crate::on_block::{BlockNotice, CallFeedback};
 use crate::raw_object::RawObject;
 use crate::stream::StreamAssembler;
 use crate::{anthropic, chat, response_edits, responses};
@@ -128,6 +129,28 @@ impl WireFormat {
             return strip_fields(body, self.adapter().tool_fields());
         }
         self.adapter().apply_request_edits(body, edits)
+    }
+
+    /// The request `body` continued with the model's blocked turn and, as each blocked call's
+    /// result, why it did not run: what `on_block = "retry"` sends upstream. `Err` when the
+    /// calls cannot be answered that way (a built-in tool the provider runs).
+    pub fn retry_request(
+        self,
+        body: &[u8],
+        feedback: &[CallFeedback<'_>],
+    ) -> Result<Bytes, ParseError> {
+        self.adapter().retry_request(body, feedback)
+    }
+
+    /// The `on_block = "message"` answer: a complete answer of this format whose assistant
+    /// text says what was blocked, with no calls and a normal finish.
+    pub fn block_message(self, notice: &BlockNotice<'_>) -> Bytes {
+        self.adapter().block_message(notice)
+    }
+
+    /// [`WireFormat::block_message`] as a whole stream of this format's events.
+    pub fn block_message_stream(self, notice: &BlockNotice<'_>) -> Bytes {
+        self.adapter().block_message_stream(notice)
     }
 }
 

@@ -104,7 +104,7 @@ pub mod catalog;
 // The wire formats and the nouns they yield live in `toolgate-formats`; they are part of the
 // plugin API, so a plugin depends on this crate alone.
 pub use toolgate_formats::{
-    answer, directives, edits, format, identity, lenient, sse, stream, tool,
+    answer, directives, edits, format, identity, lenient, on_block, sse, stream, tool,
 };
 pub mod exchange;
 pub mod header_rules;

@@ -193,6 +193,9 @@ pub type CrateFactories = fn(&mut FactoryContext<'_>) -> Vec<Arc<dyn PluginFacto
 pub struct BuildContext {
     /// The route the plugin is built for (its path prefix); empty outside a route.
     pub route: String,
+    /// Whether that route is an MCP route, where toolgate executes each call itself: a plugin
+    /// refuses a setting that cannot take effect there (there is no model answer to rewrite).
+    pub mcp_route: bool,
     /// `[tools.NAME]`: groups, states, categories and action types.
     pub catalog: Arc<ToolCatalog>,
     /// `[tenants.NAME]`, by name.
@@ -210,6 +213,7 @@ impl Default for BuildContext {
     fn default() -> Self {
         BuildContext {
             route: String::new(),
+            mcp_route: false,
             catalog: Arc::default(),
             tenants: Arc::default(),
             store: Arc::new(MemoryStore::default()),

@@ -59,7 +59,7 @@ fn the_commented_mcp_example_in_gateway_toml_loads_once_uncommented() {
     let shipped = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/gateway.toml"))
         .expect("gateway.toml");
     let (head, example) = shipped
-        .split_once("# MCP proxy (README \"MCP proxy\")")
+        .split_once("# MCP proxy (docs/mcp.md)")
         .expect("the MCP example is in gateway.toml");
     let uncommented: Vec<&str> = example
         .lines()
@@ -78,4 +78,27 @@ fn the_commented_mcp_example_in_gateway_toml_loads_once_uncommented() {
     };
     assert_eq!(config.mcp.servers.len(), 2);
     assert_eq!(config.mcp.policy.agents.len(), 2);
+}
+
+#[test]
+fn on_block_on_an_mcp_route_is_refused_where_the_route_sets_it() {
+    let plugins = PluginRegistry::builtin(&mut Default::default());
+    let base = "[mcp_servers.ok]\ncommand = \"x\"\n\n\
+                [upstreams.llm]\nurl = \"http://127.0.0.1:1\"\n\n\
+                [[plugins]]\nname = \"tool_selection\"\non_block = \"retry\"\n\n\
+                [[routes]]\npath = \"/v1\"\nupstream = \"llm\"\n\n\
+                [[routes]]\npath = \"/mcp\"\nkind = \"mcp\"\n";
+    // Gateway-wide, it is for the LLM routes: the MCP route loads and answers errors.
+    if let Err(errors) = toolgate::Config::from_toml(base, "m.toml", &plugins) {
+        panic!("a gateway-wide on_block does not stop an MCP route: {errors}");
+    }
+    let on_the_route =
+        format!("{base}[[routes.plugins]]\nname = \"tool_selection\"\non_block = \"message\"\n");
+    let errors = config_errors(&on_the_route, "m.toml", &plugins);
+    assert!(
+        errors.contains(
+            "m.toml:20:1: routes[1].plugins[0].on_block: on_block has no effect on an MCP route"
+        ),
+        "{errors}"
+    );
 }

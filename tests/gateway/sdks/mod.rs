@@ -11,6 +11,7 @@
 //! the files below share.
 
 mod calls;
+mod frameworks;
 mod streams;
 mod unreadable;
 
@@ -27,7 +28,7 @@ fn sdks_installed() -> bool {
     static IMPORTS: OnceLock<Result<(), String>> = OnceLock::new();
     let imports = IMPORTS.get_or_init(|| {
         match std::process::Command::new("python3")
-            .args(["-c", "import openai, anthropic"])
+            .args(["-c", "import openai, anthropic, agents"])
             .output()
         {
             Ok(output) if output.status.success() => Ok(()),
@@ -42,7 +43,7 @@ fn sdks_installed() -> bool {
             false
         }
         Err(why) => panic!(
-            "the official Python SDKs are missing (`python3 -c \"import openai, anthropic\"` \
+            "the official Python SDKs are missing (`python3 -c \"import openai, anthropic, agents\"` \
              failed: {why}); run .ci/test, which pip installs them, or set \
              TOOLGATE_SKIP_SDK_TESTS=1 to skip these tests"
         ),

@@ -3,6 +3,7 @@
 //! from `content_block_*` events (`stream`).
 
 pub(crate) mod message;
+pub(crate) mod on_block;
 pub(crate) mod rewrite;
 pub(crate) mod stream;
 

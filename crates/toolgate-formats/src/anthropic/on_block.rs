@@ -1,0 +1,172 @@
+//! Anthropic Messages when a guarded answer is blocked: the retry request (the blocked
+//! `tool_use` blocks as an assistant message, answered in a user message by `tool_result`
+//! blocks with `is_error: true` carrying why they did not run) and the `message` answer, a
+//! text message with stop reason `end_turn`, whole and as its events.
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+use crate::format::ParseError;
+use crate::on_block::{
+    BlockNotice, CallFeedback, append_to_field, array_items, call_id, named_event,
+};
+use crate::tool::ToolKind;
+
+/// The request continued with the blocked assistant turn and a user turn of results.
+pub(crate) fn retry_request(
+    body: &[u8],
+    feedback: &[CallFeedback<'_>],
+) -> Result<Bytes, ParseError> {
+    let mut uses = Vec::new();
+    let mut results = Vec::new();
+    for (position, item) in feedback.iter().enumerate() {
+        let call = item.call;
+        if call.kind == ToolKind::Builtin {
+            // A server tool runs at the provider: no result of toolgate's can stand in for one.
+            return Err(ParseError::new(format!(
+                "'{}' is a server tool the provider runs: its call cannot be answered with feedback",
+                call.name
+            )));
+        }
+        let id = call_id(call, position);
+        // `input` must be an object; arguments that were none are shown to the model as empty
+        // (the feedback says what was wrong with them).
+        let input = serde_json::from_str::<Value>(&call.arguments)
+            .ok()
+            .filter(Value::is_object)
+            .unwrap_or_else(|| json!({}));
+        uses.push(json!({"type": "tool_use", "id": id, "name": call.name, "input": input}));
+        results.push(
+            json!({"type": "tool_result", "tool_use_id": id, "is_error": true,
+                            "content": item.result}),
+        );
+    }
+    let items = [
+        json!({"role": "assistant", "content": uses}),
+        json!({"role": "user", "content": results}),
+    ];
+    append_to_field(body, "messages", array_items, &items)
+}
+
+fn zero_usage() -> Value {
+    json!({"input_tokens": 0, "output_tokens": 0})
+}
+
+fn message(notice: &BlockNotice<'_>, content: Value, stop_reason: Value) -> Value {
+    json!({
+        "id": notice.id("msg_"),
+        "type": "message",
+        "role": "assistant",
+        "model": notice.model,
+        "content": content,
+        "stop_reason": stop_reason,
+        "stop_sequence": null,
+        "usage": notice.usage_or(zero_usage()),
+    })
+}
+
+/// A message whose only block is the text saying what was blocked.
+pub(crate) fn block_message(notice: &BlockNotice<'_>) -> Bytes {
+    let mut whole = message(
+        notice,
+        json!([{"type": "text", "text": notice.text}]),
+        json!("end_turn"),
+    );
+    whole["toolgate"] = notice.toolgate.clone();
+    Bytes::from(whole.to_string())
+}
+
+/// The same message as its events, from `message_start` to `message_stop`.
+pub(crate) fn block_message_stream(notice: &BlockNotice<'_>) -> Bytes {
+    let usage = notice.usage_or(zero_usage());
+    let output_tokens = usage.get("output_tokens").cloned().unwrap_or(json!(0));
+    let events = [
+        (
+            "message_start",
+            json!({"message": message(notice, json!([]), Value::Null)}),
+        ),
+        (
+            "content_block_start",
+            json!({"index": 0, "content_block": {"type": "text", "text": ""}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"index": 0, "delta": {"type": "text_delta", "text": notice.text}}),
+        ),
+        ("content_block_stop", json!({"index": 0})),
+        (
+            "message_delta",
+            json!({"delta": {"stop_reason": "end_turn", "stop_sequence": null},
+                "usage": {"output_tokens": output_tokens}, "toolgate": notice.toolgate}),
+        ),
+        ("message_stop", json!({})),
+    ];
+    let mut text = String::new();
+    for (name, mut data) in events {
+        data["type"] = json!(name);
+        text.push_str(&named_event(name, &data));
+    }
+    Bytes::from(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::WireFormat;
+    use crate::stream::reassemble;
+    use crate::tool::ToolCall;
+
+    #[test]
+    fn the_results_are_errors_in_a_user_turn() {
+        let call = ToolCall {
+            choice: 0,
+            id: Some("toolu_1".into()),
+            name: "delete_user".into(),
+            kind: ToolKind::Function,
+            arguments: r#"{"id":7}"#.into(),
+        };
+        let feedback = [CallFeedback {
+            call: &call,
+            result: "not declared".into(),
+        }];
+        let body = br#"{"model":"m","max_tokens":9,"messages":[{"role":"user","content":"hi"}]}"#;
+        let retried: Value =
+            serde_json::from_slice(&retry_request(body, &feedback).expect("rewrites"))
+                .expect("json");
+        let messages = retried["messages"].as_array().expect("messages");
+        assert_eq!(messages[1]["content"][0]["input"], json!({"id": 7}));
+        assert_eq!(
+            messages[2],
+            json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
+                                                "is_error": true, "content": "not declared"}]})
+        );
+        let history = WireFormat::AnthropicMessages
+            .adapter()
+            .history(&serde_json::to_vec(&retried).expect("json"));
+        assert_eq!(
+            history.len(),
+            1,
+            "the history reads the blocked call and its failed result"
+        );
+    }
+
+    #[test]
+    fn the_message_answer_reads_as_a_text_message() {
+        let toolgate = json!({"violations": []});
+        let notice = BlockNotice {
+            request_id: "r1",
+            model: "m",
+            text: "blocked",
+            toolgate: &toolgate,
+            usage: None,
+            created: 1,
+        };
+        let read = WireFormat::AnthropicMessages
+            .parse_response(&block_message(&notice))
+            .expect("reads");
+        assert!(read.calls.is_empty());
+        let streamed = block_message_stream(&notice);
+        let read = reassemble(WireFormat::AnthropicMessages, [&streamed[..]]);
+        assert!(read.response.calls.is_empty() && read.refused.is_none());
+    }
+}

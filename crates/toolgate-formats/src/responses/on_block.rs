@@ -1,0 +1,234 @@
+//! The Responses API when a guarded answer is blocked: the retry request (the blocked
+//! `function_call` / `custom_tool_call` items appended to `input`, each answered by its
+//! `*_output` item carrying why it did not run) and the `message` answer, a completed response
+//! whose one output is a message, whole and as its `response.*` events.
+
+use bytes::Bytes;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+use crate::format::ParseError;
+use crate::on_block::{
+    BlockNotice, CallFeedback, append_to_field, array_items, call_id, named_event,
+};
+use crate::tool::ToolKind;
+
+/// The request continued with the blocked calls and their results.
+pub(crate) fn retry_request(
+    body: &[u8],
+    feedback: &[CallFeedback<'_>],
+) -> Result<Bytes, ParseError> {
+    let mut items = Vec::new();
+    for (position, item) in feedback.iter().enumerate() {
+        let call = item.call;
+        let id = call_id(call, position);
+        match call.kind {
+            ToolKind::Function | ToolKind::LegacyFunction => {
+                items.push(
+                    json!({"type": "function_call", "call_id": id, "name": call.name,
+                                  "arguments": call.arguments}),
+                );
+                items.push(json!({"type": "function_call_output", "call_id": id,
+                                  "output": item.result}));
+            }
+            ToolKind::Custom => {
+                items.push(
+                    json!({"type": "custom_tool_call", "call_id": id, "name": call.name,
+                                  "input": call.arguments}),
+                );
+                items.push(json!({"type": "custom_tool_call_output", "call_id": id,
+                                  "output": item.result}));
+            }
+            // The provider runs its own tools: no result of toolgate's can stand in for one.
+            ToolKind::Builtin => {
+                return Err(ParseError::new(format!(
+                    "'{}' is a built-in tool the provider runs: its call cannot be answered with feedback",
+                    call.name
+                )));
+            }
+        }
+    }
+    append_to_field(body, "input", input_items, &items)
+}
+
+/// `input` as items: a plain string is one user message.
+fn input_items(input: &RawValue) -> Result<Vec<String>, ParseError> {
+    match serde_json::from_str::<String>(input.get()) {
+        Ok(text) => Ok(vec![json!({"role": "user", "content": text}).to_string()]),
+        Err(_) => array_items(input),
+    }
+}
+
+fn zero_usage() -> Value {
+    json!({"input_tokens": 0, "input_tokens_details": {"cached_tokens": 0},
+           "output_tokens": 0, "output_tokens_details": {"reasoning_tokens": 0},
+           "total_tokens": 0})
+}
+
+fn output_text(notice: &BlockNotice<'_>) -> Value {
+    json!({"type": "output_text", "text": notice.text, "annotations": []})
+}
+
+fn message_item(notice: &BlockNotice<'_>, status: &str, content: Value) -> Value {
+    json!({"id": notice.id("msg_"), "type": "message", "status": status, "role": "assistant",
+           "content": content})
+}
+
+fn response(notice: &BlockNotice<'_>, status: &str, output: Value, usage: Value) -> Value {
+    json!({
+        "id": notice.id("resp_"),
+        "object": "response",
+        "created_at": notice.created,
+        "status": status,
+        "error": null,
+        "incomplete_details": null,
+        "instructions": null,
+        "model": notice.model,
+        "output": output,
+        "parallel_tool_calls": true,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": usage,
+    })
+}
+
+fn completed(notice: &BlockNotice<'_>) -> Value {
+    let item = message_item(notice, "completed", json!([output_text(notice)]));
+    let mut whole = response(
+        notice,
+        "completed",
+        json!([item]),
+        notice.usage_or(zero_usage()),
+    );
+    whole["toolgate"] = notice.toolgate.clone();
+    whole
+}
+
+/// A completed response whose only output is a message saying what was blocked.
+pub(crate) fn block_message(notice: &BlockNotice<'_>) -> Bytes {
+    Bytes::from(completed(notice).to_string())
+}
+
+/// The same response as its events, from `response.created` to `response.completed`.
+pub(crate) fn block_message_stream(notice: &BlockNotice<'_>) -> Bytes {
+    let item_id = notice.id("msg_");
+    let part = output_text(notice);
+    let empty_part = json!({"type": "output_text", "text": "", "annotations": []});
+    let at = |mut event: Value| {
+        event["item_id"] = json!(item_id);
+        event["output_index"] = json!(0);
+        event
+    };
+    let events = [
+        (
+            "response.created",
+            json!({"response": response(notice, "in_progress", json!([]), Value::Null)}),
+        ),
+        (
+            "response.output_item.added",
+            json!({"output_index": 0, "item": message_item(notice, "in_progress", json!([]))}),
+        ),
+        (
+            "response.content_part.added",
+            at(json!({"content_index": 0, "part": empty_part})),
+        ),
+        (
+            "response.output_text.delta",
+            at(json!({"content_index": 0, "delta": notice.text, "logprobs": []})),
+        ),
+        (
+            "response.output_text.done",
+            at(json!({"content_index": 0, "text": notice.text, "logprobs": []})),
+        ),
+        (
+            "response.content_part.done",
+            at(json!({"content_index": 0, "part": part})),
+        ),
+        (
+            "response.output_item.done",
+            json!({"output_index": 0,
+                "item": message_item(notice, "completed", json!([output_text(notice)]))}),
+        ),
+        ("response.completed", json!({"response": completed(notice)})),
+    ];
+    let mut text = String::new();
+    for (number, (name, mut data)) in events.into_iter().enumerate() {
+        data["type"] = json!(name);
+        data["sequence_number"] = json!(number);
+        text.push_str(&named_event(name, &data));
+    }
+    Bytes::from(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::WireFormat;
+    use crate::stream::reassemble;
+    use crate::tool::ToolCall;
+
+    #[test]
+    fn a_string_input_becomes_a_user_message_before_the_feedback() {
+        let call = ToolCall {
+            choice: 0,
+            id: Some("call_1".into()),
+            name: "delete_user".into(),
+            kind: ToolKind::Function,
+            arguments: "{}".into(),
+        };
+        let feedback = [CallFeedback {
+            call: &call,
+            result: "not declared".into(),
+        }];
+        let body = br#"{"model":"m","input":"hi","stream":true}"#;
+        let retried: Value =
+            serde_json::from_slice(&retry_request(body, &feedback).expect("rewrites"))
+                .expect("json");
+        assert_eq!(
+            retried["input"][0],
+            json!({"role": "user", "content": "hi"})
+        );
+        assert_eq!(retried["input"][1]["type"], "function_call");
+        assert_eq!(
+            retried["input"][2],
+            json!({"type": "function_call_output", "call_id": "call_1", "output": "not declared"})
+        );
+        assert_eq!(retried["stream"], true);
+    }
+
+    #[test]
+    fn a_built_in_call_cannot_be_answered_with_feedback() {
+        let call = ToolCall {
+            choice: 0,
+            id: Some("ws_1".into()),
+            name: "web_search".into(),
+            kind: ToolKind::Builtin,
+            arguments: "{}".into(),
+        };
+        let feedback = [CallFeedback {
+            call: &call,
+            result: "no".into(),
+        }];
+        assert!(retry_request(br#"{"input":[]}"#, &feedback).is_err());
+    }
+
+    #[test]
+    fn the_message_answer_reads_as_a_completed_text_response() {
+        let toolgate = json!({"violations": []});
+        let notice = BlockNotice {
+            request_id: "r1",
+            model: "m",
+            text: "blocked",
+            toolgate: &toolgate,
+            usage: None,
+            created: 1,
+        };
+        let read = WireFormat::Responses
+            .parse_response(&block_message(&notice))
+            .expect("reads");
+        assert!(read.calls.is_empty());
+        let streamed = block_message_stream(&notice);
+        let read = reassemble(WireFormat::Responses, [&streamed[..]]);
+        assert!(read.response.calls.is_empty() && read.refused.is_none());
+    }
+}

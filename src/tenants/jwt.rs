@@ -1,0 +1,407 @@
+//! Tenant identity from JWTs (`[auth.jwt]`): the public keys of a JWKS, the checks a token must
+//! pass (signature, expiry, audience, issuer), and the mapping of its claims onto a
+//! `[tenants.NAME]`. Claims may only narrow what the named tenant holds, never widen it.
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use jsonwebtoken::errors::ErrorKind;
+use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, JwkSet, PublicKeyUse};
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use serde_json::{Map, Value};
+use toolgate_plugin::{Tenant, ToolCatalog};
+
+/// One public key of the JWKS, pinned to the one algorithm it verifies.
+#[derive(Clone)]
+pub struct VerifyingKey {
+    kid: Option<String>,
+    algorithm: Algorithm,
+    key: DecodingKey,
+}
+
+impl std::fmt::Debug for VerifyingKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VerifyingKey")
+            .field("kid", &self.kid)
+            .field("algorithm", &self.algorithm)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a token must satisfy and how its claims name a tenant.
+#[derive(Debug, Clone)]
+pub struct JwtRules {
+    pub audience: String,
+    pub issuer: Option<String>,
+    pub leeway_secs: u64,
+    /// The claim whose string value names a `[tenants.NAME]`.
+    pub tenant_claim: String,
+    /// A claim listing groups: the tenant's groups are narrowed to those it also lists.
+    pub groups_claim: Option<String>,
+    /// A claim naming an access level: it replaces the tenant's only when it opens no category
+    /// the tenant's own level does not.
+    pub access_level_claim: Option<String>,
+}
+
+/// The verifier of one configuration: its rules, its keys, and the catalog's access levels
+/// (to tell whether a claimed level is narrower than the tenant's).
+#[derive(Debug)]
+pub struct JwtAuth {
+    rules: JwtRules,
+    keys: Vec<VerifyingKey>,
+    catalog: Arc<ToolCatalog>,
+}
+
+/// Why a token was refused; each is a 401 whose `code` is [`TokenRejection::code`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenRejection {
+    Malformed,
+    Expired,
+    NotYetValid,
+    BadSignature,
+    UnknownKey,
+    WrongAlgorithm,
+    WrongAudience,
+    WrongIssuer,
+    MissingClaim,
+    UnknownTenant,
+    GroupsNotHeld,
+    AccessLevelNotHeld,
+}
+
+impl TokenRejection {
+    pub fn code(self) -> &'static str {
+        match self {
+            TokenRejection::Malformed => "invalid_token",
+            TokenRejection::Expired => "token_expired",
+            TokenRejection::NotYetValid => "token_not_yet_valid",
+            TokenRejection::BadSignature => "bad_signature",
+            TokenRejection::UnknownKey => "unknown_signing_key",
+            TokenRejection::WrongAlgorithm => "wrong_algorithm",
+            TokenRejection::WrongAudience => "wrong_audience",
+            TokenRejection::WrongIssuer => "wrong_issuer",
+            TokenRejection::MissingClaim => "missing_claim",
+            TokenRejection::UnknownTenant => "unknown_tenant",
+            TokenRejection::GroupsNotHeld => "groups_not_held",
+            TokenRejection::AccessLevelNotHeld => "access_level_not_held",
+        }
+    }
+
+    pub fn message(self) -> &'static str {
+        match self {
+            TokenRejection::Malformed => "the bearer token is not a readable JWT",
+            TokenRejection::Expired => "the JWT has expired",
+            TokenRejection::NotYetValid => "the JWT is not valid yet (nbf)",
+            TokenRejection::BadSignature => {
+                "the JWT's signature does not verify with the configured keys"
+            }
+            TokenRejection::UnknownKey => {
+                "the JWT names a signing key (kid) the JWKS does not hold"
+            }
+            TokenRejection::WrongAlgorithm => {
+                "the JWT's algorithm is not the one its signing key is for"
+            }
+            TokenRejection::WrongAudience => "the JWT is not issued for this gateway's audience",
+            TokenRejection::WrongIssuer => "the JWT is not from the configured issuer",
+            TokenRejection::MissingClaim => "the JWT lacks a claim toolgate requires",
+            TokenRejection::UnknownTenant => "the JWT's tenant claim names no configured tenant",
+            TokenRejection::GroupsNotHeld => {
+                "the JWT's groups claim names no group its tenant holds"
+            }
+            TokenRejection::AccessLevelNotHeld => {
+                "the JWT's access level claim is wider than its tenant's access level, or unknown"
+            }
+        }
+    }
+}
+
+impl JwtAuth {
+    pub fn new(rules: JwtRules, keys: Vec<VerifyingKey>, catalog: Arc<ToolCatalog>) -> Self {
+        JwtAuth {
+            rules,
+            keys,
+            catalog,
+        }
+    }
+
+    /// The tenant `token` identifies, narrowed by its claims.
+    pub fn verify(
+        &self,
+        token: &str,
+        tenants: &BTreeMap<String, Arc<Tenant>>,
+    ) -> Result<Arc<Tenant>, TokenRejection> {
+        let claims = self.verified_claims(token)?;
+        let name = claims
+            .get(&self.rules.tenant_claim)
+            .ok_or(TokenRejection::MissingClaim)?
+            .as_str()
+            .ok_or(TokenRejection::UnknownTenant)?;
+        let tenant = tenants.get(name).ok_or(TokenRejection::UnknownTenant)?;
+        self.narrowed(tenant, &claims)
+    }
+
+    /// The claims of a token whose signature, times, audience and issuer all check out.
+    fn verified_claims(&self, token: &str) -> Result<Map<String, Value>, TokenRejection> {
+        let header = jsonwebtoken::decode_header(token).map_err(|_| TokenRejection::Malformed)?;
+        let named: Vec<&VerifyingKey> = self
+            .keys
+            .iter()
+            .filter(|key| header.kid.is_none() || key.kid == header.kid)
+            .collect();
+        if named.is_empty() {
+            return Err(TokenRejection::UnknownKey);
+        }
+        let mut outcome = Err(TokenRejection::WrongAlgorithm);
+        // With no `kid`, every key of the token's algorithm is tried: a signature that verifies
+        // with none is a bad signature, one that verifies but fails a claim check says which.
+        for key in named.into_iter().filter(|key| key.algorithm == header.alg) {
+            match jsonwebtoken::decode::<Map<String, Value>>(
+                token,
+                &key.key,
+                &self.validation(key.algorithm),
+            ) {
+                Ok(data) => return Ok(data.claims),
+                Err(error) => {
+                    let rejection = rejection_of(error.kind());
+                    if rejection != TokenRejection::BadSignature {
+                        return Err(rejection);
+                    }
+                    outcome = Err(rejection);
+                }
+            }
+        }
+        outcome
+    }
+
+    fn validation(&self, algorithm: Algorithm) -> Validation {
+        let mut validation = Validation::new(algorithm);
+        validation.leeway = self.rules.leeway_secs;
+        validation.validate_nbf = true;
+        validation.set_audience(&[&self.rules.audience]);
+        let mut required = vec!["exp", "aud"];
+        if let Some(issuer) = &self.rules.issuer {
+            validation.set_issuer(&[issuer]);
+            required.push("iss");
+        }
+        validation.set_required_spec_claims(&required);
+        validation
+    }
+
+    /// The tenant as the token's claims narrow it: groups it holds and the token lists, and an
+    /// access level no wider than its own. A claim that would widen refuses the token.
+    fn narrowed(
+        &self,
+        tenant: &Arc<Tenant>,
+        claims: &Map<String, Value>,
+    ) -> Result<Arc<Tenant>, TokenRejection> {
+        let groups = match self.rules.groups_claim.as_ref().and_then(|c| claims.get(c)) {
+            None => None,
+            Some(value) => {
+                let listed = string_list(value).ok_or(TokenRejection::Malformed)?;
+                let held: Vec<String> = listed
+                    .into_iter()
+                    .filter(|group| tenant.holds_group(group))
+                    .collect();
+                if held.is_empty() {
+                    return Err(TokenRejection::GroupsNotHeld);
+                }
+                Some(held)
+            }
+        };
+        let access_level = match self
+            .rules
+            .access_level_claim
+            .as_ref()
+            .and_then(|c| claims.get(c))
+        {
+            None => None,
+            Some(value) => {
+                let claimed = value.as_str().ok_or(TokenRejection::Malformed)?;
+                if !self.level_within(claimed, tenant.access_level.as_deref()) {
+                    return Err(TokenRejection::AccessLevelNotHeld);
+                }
+                Some(claimed.to_owned())
+            }
+        };
+        if groups.is_none() && access_level.is_none() {
+            return Ok(tenant.clone());
+        }
+        let mut narrowed = Tenant::clone(tenant);
+        if let Some(groups) = groups {
+            narrowed.groups = groups;
+        }
+        if let Some(level) = access_level {
+            narrowed.access_level = Some(level);
+        }
+        Ok(Arc::new(narrowed))
+    }
+
+    /// Whether `claimed` opens only categories `held` opens. A tenant with no level of its own
+    /// is judged by the route's, which a token cannot see: no claimed level can be shown to be
+    /// narrower, so none is accepted.
+    fn level_within(&self, claimed: &str, held: Option<&str>) -> bool {
+        let (Some(claimed), Some(held)) = (
+            self.catalog.access_level(claimed),
+            held.and_then(|held| self.catalog.access_level(held)),
+        ) else {
+            return false;
+        };
+        claimed.iter().all(|category| held.contains(category))
+    }
+}
+
+/// A claim given as an array of strings or as one space-separated string (as `scope` is).
+fn string_list(value: &Value) -> Option<Vec<String>> {
+    match value {
+        Value::String(text) => Some(text.split_whitespace().map(str::to_owned).collect()),
+        Value::Array(items) => items
+            .iter()
+            .map(|item| item.as_str().map(str::to_owned))
+            .collect(),
+        _ => None,
+    }
+}
+
+fn rejection_of(kind: &ErrorKind) -> TokenRejection {
+    match kind {
+        ErrorKind::ExpiredSignature => TokenRejection::Expired,
+        ErrorKind::ImmatureSignature => TokenRejection::NotYetValid,
+        ErrorKind::InvalidSignature => TokenRejection::BadSignature,
+        ErrorKind::InvalidAudience => TokenRejection::WrongAudience,
+        ErrorKind::InvalidIssuer => TokenRejection::WrongIssuer,
+        ErrorKind::InvalidAlgorithm => TokenRejection::WrongAlgorithm,
+        // A token without `aud` is not for us; one without `iss` is not from our issuer.
+        ErrorKind::MissingRequiredClaim(claim) if claim == "aud" => TokenRejection::WrongAudience,
+        ErrorKind::MissingRequiredClaim(claim) if claim == "iss" => TokenRejection::WrongIssuer,
+        ErrorKind::MissingRequiredClaim(_) => TokenRejection::MissingClaim,
+        _ => TokenRejection::Malformed,
+    }
+}
+
+/// Whether a presented credential has a JWT's shape: three base64url parts joined by dots.
+/// API keys never do, so only these are verified as tokens.
+pub fn looks_like_jwt(value: &[u8]) -> bool {
+    let mut parts = 0;
+    for part in value.split(|byte| *byte == b'.') {
+        parts += 1;
+        let base64url = |byte: &u8| byte.is_ascii_alphanumeric() || *byte == b'-' || *byte == b'_';
+        if part.is_empty() || !part.iter().all(base64url) {
+            return false;
+        }
+    }
+    parts == 3
+}
+
+/// The signing keys of a JWKS document. Keys for encryption, or of a kind this build cannot
+/// verify, are skipped; a symmetric (`oct`) key is refused outright, since anyone who can read
+/// the JWKS could then mint tokens.
+pub fn parse_jwks(text: &str) -> Result<Vec<VerifyingKey>, String> {
+    let set: JwkSet =
+        serde_json::from_str(text).map_err(|error| format!("not a JWKS document: {error}"))?;
+    let mut keys = Vec::new();
+    for (index, jwk) in set.keys.iter().enumerate() {
+        if matches!(jwk.common.public_key_use, Some(PublicKeyUse::Encryption)) {
+            continue;
+        }
+        if matches!(jwk.algorithm, AlgorithmParameters::OctetKey(_)) {
+            return Err(format!(
+                "key {index} is symmetric (kty \"oct\"): only public keys (RSA, EC, OKP) may verify tenant tokens"
+            ));
+        }
+        let Some(algorithm) = algorithm_of(jwk) else {
+            continue;
+        };
+        let key = DecodingKey::from_jwk(jwk)
+            .map_err(|error| format!("key {index} cannot be read: {error}"))?;
+        keys.push(VerifyingKey {
+            kid: jwk.common.key_id.clone(),
+            algorithm,
+            key,
+        });
+    }
+    if keys.is_empty() {
+        return Err(
+            "the JWKS holds no signing key toolgate can use (RSA, EC P-256/P-384, Ed25519)".into(),
+        );
+    }
+    Ok(keys)
+}
+
+/// The one algorithm a key verifies: its `alg`, or the usual one for its kind and curve.
+fn algorithm_of(jwk: &Jwk) -> Option<Algorithm> {
+    let algorithm = match (&jwk.common.key_algorithm, &jwk.algorithm) {
+        (Some(named), _) => Algorithm::from_str(&named.to_string()).ok()?,
+        (None, AlgorithmParameters::RSA(_)) => Algorithm::RS256,
+        (None, AlgorithmParameters::EllipticCurve(params)) => match params.curve {
+            EllipticCurve::P256 => Algorithm::ES256,
+            EllipticCurve::P384 => Algorithm::ES384,
+            _ => return None,
+        },
+        (None, AlgorithmParameters::OctetKeyPair(params)) => match params.curve {
+            EllipticCurve::Ed25519 => Algorithm::EdDSA,
+            _ => return None,
+        },
+        _ => return None,
+    };
+    // An HMAC `alg` on a public key would let its public half act as a shared secret.
+    let compatible = matches!(
+        (algorithm, &jwk.algorithm),
+        (
+            Algorithm::RS256
+                | Algorithm::RS384
+                | Algorithm::RS512
+                | Algorithm::PS256
+                | Algorithm::PS384
+                | Algorithm::PS512,
+            AlgorithmParameters::RSA(_)
+        ) | (
+            Algorithm::ES256 | Algorithm::ES384,
+            AlgorithmParameters::EllipticCurve(_)
+        ) | (Algorithm::EdDSA, AlgorithmParameters::OctetKeyPair(_))
+    );
+    compatible.then_some(algorithm)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_three_base64url_parts_look_like_a_jwt() {
+        assert!(looks_like_jwt(b"eyJh.eyJz.c2ln"));
+        assert!(looks_like_jwt(b"a-_0.b.c"));
+        assert!(!looks_like_jwt(b"sk-acme-tenant-key"));
+        assert!(!looks_like_jwt(b"a.b"));
+        assert!(!looks_like_jwt(b"a.b.c.d"));
+        assert!(!looks_like_jwt(b"a..c"));
+        assert!(!looks_like_jwt(b"a.b=.c"));
+    }
+
+    #[test]
+    fn symmetric_keys_and_empty_sets_are_refused() {
+        let oct = r#"{"keys":[{"kty":"oct","k":"c2VjcmV0","alg":"HS256"}]}"#;
+        assert!(parse_jwks(oct).expect_err("oct").contains("symmetric"));
+        assert!(parse_jwks(r#"{"keys":[]}"#).is_err());
+        assert!(parse_jwks("[]").is_err());
+    }
+
+    #[test]
+    fn an_hmac_alg_on_a_public_key_is_not_used() {
+        let rsa_as_hs = r#"{"keys":[{"kty":"RSA","alg":"HS256","n":"sXch","e":"AQAB"}]}"#;
+        assert!(parse_jwks(rsa_as_hs).is_err());
+    }
+
+    #[test]
+    fn claim_lists_are_arrays_or_spaced_strings() {
+        assert_eq!(
+            string_list(&serde_json::json!("a b")),
+            Some(vec!["a".into(), "b".into()])
+        );
+        assert_eq!(
+            string_list(&serde_json::json!(["a"])),
+            Some(vec!["a".into()])
+        );
+        assert_eq!(string_list(&serde_json::json!([1])), None);
+    }
+}
