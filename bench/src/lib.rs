@@ -18,6 +18,8 @@
 //! - `stack`: starting the upstream, nginx and toolgate with generated configs.
 //! - `procs`: child processes that die with the driver, and /proc readings (CPU, RSS).
 //! - `report`: the markdown tables.
+//! - `redis`: a real redis-server the soak kills and restarts.
+//! - `rogue_service`: the soak's misbehaving validator service.
 //! - `callgrind`: the functions a callgrind profile saw run (for `link/hot-functions.txt`).
 //! - `dist`: the `dist` build measured, and the check that its hot-function list is current.
 
@@ -26,7 +28,9 @@ pub mod client;
 pub mod dist;
 pub mod oha;
 pub mod procs;
+pub mod redis;
 pub mod report;
+pub mod rogue_service;
 pub mod stack;
 pub mod upstream;
 pub mod workload;

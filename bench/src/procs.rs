@@ -77,6 +77,12 @@ impl Process {
         false
     }
 
+    /// Kills the process at once (SIGKILL: a crash, nothing written on the way out).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// Fails when the process already exited (it could not bind, bad config, …).
     pub fn check_alive(&mut self) -> Result<(), String> {
         match self.child.try_wait() {
