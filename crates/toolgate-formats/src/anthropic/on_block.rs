@@ -118,13 +118,7 @@ mod tests {
 
     #[test]
     fn the_results_are_errors_in_a_user_turn() {
-        let call = ToolCall {
-            choice: 0,
-            id: Some("toolu_1".into()),
-            name: "delete_user".into(),
-            kind: ToolKind::Function,
-            arguments: r#"{"id":7}"#.into(),
-        };
+        let call = ToolCall::function(Some("toolu_1".into()), "delete_user", r#"{"id":7}"#.into());
         let feedback = [CallFeedback {
             call: &call,
             result: "not declared".into(),

@@ -169,13 +169,7 @@ mod tests {
 
     #[test]
     fn a_string_input_becomes_a_user_message_before_the_feedback() {
-        let call = ToolCall {
-            choice: 0,
-            id: Some("call_1".into()),
-            name: "delete_user".into(),
-            kind: ToolKind::Function,
-            arguments: "{}".into(),
-        };
+        let call = ToolCall::function(Some("call_1".into()), "delete_user", "{}".into());
         let feedback = [CallFeedback {
             call: &call,
             result: "not declared".into(),
