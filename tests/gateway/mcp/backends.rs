@@ -16,8 +16,8 @@ use serde_json::{Value, json};
 use crate::common::{ScriptedUpstream, TestGateway, free_loopback_port};
 
 use super::{
-    call, config_with_own_ops_policy, connect, servers_dir, start_config, start_standard, temp_dir,
-    text_of, tool_names, tool_names_of, wait_until_ready,
+    call, config_with_own_ops_policy, connect, kill_backend, servers_dir, start_config,
+    start_standard, temp_dir, text_of, tool_names, tool_names_of, wait_until_ready,
 };
 
 /// A client that counts `notifications/tools/list_changed`.
@@ -60,14 +60,7 @@ async fn a_killed_backend_is_restarted_and_a_hung_call_times_out() {
         .expect("alive");
 
     let health = wait_until_ready(&gateway, &["memory"]).await;
-    let pid = health["mcp_servers"]["memory"]["pid"]
-        .as_u64()
-        .expect("a stdio backend has a pid");
-    let killed = std::process::Command::new("kill")
-        .args(["-9", &pid.to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(killed.success());
+    let pid = kill_backend(&health, "memory");
 
     // Until it is back, calls get a clear error, never a hang; then it answers again.
     let mut restarted = None;

@@ -178,6 +178,19 @@ async fn wait_until_ready(gateway: &TestGateway, servers: &[&str]) -> Value {
     panic!("backends not ready: {health}");
 }
 
+/// Kills `server`'s stdio process (its pid as `health` reports it) with SIGKILL; returns the pid.
+fn kill_backend(health: &Value, server: &str) -> u64 {
+    let pid = health["mcp_servers"][server]["pid"]
+        .as_u64()
+        .expect("a stdio backend has a pid");
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+    pid
+}
+
 /// The tools a client is listed, in the order listed.
 async fn tool_names_of<S: rmcp::Service<RoleClient>>(
     client: &RunningService<RoleClient, S>,

@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use super::{ACCEPT_MCP, servers_dir, standard_config, temp_dir, wait_until_ready};
+use super::{ACCEPT_MCP, kill_backend, servers_dir, standard_config, temp_dir, wait_until_ready};
 use crate::common::{ScriptedUpstream, TestGateway};
 
 /// Sends raw bytes to the MCP route as `dev`, in `session` if given, and returns the status and
@@ -271,14 +271,7 @@ async fn a_notification_sent_before_the_listening_stream_arrives_when_it_attache
 
     // The memory backend dies and comes back: every session is told its tools changed, while
     // this one has no listening stream yet.
-    let pid = health["mcp_servers"]["memory"]["pid"]
-        .as_u64()
-        .expect("a stdio backend has a pid");
-    let killed = std::process::Command::new("kill")
-        .args(["-9", &pid.to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(killed.success());
+    let pid = kill_backend(&health, "memory");
     let mut back = false;
     for _ in 0..300 {
         let health = gateway.admin_json("/health").await;
