@@ -160,6 +160,34 @@ mod tests {
 
     use super::*;
 
+    /// Whole and streamed, every format's message answer reads as an answer without calls that
+    /// ends normally (a chat stream with its `[DONE]`).
+    #[test]
+    fn the_message_answer_of_every_format_reads_as_text_without_calls() {
+        let toolgate = json!({"violations": []});
+        let notice = BlockNotice {
+            request_id: "r1",
+            model: "m",
+            text: "blocked",
+            toolgate: &toolgate,
+            usage: None,
+            created: 1,
+        };
+        for format in crate::format::WireFormat::ALL {
+            let whole = format.block_message(&notice);
+            let read = format.parse_response(&whole).expect("reads");
+            assert!(read.calls.is_empty(), "{format:?}");
+            let streamed = format.block_message_stream(&notice);
+            let read = crate::stream::reassemble(format, [&streamed[..]]);
+            assert!(
+                read.response.calls.is_empty() && read.refused.is_none(),
+                "{format:?}"
+            );
+        }
+        let chat = crate::format::WireFormat::ChatCompletions.block_message_stream(&notice);
+        assert!(chat.ends_with(b"data: [DONE]\n\n"));
+    }
+
     #[test]
     fn usage_of_several_attempts_is_summed_leaf_by_leaf() {
         let mut total = json!({"prompt_tokens": 10, "completion_tokens": 5,

@@ -113,7 +113,6 @@ pub(crate) fn block_message_stream(notice: &BlockNotice<'_>) -> Bytes {
 mod tests {
     use super::*;
     use crate::WireFormat;
-    use crate::stream::reassemble;
     use crate::tool::ToolCall;
 
     #[test]
@@ -142,25 +141,5 @@ mod tests {
             1,
             "the history reads the blocked call and its failed result"
         );
-    }
-
-    #[test]
-    fn the_message_answer_reads_as_a_text_message() {
-        let toolgate = json!({"violations": []});
-        let notice = BlockNotice {
-            request_id: "r1",
-            model: "m",
-            text: "blocked",
-            toolgate: &toolgate,
-            usage: None,
-            created: 1,
-        };
-        let read = WireFormat::AnthropicMessages
-            .parse_response(&block_message(&notice))
-            .expect("reads");
-        assert!(read.calls.is_empty());
-        let streamed = block_message_stream(&notice);
-        let read = reassemble(WireFormat::AnthropicMessages, [&streamed[..]]);
-        assert!(read.response.calls.is_empty() && read.refused.is_none());
     }
 }

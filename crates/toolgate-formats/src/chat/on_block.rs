@@ -101,8 +101,6 @@ pub(crate) fn block_message_stream(notice: &BlockNotice<'_>) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::WireFormat;
-    use crate::stream::reassemble;
     use crate::tool::ToolCall;
 
     fn call(id: &str, name: &str, arguments: &str) -> ToolCall {
@@ -136,27 +134,5 @@ mod tests {
             messages[2],
             json!({"role": "tool", "tool_call_id": "call_1", "content": "not declared"})
         );
-    }
-
-    #[test]
-    fn the_message_answer_reads_as_a_text_answer_without_calls() {
-        let toolgate = json!({"violations": []});
-        let notice = BlockNotice {
-            request_id: "r1",
-            model: "m",
-            text: "blocked",
-            toolgate: &toolgate,
-            usage: None,
-            created: 1,
-        };
-        let whole = block_message(&notice);
-        let read = WireFormat::ChatCompletions
-            .parse_response(&whole)
-            .expect("reads");
-        assert!(read.calls.is_empty());
-        let streamed = block_message_stream(&notice);
-        let read = reassemble(WireFormat::ChatCompletions, [&streamed[..]]);
-        assert!(read.response.calls.is_empty() && read.refused.is_none());
-        assert!(streamed.ends_with(b"data: [DONE]\n\n"));
     }
 }

@@ -163,8 +163,6 @@ pub(crate) fn block_message_stream(notice: &BlockNotice<'_>) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::WireFormat;
-    use crate::stream::reassemble;
     use crate::tool::ToolCall;
 
     #[test]
@@ -204,25 +202,5 @@ mod tests {
             result: "no".into(),
         }];
         assert!(retry_request(br#"{"input":[]}"#, &feedback).is_err());
-    }
-
-    #[test]
-    fn the_message_answer_reads_as_a_completed_text_response() {
-        let toolgate = json!({"violations": []});
-        let notice = BlockNotice {
-            request_id: "r1",
-            model: "m",
-            text: "blocked",
-            toolgate: &toolgate,
-            usage: None,
-            created: 1,
-        };
-        let read = WireFormat::Responses
-            .parse_response(&block_message(&notice))
-            .expect("reads");
-        assert!(read.calls.is_empty());
-        let streamed = block_message_stream(&notice);
-        let read = reassemble(WireFormat::Responses, [&streamed[..]]);
-        assert!(read.response.calls.is_empty() && read.refused.is_none());
     }
 }
