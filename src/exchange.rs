@@ -156,10 +156,31 @@ impl Exchange {
         outcome
     }
 
-    /// Records calls released to the client, as the checks' edits left them.
-    pub fn deliver(&mut self, mut calls: Vec<ToolCall>, edits: &[Edit]) {
+    /// Records calls released to the client, as the checks' edits left them, and runs the
+    /// chain's `on_delivery` with them before they leave: the one place every path (a whole
+    /// answer, a stream, any format) tells plugins which calls the client got.
+    pub async fn deliver(&mut self, mut calls: Vec<ToolCall>, edits: &[Edit]) {
         toolgate_plugin::edits::replace_arguments(&mut calls, edits);
-        self.delivered_calls.extend(calls);
+        if calls.is_empty() || !self.route.chain.runs_on_delivery() {
+            self.delivered_calls.extend(calls);
+            return;
+        }
+        let delivered = Parsed::Parsed(ToolResponse::from_calls(calls));
+        let route = self.route.clone();
+        route
+            .chain
+            .on_delivery(&ResponseExchange {
+                meta: &self.meta,
+                request_headers: &self.request_headers,
+                request: &self.request,
+                status: StatusCode::OK,
+                response: &delivered,
+                streamed: self.streamed,
+            })
+            .await;
+        if let Parsed::Parsed(delivered) = delivered {
+            self.delivered_calls.extend(delivered.calls);
+        }
     }
 
     /// Whether this exchange is an MCP request (its HTTP request is the MCP endpoint's).

@@ -40,6 +40,7 @@ pub struct Chain {
     entries: Vec<ChainEntry>,
     needs: BodyNeeds,
     runs_post_response: bool,
+    runs_on_delivery: bool,
     enforces_responses: bool,
     recovers: bool,
 }
@@ -119,6 +120,9 @@ impl Chain {
         let runs_post_response = entries
             .iter()
             .any(|entry| entry.plugin.runs_post_response());
+        let runs_on_delivery = entries
+            .iter()
+            .any(|entry| entry.plugin.runs_on_delivery());
         let enforces_responses = entries
             .iter()
             .any(|entry| entry.mode == Mode::Enforce && entry.plugin.body_needs().response);
@@ -129,6 +133,7 @@ impl Chain {
             entries,
             needs,
             runs_post_response,
+            runs_on_delivery,
             enforces_responses,
             recovers,
         }
@@ -146,6 +151,11 @@ impl Chain {
     /// not scheduled at all.
     pub fn runs_post_response(&self) -> bool {
         self.runs_post_response
+    }
+
+    /// Whether some plugin of the chain records the calls delivered to the client.
+    pub fn runs_on_delivery(&self) -> bool {
+        self.runs_on_delivery
     }
 
     /// Whether some enforcing plugin judges answers: only then does the gateway refuse an
@@ -322,6 +332,18 @@ impl Chain {
                     .map(|violation| (entry.name.as_str(), violation))
             })
             .collect()
+    }
+
+    /// Runs `on_delivery` of every plugin that has such work, concurrently, observing ones too:
+    /// recording what the client got is not enforcement.
+    pub async fn on_delivery(&self, exchange: &ResponseExchange<'_>) {
+        join_all(
+            self.entries
+                .iter()
+                .filter(|entry| entry.plugin.runs_on_delivery())
+                .map(|entry| entry.plugin.on_delivery(exchange)),
+        )
+        .await;
     }
 
     /// Runs `post_response` of every plugin concurrently; nothing they do changes the exchange.

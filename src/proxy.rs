@@ -595,7 +595,7 @@ async fn check_and_release(
         response_parts.headers.remove(header::CONTENT_LENGTH);
     }
     if let Parsed::Parsed(parsed) = response_view {
-        exchange.deliver(parsed.calls, &outcome.response_edits);
+        Box::pin(exchange.deliver(parsed.calls, &outcome.response_edits)).await;
     }
     Ok(Answered::Passed(Response::from_parts(
         response_parts,

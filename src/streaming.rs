@@ -365,7 +365,7 @@ impl Relay {
                 if !edits.is_empty() {
                     self.rewriter.add_edits(&edits);
                 }
-                self.exchange.deliver(calls, &edits);
+                Box::pin(self.exchange.deliver(calls, &edits)).await;
                 // Straight into the outbox: a buffer of the released events first would be
                 // one more copy of them alive, per stream, while the burst goes out.
                 self.open_outbox();

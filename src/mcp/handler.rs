@@ -490,7 +490,7 @@ async fn call_tool_checked(
         }
     }
     // Delivered: accounting (`post_response`) sees it when the exchange closes.
-    exchange.deliver(vec![call], &[]);
+    exchange.deliver(vec![call], &[]).await;
     Ok(result)
 }
 

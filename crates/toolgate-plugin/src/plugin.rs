@@ -71,6 +71,19 @@ pub trait Plugin: Send + Sync + 'static {
         Verdict::Continue
     }
 
+    /// Runs when calls of a 2xx answer are released to the client — a whole answer just
+    /// before it leaves, a stream's calls just before their events do — with those calls, as
+    /// the checks' edits left them, in `exchange.response`. What it records is in place before
+    /// the client can act on the calls (answer them in its next request); the answer waits for
+    /// it, and it cannot change anything. Only called when [`Plugin::runs_on_delivery`] says so.
+    async fn on_delivery(&self, _exchange: &ResponseExchange<'_>) {}
+
+    /// Whether this plugin has work in [`Plugin::on_delivery`]; a plugin that overrides
+    /// `on_delivery` must override this too. Default: false.
+    fn runs_on_delivery(&self) -> bool {
+        false
+    }
+
     /// Runs after the client got its answer, for accounting; it cannot change anything. Only
     /// called when [`Plugin::runs_post_response`] says so.
     async fn post_response(&self, _exchange: &CompletedExchange<'_>) {}

@@ -11,8 +11,9 @@ use serde::Deserialize;
 use serde_json::json;
 use toolgate_plugin::directives::STATE_HEADER;
 use toolgate_plugin::{
-    AvailabilityQuery, BodyNeeds, Check, Plugin, RequestEdit, RequestExchange, ResponseEdit,
-    ResponseExchange, StateStore, StoreFailMode, ToolCatalog, Unavailable, Verdict, Violation,
+    AvailabilityQuery, BodyNeeds, Check, ExchangeMeta, Plugin, RequestEdit, RequestExchange,
+    ResponseEdit, ResponseExchange, StateStore, StoreFailMode, ToolCatalog, Unavailable, Verdict,
+    Violation,
 };
 
 use crate::metrics::{AccessMetrics, GroupLabel, TenantLabel, TransitionLabels, known_or_other};
@@ -88,7 +89,7 @@ impl ToolGroups {
         let applied = workflow::apply(
             self.store.as_ref(),
             &key,
-            Duration::from_secs(self.settings.conversation_ttl_secs.max(1)),
+            self.conversation_ttl(),
             exchange.request.as_parsed(),
             &self.catalog,
             self.settings.on_invalid_transition,
@@ -97,16 +98,19 @@ impl ToolGroups {
         )
         .await;
         match applied {
-            Ok(Applied::Settled(selection)) => Ok(selection),
+            Ok(Applied::Settled(selection)) => {
+                if !selection.ignored_results.is_empty() {
+                    self.count_escalation(exchange.meta);
+                }
+                Ok(selection)
+            }
             Ok(Applied::Invalid(refusal)) => {
-                if refusal
-                    .rejection
-                    .violations
-                    .first()
-                    .map(|v| v.code.as_str())
-                    == Some("invalid_transition")
-                {
-                    self.metrics.invalid_state_transitions.inc();
+                match refusal.rejection.violations.first().map(|v| v.code.as_str()) {
+                    Some("invalid_transition") => {
+                        self.metrics.invalid_state_transitions.inc();
+                    }
+                    Some("undelivered_call") => self.count_escalation(exchange.meta),
+                    _ => {}
                 }
                 Err(Verdict::Block(*refusal.rejection))
             }
@@ -124,6 +128,59 @@ impl ToolGroups {
                 }
             }
         }
+    }
+
+    fn conversation_ttl(&self) -> Duration {
+        Duration::from_secs(self.settings.conversation_ttl_secs.max(1))
+    }
+
+    /// `store` mode: records the calls the client is about to get in the conversation's
+    /// record, so their results can move the state later. A failure is logged: those results
+    /// will then be refused as undelivered, which errs on the safe side.
+    async fn record_delivery(&self, exchange: &ResponseExchange<'_>) {
+        let Some(delivered) = exchange.response.as_parsed() else {
+            return;
+        };
+        let named_in_body = exchange
+            .request
+            .as_parsed()
+            .and_then(|request| request.directives().ok().flatten())
+            .and_then(|directives| directives.conversation);
+        // pre_request refused a request without a valid conversation, so there is one.
+        let Ok(conversation) =
+            workflow::conversation(exchange.request_headers, named_in_body.as_deref())
+        else {
+            return;
+        };
+        let tenant = exchange
+            .meta
+            .tenant
+            .as_deref()
+            .map(|tenant| tenant.name.as_str());
+        let key = workflow::record_key(tenant, &conversation);
+        let recorded = workflow::record_delivery(
+            self.store.as_ref(),
+            &key,
+            self.conversation_ttl(),
+            &delivered.calls,
+        )
+        .await;
+        if let Err(error) = recorded {
+            tracing::warn!(request_id = %exchange.meta.request_id, store = %self.store.describe(), %error, "the delivered calls could not be recorded: their results will not move the workflow state");
+        }
+    }
+
+    fn count_escalation(&self, meta: &ExchangeMeta) {
+        self.metrics
+            .privilege_escalation_attempts
+            .get_or_create(&TenantLabel {
+                tenant: meta
+                    .tenant
+                    .as_ref()
+                    .map(|tenant| tenant.name.clone())
+                    .unwrap_or_default(),
+            })
+            .inc();
     }
 
     fn group_label(&self, group: &str) -> GroupLabel {
@@ -240,6 +297,12 @@ impl Plugin for ToolGroups {
             RequestEdit::Annotate("filtered_by_group".into(), json!(filtered_by_group)),
             RequestEdit::Annotate("filtered_by_state".into(), json!(filtered_by_state)),
         ];
+        if !selection.ignored_results.is_empty() {
+            edits.push(RequestEdit::Annotate(
+                "ignored_results".into(),
+                json!(selection.ignored_results),
+            ));
+        }
         if let Ok(state) = HeaderValue::from_str(&selection.state) {
             edits.push(RequestEdit::SetResponseHeader(
                 http::HeaderName::from_static(STATE_HEADER),
@@ -308,18 +371,17 @@ impl Plugin for ToolGroups {
         if violations.is_empty() {
             return Verdict::Continue;
         }
-        self.metrics
-            .privilege_escalation_attempts
-            .get_or_create(&TenantLabel {
-                tenant: exchange
-                    .meta
-                    .tenant
-                    .as_ref()
-                    .map(|tenant| tenant.name.clone())
-                    .unwrap_or_default(),
-            })
-            .inc();
+        self.count_escalation(exchange.meta);
         Verdict::Block(toolgate_plugin::Rejection::forbidden(violations))
+    }
+
+    async fn on_delivery(&self, exchange: &ResponseExchange<'_>) {
+        self.record_delivery(exchange).await;
+    }
+
+    /// Only a state toolgate keeps binds results to the calls it delivered.
+    fn runs_on_delivery(&self) -> bool {
+        self.settings.state_source == StateSource::Store
     }
 
     fn unavailability(&self, query: &AvailabilityQuery, tool: &str) -> Option<Violation> {

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use toolgate_plugin::{FactoryContext, PluginFactory, SettingsError, ToolCatalog, factory};
 
-pub use selection::{Selection, Transition};
+pub use selection::{CallRef, Selection, Transition};
 pub use toolgate_plugin::tool_removal::OnEmpty;
 
 use crate::metrics::AccessMetrics;

@@ -29,6 +29,19 @@ pub struct Selection {
     pub claimed_state: Option<String>,
     /// The conversation the body's `toolgate` object names, if it names one.
     pub conversation: Option<String>,
+    /// `store` mode, `on_invalid_transition = "allow"`: results of the latest turn that
+    /// answer no call toolgate delivered, so they moved nothing (for the audit).
+    pub ignored_results: Vec<CallRef>,
+}
+
+/// A call as its result names it: the id the result answers, and the tool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallRef {
+    /// The call's id (legacy `function_call`s have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// The tool's name as the model wrote it.
+    pub tool: String,
 }
 
 /// One state change read from the conversation.
@@ -163,6 +176,7 @@ pub(crate) fn read(
         invalid_transitions: 0,
         claimed_state: state,
         conversation: directives.conversation,
+        ignored_results: Vec::new(),
     };
     if let Some(request) = request {
         for call in request.history() {

@@ -3,10 +3,13 @@
 //! of the model's latest turn exactly once, whatever the client claims or re-sends.
 //!
 //! A conversation is named by `x-toolgate-conversation` or `toolgate.conversation`. The record
-//! holds the state, how many model turns of the conversation it has applied, and each
-//! transition with its time. A request applies its latest turn only when that turn is past the
-//! record's (a retried or replayed request moves nothing; call ids play no part, so reused ids
-//! change nothing), with a compare-and-set so two replicas never both apply one turn.
+//! holds the state, how many model turns of the conversation it has applied, each transition
+//! with its time, and the calls toolgate delivered to the client that are not answered yet. A
+//! request applies its latest turn only when that turn is past the record's (a retried or
+//! replayed request moves nothing), and only results of delivered calls (same id, same tool)
+//! count, each once: a call the client made up, or a delivered one answered again under a
+//! reused id, moves nothing. Writes are compare-and-set, so two replicas never both apply one
+//! turn.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -14,12 +17,19 @@ use http::HeaderMap;
 use serde::{Deserialize, Serialize};
 use toolgate_plugin::catalog::INITIAL_STATE;
 use toolgate_plugin::directives::CONVERSATION_HEADER;
-use toolgate_plugin::{CallOutcome, Check, StateStore, StoreError, ToolCatalog, ToolRequest};
+use toolgate_plugin::{
+    CallOutcome, Check, HistoryCall, StateStore, StoreError, ToolCall, ToolCatalog, ToolRequest,
+};
 
-use crate::selection::{Refusal, Selection, Transition, bad_request, entry_of, header_text};
+use crate::selection::{
+    CallRef, Refusal, Selection, Transition, bad_request, entry_of, forbidden, header_text,
+};
 
 /// Transitions kept in a record: enough for an audit of a long conversation, bounded in size.
 const KEPT_TRANSITIONS: usize = 200;
+/// Delivered calls a record keeps unanswered: the parallel calls of many turns; past that, the
+/// oldest go (their results then move nothing).
+const KEPT_DELIVERIES: usize = 64;
 /// Attempts at a compare-and-set before the request is refused as contended.
 const ATTEMPTS: usize = 4;
 
@@ -27,10 +37,12 @@ const ATTEMPTS: usize = 4;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OnInvalidTransition {
-    /// Refuse the request (403, `check: state`), and record nothing.
+    /// Refuse the request (403, `check: state`), and record nothing. A result of a call
+    /// toolgate never delivered is refused the same way.
     #[default]
     Block,
-    /// Count it and apply its transition anyway.
+    /// Count it and apply its transition anyway; a result of a call toolgate never delivered
+    /// is ignored (it moves nothing) and named in the audit.
     Allow,
 }
 
@@ -41,6 +53,33 @@ pub(crate) struct WorkflowRecord {
     /// Model turns of the conversation whose results are applied (the next turn to apply).
     pub turns_applied: usize,
     pub transitions: Vec<Transition>,
+    /// Calls toolgate delivered to the client whose results have not come back: the only
+    /// results that may move the state, each once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub delivered: Vec<CallRef>,
+}
+
+impl WorkflowRecord {
+    /// The record as stored, or a new conversation's. A record toolgate cannot read is not
+    /// trusted: the conversation starts over.
+    fn read(stored: Option<&str>) -> WorkflowRecord {
+        match stored.map(serde_json::from_str::<WorkflowRecord>) {
+            Some(Ok(record)) => record,
+            Some(Err(_)) | None => WorkflowRecord {
+                state: INITIAL_STATE.to_owned(),
+                ..WorkflowRecord::default()
+            },
+        }
+    }
+
+    /// Takes the delivered call `result` answers (same id, same tool), if one is waiting.
+    fn take_delivered(&mut self, result: &HistoryCall) -> bool {
+        let position = self
+            .delivered
+            .iter()
+            .position(|call| call.tool_call_id == result.id && call.tool == result.name);
+        position.map(|at| self.delivered.remove(at)).is_some()
+    }
 }
 
 /// The conversation a request names, checked: 1–128 of `A-Za-z0-9_.:-`.
@@ -124,21 +163,12 @@ pub(crate) async fn apply(
         .map(|call| call.turn);
     for _ in 0..ATTEMPTS {
         let stored = store.read_record(key).await?;
-        let record = match stored
-            .as_deref()
-            .map(serde_json::from_str::<WorkflowRecord>)
-        {
-            Some(Ok(record)) => record,
-            // A record toolgate cannot read is not trusted: the conversation starts over.
-            Some(Err(_)) | None => WorkflowRecord {
-                state: INITIAL_STATE.to_owned(),
-                ..WorkflowRecord::default()
-            },
-        };
+        let record = WorkflowRecord::read(stored.as_deref());
         let before = record.state.clone();
         let mut next = record.clone();
         let mut fresh = Vec::new();
         let mut invalid = 0;
+        let mut ignored = Vec::new();
         let settled = history
             .iter()
             .filter(|call| call.latest_turn)
@@ -149,12 +179,22 @@ pub(crate) async fn apply(
                 if call.outcome != CallOutcome::Completed {
                     continue;
                 }
+                if !next.take_delivered(call) {
+                    if on_invalid == OnInvalidTransition::Block {
+                        return Ok(Applied::Invalid(undelivered(call, &record.state)));
+                    }
+                    ignored.push(CallRef {
+                        tool_call_id: call.id.clone(),
+                        tool: call.name.clone(),
+                    });
+                    continue;
+                }
                 let mut fallback = None;
                 let tool = entry_of(catalog, &call.name, &mut fallback);
                 if !tool.available_in(&next.state) {
                     invalid += 1;
                     if on_invalid == OnInvalidTransition::Block {
-                        return Ok(Applied::Invalid(crate::selection::forbidden(
+                        return Ok(Applied::Invalid(forbidden(
                             Check::State,
                             "invalid_transition",
                             format!(
@@ -183,7 +223,7 @@ pub(crate) async fn apply(
             && claimed != before
             && claimed != next.state
         {
-            return Ok(Applied::Invalid(crate::selection::forbidden(
+            return Ok(Applied::Invalid(forbidden(
                 Check::State,
                 "forged_state",
                 format!(
@@ -207,7 +247,55 @@ pub(crate) async fn apply(
         selection.state = next.state;
         selection.transitions = fresh;
         selection.invalid_transitions = invalid;
+        selection.ignored_results = ignored;
         return Ok(Applied::Settled(selection));
+    }
+    Err(StoreError::new(
+        "the conversation's record kept changing under concurrent requests",
+    ))
+}
+
+/// The refusal of a result that answers no call toolgate delivered (or one already answered).
+fn undelivered(result: &HistoryCall, state: &str) -> Refusal {
+    let id = result
+        .id
+        .as_deref()
+        .map_or_else(String::new, |id| format!(" (tool_call_id '{}')", id.escape_debug()));
+    forbidden(
+        Check::State,
+        "undelivered_call",
+        format!(
+            "the result of '{}'{id} answers a call toolgate never delivered in this conversation, or one already answered: it cannot move the workflow, whose state stays '{state}'",
+            result.name.escape_debug()
+        ),
+    )
+}
+
+/// Records calls delivered to the client in the conversation's record at `key`, so their
+/// results (and only theirs) may move the state, each once.
+pub(crate) async fn record_delivery(
+    store: &dyn StateStore,
+    key: &str,
+    ttl: Duration,
+    calls: &[ToolCall],
+) -> Result<(), StoreError> {
+    for _ in 0..ATTEMPTS {
+        let stored = store.read_record(key).await?;
+        let mut record = WorkflowRecord::read(stored.as_deref());
+        record.delivered.extend(calls.iter().map(|call| CallRef {
+            tool_call_id: call.id.clone(),
+            tool: call.name.clone(),
+        }));
+        let excess = record.delivered.len().saturating_sub(KEPT_DELIVERIES);
+        record.delivered.drain(..excess);
+        let text = serde_json::to_string(&record)
+            .map_err(|error| StoreError::new(format!("a record would not serialise: {error}")))?;
+        if store
+            .replace_record(key, stored.as_deref(), &text, ttl)
+            .await?
+        {
+            return Ok(());
+        }
     }
     Err(StoreError::new(
         "the conversation's record kept changing under concurrent requests",
