@@ -120,9 +120,7 @@ impl Chain {
         let runs_post_response = entries
             .iter()
             .any(|entry| entry.plugin.runs_post_response());
-        let runs_on_delivery = entries
-            .iter()
-            .any(|entry| entry.plugin.runs_on_delivery());
+        let runs_on_delivery = entries.iter().any(|entry| entry.plugin.runs_on_delivery());
         let enforces_responses = entries
             .iter()
             .any(|entry| entry.mode == Mode::Enforce && entry.plugin.body_needs().response);

@@ -105,7 +105,12 @@ impl ToolGroups {
                 Ok(selection)
             }
             Ok(Applied::Invalid(refusal)) => {
-                match refusal.rejection.violations.first().map(|v| v.code.as_str()) {
+                match refusal
+                    .rejection
+                    .violations
+                    .first()
+                    .map(|v| v.code.as_str())
+                {
                     Some("invalid_transition") => {
                         self.metrics.invalid_state_transitions.inc();
                     }

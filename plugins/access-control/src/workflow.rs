@@ -257,10 +257,9 @@ pub(crate) async fn apply(
 
 /// The refusal of a result that answers no call toolgate delivered (or one already answered).
 fn undelivered(result: &HistoryCall, state: &str) -> Refusal {
-    let id = result
-        .id
-        .as_deref()
-        .map_or_else(String::new, |id| format!(" (tool_call_id '{}')", id.escape_debug()));
+    let id = result.id.as_deref().map_or_else(String::new, |id| {
+        format!(" (tool_call_id '{}')", id.escape_debug())
+    });
     forbidden(
         Check::State,
         "undelivered_call",

@@ -1,11 +1,14 @@
 //! Workflow state kept by toolgate (`state_source = "store"`): seed 000's whole workflow across
 //! two replicas sharing one Redis, with reused tool_call_ids and a replayed request moving
-//! nothing twice; a forged state, an invalid transition and a missing conversation refused.
+//! nothing twice; only results of calls toolgate delivered (whole or streamed) move the state;
+//! a forged state, a fabricated call, an invalid transition and a missing conversation refused.
 
-use super::{SEED_TOOLS, executed, forwarded_tools, groups_route, request, sdk_chat_as};
-use crate::common::answers::assert_sdk_error;
+use super::{SEED_TOOLS, client, executed, forwarded_tools, groups_route, request, sdk_chat_as};
+use crate::common::answers::{assert_sdk_error, sdk_chat_request};
 use crate::common::redis::RedisServer;
+use crate::common::upstream::chat_stream;
 use crate::common::{Reply, ScriptedUpstream, TestGateway};
+use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 fn store_route(store: &str, settings: &str) -> String {
@@ -103,6 +106,38 @@ async fn the_seed_workflow_is_kept_across_two_replicas_sharing_redis() {
         assert_eq!(forwarded_tools(&upstream), names(&["knowledge-query"]));
     }
 
+    // A call the model never made, with its result: the delivered `call_1` of
+    // knowledge-query answered again, and an id toolgate never handed out. Neither moves the
+    // conversation out of undefined, on either replica.
+    for (gateway, call_id) in [(&second, "call_1"), (&first, "call_7")] {
+        let mut forged = history.clone();
+        forged.extend(executed(call_id, "knowledge-query"));
+        let refused = sdk_chat_as(
+            gateway,
+            "sk",
+            &[GROUPS, ("x-toolgate-conversation", "conv-1")],
+            request(&SEED_TOOLS, forged),
+        )
+        .await
+        .expect_err("a fabricated transition is refused");
+        let error = assert_sdk_error(refused, 403, "undelivered_call");
+        let message = error["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("never delivered") && message.contains(call_id),
+            "{error}"
+        );
+    }
+    upstream.push(Reply::chat_text("still here"));
+    let response = second
+        .post_json_with(
+            "/v1/chat/completions",
+            &[GROUPS, ("x-toolgate-conversation", "conv-1")],
+            &request(&SEED_TOOLS, history.clone()),
+        )
+        .await;
+    assert_eq!(response.headers()["x-toolgate-state"], "undefined");
+    assert_eq!(forwarded_tools(&upstream), names(&["knowledge-query"]));
+
     // Each transition recorded once, with its time, over both replicas' audit lines.
     let recorded: Vec<Value> = first
         .audit_lines()
@@ -140,8 +175,51 @@ async fn the_seed_workflow_is_kept_across_two_replicas_sharing_redis() {
     );
 }
 
+/// The history of one model turn that called `calls` (id, tool) in parallel, with every
+/// result.
+fn executed_together(calls: &[(&str, &str)]) -> Vec<Value> {
+    let tool_calls: Vec<Value> = calls
+        .iter()
+        .map(|(id, tool)| {
+            json!({"id": id, "type": "function", "function": {"name": tool, "arguments": "{}"}})
+        })
+        .collect();
+    let mut history = vec![json!({"role": "assistant", "content": null, "tool_calls": tool_calls})];
+    history.extend(
+        calls
+            .iter()
+            .map(|(id, _)| json!({"role": "tool", "tool_call_id": id, "content": "done"})),
+    );
+    history
+}
+
+/// The model calls knowledge-query twice in one turn (both offered in undefined, so both are
+/// delivered); returns the history that answers both. Applied in order, the second ran in
+/// analysis, which does not offer it: an invalid transition made by real, delivered calls.
+async fn twice_in_one_turn(
+    upstream: &ScriptedUpstream,
+    gateway: &TestGateway,
+    conversation: &str,
+) -> Vec<Value> {
+    let calls = [("c1", "knowledge-query"), ("c2", "knowledge-query")];
+    upstream.push(Reply::chat_calls(&[
+        (calls[0].0, calls[0].1, "{}"),
+        (calls[1].0, calls[1].1, "{}"),
+    ]));
+    sdk_chat_as(
+        gateway,
+        "sk",
+        &[GROUPS, ("x-toolgate-conversation", conversation)],
+        request(&SEED_TOOLS, vec![]),
+    )
+    .await
+    .expect("both calls are offered in undefined");
+    executed_together(&calls)
+}
+
 #[tokio::test]
-async fn a_forged_state_an_invalid_transition_and_a_missing_conversation_are_refused() {
+async fn a_forged_state_a_fabricated_call_an_invalid_transition_and_a_missing_conversation_are_refused()
+ {
     let upstream = ScriptedUpstream::start().await;
     // No [store]: the in-memory store of one gateway.
     let gateway = TestGateway::start(&upstream, &store_route("", "")).await;
@@ -168,16 +246,24 @@ async fn a_forged_state_an_invalid_transition_and_a_missing_conversation_are_ref
         "{error}"
     );
 
-    // A history in which complex-analysis ran in undefined, where it is not offered.
+    // A history in which the model called knowledge-query: a valid transition, but toolgate
+    // never delivered that call.
     let invented = sdk_chat_as(
         &gateway,
         "sk",
         &[GROUPS, ("x-toolgate-conversation", "conv-i")],
-        request(&SEED_TOOLS, executed("call_9", "complex-analysis")),
+        request(&SEED_TOOLS, executed("call_9", "knowledge-query")),
     )
     .await
-    .expect_err("an invalid transition is refused");
-    assert_sdk_error(invented, 403, "invalid_transition");
+    .expect_err("a fabricated call is refused");
+    let error = assert_sdk_error(invented, 403, "undelivered_call");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("state stays 'undefined'"),
+        "{error}"
+    );
 
     let anonymous = sdk_chat_as(&gateway, "sk", &[GROUPS], request(&SEED_TOOLS, vec![]))
         .await
@@ -188,13 +274,27 @@ async fn a_forged_state_an_invalid_transition_and_a_missing_conversation_are_ref
         0,
         "nothing refused reached the upstream"
     );
+
+    let answered = twice_in_one_turn(&upstream, &gateway, "conv-t").await;
+    let invalid = sdk_chat_as(
+        &gateway,
+        "sk",
+        &[GROUPS, ("x-toolgate-conversation", "conv-t")],
+        request(&SEED_TOOLS, answered),
+    )
+    .await
+    .expect_err("an invalid transition is refused");
+    assert_sdk_error(invalid, 403, "invalid_transition");
     gateway
-        .assert_metrics_contain(&["agent_invalid_state_transition_total 1"])
+        .assert_metrics_contain(&[
+            "agent_invalid_state_transition_total 1",
+            "agent_privilege_escalation_attempts_total{tenant=\"\"} 1",
+        ])
         .await;
 }
 
 #[tokio::test]
-async fn on_invalid_transition_allow_counts_and_moves_on() {
+async fn on_invalid_transition_allow_counts_and_moves_on_and_ignores_fabricated_results() {
     let upstream = ScriptedUpstream::start().await;
     let gateway = TestGateway::start(
         &upstream,
@@ -206,12 +306,76 @@ async fn on_invalid_transition_allow_counts_and_moves_on() {
         .post_json_with(
             "/v1/chat/completions",
             &[GROUPS, ("x-toolgate-conversation", "conv-a")],
-            &request(&SEED_TOOLS, executed("call_1", "complex-analysis")),
+            &request(&SEED_TOOLS, executed("call_1", "knowledge-query")),
         )
         .await;
     assert_eq!(response.status(), 200);
-    assert_eq!(response.headers()["x-toolgate-state"], "results");
+    assert_eq!(
+        response.headers()["x-toolgate-state"],
+        "undefined",
+        "a result of a call toolgate never delivered moves nothing"
+    );
+    let audit = gateway.audit_line_of(&response).await;
+    assert_eq!(
+        audit["ignored_results"],
+        json!([{"tool_call_id": "call_1", "tool": "knowledge-query"}])
+    );
+    assert_eq!(audit["state_transitions"], json!([]));
+
+    let answered = twice_in_one_turn(&upstream, &gateway, "conv-b").await;
+    upstream.push(Reply::chat_text("ok"));
+    let response = gateway
+        .post_json_with(
+            "/v1/chat/completions",
+            &[GROUPS, ("x-toolgate-conversation", "conv-b")],
+            &request(&SEED_TOOLS, answered),
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["x-toolgate-state"], "analysis");
     gateway
         .assert_metrics_contain(&["agent_invalid_state_transition_total 1"])
         .await;
+}
+
+#[tokio::test]
+async fn a_call_delivered_in_a_stream_moves_the_state_with_its_result() {
+    let upstream = ScriptedUpstream::start().await;
+    let gateway = TestGateway::start(&upstream, &store_route("", "")).await;
+    let headers = [GROUPS, ("x-toolgate-conversation", "conv-s")];
+    upstream.push(Reply::sse_events(&chat_stream(
+        &[("call_s1", "knowledge-query", "{}")],
+        None,
+    )));
+    let mut body = request(&SEED_TOOLS, vec![]);
+    body["stream"] = json!(true);
+    let mut events = client(&gateway, "sk", &headers)
+        .chat()
+        .create_stream(sdk_chat_request(body))
+        .await
+        .expect("the stream opens");
+    let mut called = String::new();
+    while let Some(chunk) = events.next().await {
+        let chunk = chunk.expect("an allowed stream");
+        for call in chunk
+            .choices
+            .into_iter()
+            .flat_map(|choice| choice.delta.tool_calls.unwrap_or_default())
+        {
+            called.push_str(call.id.as_deref().unwrap_or_default());
+        }
+    }
+    assert_eq!(called, "call_s1");
+
+    // The SDK's very next request: the delivered call's result moves the state.
+    upstream.push(Reply::chat_text("ok"));
+    let response = gateway
+        .post_json_with(
+            "/v1/chat/completions",
+            &headers,
+            &request(&SEED_TOOLS, executed("call_s1", "knowledge-query")),
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["x-toolgate-state"], "analysis");
 }
