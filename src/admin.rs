@@ -76,6 +76,7 @@ async fn answer(state: &GatewayState, request: &Request<Incoming>) -> Response<P
 
 /// Ready while serving, unless the state store is down and its `fail_mode` is `block`: every
 /// budgeted exchange would be refused, so traffic is better sent to a replica that can count.
+/// Likewise while a JWKS URL has never answered: every tenant token would be refused.
 async fn ready(state: &GatewayState) -> Response<ProxyBody> {
     if !state.ready.load(Ordering::Acquire) {
         return json(
@@ -86,13 +87,17 @@ async fn ready(state: &GatewayState) -> Response<ProxyBody> {
     let config = state.config.load();
     let store = StoreStatus::check(&config).await;
     let mut body = serde_json::json!({"status": "ready", "routes": config.router.routes().count()});
-    let status = if store.blocks_traffic() {
+    let jwks_missing = config.tenants.signing_keys_missing();
+    let status = if store.blocks_traffic() || jwks_missing.is_some() {
         body["status"] = "not ready".into();
         StatusCode::SERVICE_UNAVAILABLE
     } else {
         StatusCode::OK
     };
     body["store"] = store.to_json();
+    if let Some(reason) = jwks_missing {
+        body["jwks"] = reason.into();
+    }
     json(status, body.to_string())
 }
 

@@ -122,7 +122,7 @@ async fn serve_llm(
         request.headers().clone()
     };
     let mut exchange = Exchange::new(meta, route, kept_headers, started);
-    let result = match authenticate(&config.tenants, auth, request.headers()) {
+    let result = match authenticate(&config.tenants, auth, request.headers()).await {
         Ok(tenant) => {
             exchange.meta.tenant = tenant;
             let forwarding = Box::pin(forward(

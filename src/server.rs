@@ -68,6 +68,7 @@ impl Gateway {
         let (grace_end, grace_over) = GraceEnd::new();
         let mcp = Arc::new(McpHub::default());
         mcp.apply(&config.mcp);
+        config.tenants.start_jwks(None);
         let state = Arc::new(GatewayState {
             config: ArcSwap::from_pointee(config),
             metrics: runtime.metrics,

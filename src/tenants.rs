@@ -3,6 +3,7 @@
 //! upstream. Keys are held only as SHA-256 digests, so no key can reach a log or a dump. A
 //! bearer value shaped like a JWT is verified as one when `[auth.jwt]` is configured (`jwt`).
 
+mod jwks_url;
 mod jwt;
 
 use std::collections::{BTreeMap, HashMap};
@@ -13,7 +14,8 @@ use http::header::{self, HeaderName};
 use sha2::{Digest, Sha256};
 use toolgate_plugin::Tenant;
 
-pub use jwt::{JwtAuth, JwtRules, TokenRejection, looks_like_jwt, parse_jwks};
+pub use jwks_url::RemoteJwks;
+pub use jwt::{JwtAuth, JwtRules, SigningKeys, TokenRejection, looks_like_jwt, parse_jwks};
 
 /// The headers a client's key may arrive in: OpenAI SDKs send `Authorization: Bearer`,
 /// Anthropic's `x-api-key`, Azure-style clients `api-key`.
@@ -80,12 +82,37 @@ impl TenantDirectory {
         self.by_name.is_empty()
     }
 
+    /// Starts fetching the JWKS URL's keys, if the keys come from one, taking over the keys
+    /// `running` (the configuration this one replaces) fetched from the same URL.
+    pub fn start_jwks(&self, running: Option<&TenantDirectory>) {
+        if let Some(remote) = self.jwt.as_ref().and_then(|jwt| jwt.remote()) {
+            let previous = running
+                .and_then(|running| running.jwt.as_ref())
+                .and_then(|jwt| jwt.remote());
+            remote.start(previous.map(Arc::as_ref));
+        }
+    }
+
+    /// Why tokens cannot be verified now (a JWKS URL that never answered), if they cannot.
+    pub fn signing_keys_missing(&self) -> Option<String> {
+        let remote = self.jwt.as_ref()?.remote()?;
+        remote.keys().is_none().then(|| {
+            format!(
+                "no signing keys fetched yet from {}: tenant tokens are refused",
+                remote.describe()
+            )
+        })
+    }
+
     pub fn by_name(&self) -> &Arc<BTreeMap<String, Arc<Tenant>>> {
         &self.by_name
     }
 
     /// The tenant whose key (or JWT) the request carries. `Ok(None)` when no key was presented.
-    pub fn authenticate(&self, headers: &HeaderMap) -> Result<Option<Arc<Tenant>>, AuthFailure> {
+    pub async fn authenticate(
+        &self,
+        headers: &HeaderMap,
+    ) -> Result<Option<Arc<Tenant>>, AuthFailure> {
         let Some(key) = presented_key(headers) else {
             return Ok(None);
         };
@@ -96,6 +123,7 @@ impl TenantDirectory {
             let token = std::str::from_utf8(key).map_err(|_| AuthFailure::UnknownKey)?;
             return jwt
                 .verify(token, &self.by_name)
+                .await
                 .map(Some)
                 .map_err(AuthFailure::Token);
         }
@@ -158,7 +186,7 @@ pub fn strip_client_credentials(headers: &mut HeaderMap) {
 
 /// The tenant the request's key belongs to. A route that requires a tenant refuses a missing
 /// or unknown key; elsewhere an unknown key is taken for the upstream's own and passed on.
-pub(crate) fn authenticate(
+pub(crate) async fn authenticate(
     tenants: &TenantDirectory,
     auth: RouteAuth,
     headers: &HeaderMap,
@@ -166,7 +194,7 @@ pub(crate) fn authenticate(
     if tenants.is_empty() {
         return Ok(None);
     }
-    match (tenants.authenticate(headers), auth) {
+    match (tenants.authenticate(headers).await, auth) {
         (Ok(Some(tenant)), _) => Ok(Some(tenant)),
         (Ok(None) | Err(_), RouteAuth::None) => Ok(None),
         (Ok(None), RouteAuth::Tenant) => Err(AuthFailure::MissingKey),
@@ -193,8 +221,8 @@ mod tests {
         headers
     }
 
-    #[test]
-    fn a_key_is_read_from_each_sdk_header() {
+    #[tokio::test]
+    async fn a_key_is_read_from_each_sdk_header() {
         let directory = directory();
         for headers in [
             headers("authorization", "Bearer sk-acme"),
@@ -202,7 +230,7 @@ mod tests {
             headers("x-api-key", "sk-acme"),
             headers("api-key", "sk-acme"),
         ] {
-            let tenant = directory.authenticate(&headers).expect("known key");
+            let tenant = directory.authenticate(&headers).await.expect("known key");
             assert_eq!(
                 tenant.map(|tenant| tenant.name.clone()).as_deref(),
                 Some("acme")
@@ -210,16 +238,20 @@ mod tests {
         }
     }
 
-    #[test]
-    fn unknown_and_missing_keys_are_told_apart() {
+    #[tokio::test]
+    async fn unknown_and_missing_keys_are_told_apart() {
         let directory = directory();
         assert_eq!(
-            directory.authenticate(&headers("authorization", "Bearer sk-other")),
+            directory
+                .authenticate(&headers("authorization", "Bearer sk-other"))
+                .await,
             Err(AuthFailure::UnknownKey)
         );
-        assert_eq!(directory.authenticate(&HeaderMap::new()), Ok(None));
+        assert_eq!(directory.authenticate(&HeaderMap::new()).await, Ok(None));
         assert_eq!(
-            directory.authenticate(&headers("authorization", "Basic c2s6")),
+            directory
+                .authenticate(&headers("authorization", "Basic c2s6"))
+                .await,
             Ok(None)
         );
     }

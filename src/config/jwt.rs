@@ -1,14 +1,17 @@
-//! `[auth.jwt]` into the verifier of tenant JWTs: the rules a token must meet and the keys of
-//! its JWKS file, read when the configuration is (re)loaded, so a rotated JWKS takes effect on
-//! the next reload without a restart.
+//! `[auth.jwt]` into the verifier of tenant JWTs: the rules a token must meet and where its
+//! keys come from — a JWKS file, read when the configuration is (re)loaded, so a rotated JWKS
+//! takes effect on the next reload without a restart; or a JWKS URL, fetched once the gateway
+//! runs (no I/O while loading: `toolgate check` loads configurations too).
 
+use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use toolgate_plugin::ToolCatalog;
 
 use super::RawConfig;
 use super::source::{ConfigError, KeyPath, Source};
-use crate::tenants::{JwtAuth, JwtRules, parse_jwks};
+use crate::tenants::{JwtAuth, JwtRules, RemoteJwks, SigningKeys, parse_jwks};
 
 /// The verifier `[auth.jwt]` describes, or `None` (with errors pushed) when there is none or it
 /// is unusable.
@@ -38,15 +41,15 @@ pub(super) fn build_jwt(
             );
         }
     }
-    let keys = match &jwt.jwks_file {
-        None => {
+    let keys = match (&jwt.jwks_file, &jwt.jwks_url) {
+        (None, None) | (Some(_), Some(_)) => {
             errors.push(source.error_at_key(
                 &path,
-                "[auth.jwt] needs jwks_file: the JWKS whose keys sign tenant tokens",
+                "[auth.jwt] needs exactly one of jwks_file and jwks_url: where the keys that sign tenant tokens are",
             ));
             None
         }
-        Some(file) => {
+        (Some(file), None) => {
             let file_path = source.relative_path(&file.0);
             let read = std::fs::read_to_string(&file_path)
                 .map_err(|error| format!("cannot read {}: {error}", file_path.display()))
@@ -54,9 +57,27 @@ pub(super) fn build_jwt(
                     parse_jwks(&text).map_err(|error| format!("{}: {error}", file_path.display()))
                 });
             match read {
-                Ok(keys) => Some(keys),
+                Ok(keys) => Some(SigningKeys::File(Arc::new(keys))),
                 Err(message) => {
                     errors.push(source.error_at_key(&path.clone().key("jwks_file"), message));
+                    None
+                }
+            }
+        }
+        (None, Some(url)) => {
+            if jwt.jwks_refresh_secs == 0 {
+                errors.push(source.error_at_key(
+                    &path.clone().key("jwks_refresh_secs"),
+                    "jwks_refresh_secs must be at least 1",
+                ));
+            }
+            match jwks_url(url.0.trim()) {
+                Ok(url) => Some(SigningKeys::Url(Arc::new(RemoteJwks::new(
+                    url,
+                    Duration::from_secs(jwt.jwks_refresh_secs.max(1)),
+                )))),
+                Err(message) => {
+                    errors.push(source.error_at_key(&path.clone().key("jwks_url"), message));
                     None
                 }
             }
@@ -72,4 +93,42 @@ pub(super) fn build_jwt(
         access_level_claim: jwt.access_level_claim.clone(),
     };
     Some(JwtAuth::new(rules, keys, catalog.clone()))
+}
+
+/// A JWKS URL toolgate may fetch keys from: https, or http to a loopback host (a sidecar, a
+/// test) where nobody on the network can swap the keys.
+fn jwks_url(text: &str) -> Result<reqwest::Url, String> {
+    let url = reqwest::Url::parse(text).map_err(|error| format!("not a URL: {error}"))?;
+    let loopback = url.host_str().is_some_and(|host| {
+        host.eq_ignore_ascii_case("localhost")
+            || host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .parse::<IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    });
+    match url.scheme() {
+        "https" => Ok(url),
+        "http" if loopback => Ok(url),
+        "http" => Err(
+            "the JWKS URL must be https (http only to a loopback host): whoever can change the keys in transit can mint tokens".to_owned(),
+        ),
+        other => Err(format!("the JWKS URL's scheme must be https, not {other}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::jwks_url;
+
+    #[test]
+    fn a_jwks_url_is_https_or_loopback_http() {
+        assert!(jwks_url("https://idp.example.com/.well-known/jwks.json").is_ok());
+        assert!(jwks_url("http://127.0.0.1:8081/jwks").is_ok());
+        assert!(jwks_url("http://[::1]/jwks").is_ok());
+        assert!(jwks_url("http://localhost/jwks").is_ok());
+        assert!(jwks_url("http://idp.example.com/jwks").is_err());
+        assert!(jwks_url("file:///etc/jwks.json").is_err());
+        assert!(jwks_url("not a url").is_err());
+    }
 }

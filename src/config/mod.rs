@@ -197,6 +197,12 @@ pub(crate) struct RawJwt {
     /// The JWKS document, relative to the configuration file's folder.
     #[serde(default)]
     pub jwks_file: Option<EnvString>,
+    /// Or a URL the JWKS is fetched from (https; http only on loopback).
+    #[serde(default)]
+    pub jwks_url: Option<EnvString>,
+    /// How often the JWKS URL is fetched again.
+    #[serde(default = "default_jwks_refresh_secs")]
+    pub jwks_refresh_secs: u64,
     /// Every token must carry this `aud`.
     pub audience: EnvString,
     /// When set, every token must carry this `iss`.
@@ -215,6 +221,9 @@ pub(crate) struct RawJwt {
 
 fn default_jwt_leeway_secs() -> u64 {
     30
+}
+fn default_jwks_refresh_secs() -> u64 {
+    300
 }
 fn default_tenant_claim() -> String {
     "tenant".to_owned()

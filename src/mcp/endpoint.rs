@@ -52,7 +52,7 @@ async fn answer(
     request: Request<Incoming>,
     request_id: String,
 ) -> Response<ProxyBody> {
-    let tenant = match authenticate(&config.tenants, route.auth, request.headers()) {
+    let tenant = match authenticate(&config.tenants, route.auth, request.headers()).await {
         Ok(tenant) => tenant,
         Err(failure) => {
             let error = crate::error::GatewayError::unauthenticated(failure);

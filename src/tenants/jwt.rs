@@ -12,6 +12,8 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::{Map, Value};
 use toolgate_plugin::{Tenant, ToolCatalog};
 
+use super::jwks_url::RemoteJwks;
+
 /// One public key of the JWKS, pinned to the one algorithm it verifies.
 #[derive(Clone)]
 pub struct VerifyingKey {
@@ -26,6 +28,30 @@ impl std::fmt::Debug for VerifyingKey {
             .field("kid", &self.kid)
             .field("algorithm", &self.algorithm)
             .finish_non_exhaustive()
+    }
+}
+
+impl VerifyingKey {
+    pub fn kid(&self) -> Option<&str> {
+        self.kid.as_deref()
+    }
+}
+
+/// Where the verifying keys come from.
+#[derive(Debug)]
+pub enum SigningKeys {
+    /// Read from `jwks_file` when the configuration loaded.
+    File(Arc<Vec<VerifyingKey>>),
+    /// Fetched from `jwks_url`, and refreshed.
+    Url(Arc<RemoteJwks>),
+}
+
+impl SigningKeys {
+    fn current(&self) -> Option<Arc<Vec<VerifyingKey>>> {
+        match self {
+            SigningKeys::File(keys) => Some(keys.clone()),
+            SigningKeys::Url(remote) => remote.keys(),
+        }
     }
 }
 
@@ -49,7 +75,7 @@ pub struct JwtRules {
 #[derive(Debug)]
 pub struct JwtAuth {
     rules: JwtRules,
-    keys: Vec<VerifyingKey>,
+    keys: SigningKeys,
     catalog: Arc<ToolCatalog>,
 }
 
@@ -61,6 +87,8 @@ pub enum TokenRejection {
     NotYetValid,
     BadSignature,
     UnknownKey,
+    /// No key at all: the JWKS URL has not answered yet.
+    NoKeys,
     WrongAlgorithm,
     WrongAudience,
     WrongIssuer,
@@ -78,6 +106,7 @@ impl TokenRejection {
             TokenRejection::NotYetValid => "token_not_yet_valid",
             TokenRejection::BadSignature => "bad_signature",
             TokenRejection::UnknownKey => "unknown_signing_key",
+            TokenRejection::NoKeys => "jwks_unavailable",
             TokenRejection::WrongAlgorithm => "wrong_algorithm",
             TokenRejection::WrongAudience => "wrong_audience",
             TokenRejection::WrongIssuer => "wrong_issuer",
@@ -99,6 +128,9 @@ impl TokenRejection {
             TokenRejection::UnknownKey => {
                 "the JWT names a signing key (kid) the JWKS does not hold"
             }
+            TokenRejection::NoKeys => {
+                "no signing keys to verify the JWT with: the JWKS URL has not been fetched successfully yet"
+            }
             TokenRejection::WrongAlgorithm => {
                 "the JWT's algorithm is not the one its signing key is for"
             }
@@ -117,7 +149,7 @@ impl TokenRejection {
 }
 
 impl JwtAuth {
-    pub fn new(rules: JwtRules, keys: Vec<VerifyingKey>, catalog: Arc<ToolCatalog>) -> Self {
+    pub fn new(rules: JwtRules, keys: SigningKeys, catalog: Arc<ToolCatalog>) -> Self {
         JwtAuth {
             rules,
             keys,
@@ -125,13 +157,32 @@ impl JwtAuth {
         }
     }
 
-    /// The tenant `token` identifies, narrowed by its claims.
-    pub fn verify(
+    /// The fetched key set, when the keys come from a URL.
+    pub fn remote(&self) -> Option<&Arc<RemoteJwks>> {
+        match &self.keys {
+            SigningKeys::Url(remote) => Some(remote),
+            SigningKeys::File(_) => None,
+        }
+    }
+
+    /// The tenant `token` identifies, narrowed by its claims. A token whose `kid` the fetched
+    /// keys lack makes them be fetched again (rate-limited) before it is refused.
+    pub async fn verify(
         &self,
         token: &str,
         tenants: &BTreeMap<String, Arc<Tenant>>,
     ) -> Result<Arc<Tenant>, TokenRejection> {
-        let claims = self.verified_claims(token)?;
+        let claims = match (self.verified_claims(token), &self.keys) {
+            (Err(TokenRejection::UnknownKey | TokenRejection::NoKeys), SigningKeys::Url(remote)) => {
+                let kid = jsonwebtoken::decode_header(token)
+                    .ok()
+                    .and_then(|header| header.kid);
+                // Boxed: the fetch's future is large and rare; an exchange's state stays small.
+                Box::pin(remote.refresh_for_unknown_key(kid.as_deref())).await;
+                self.verified_claims(token)?
+            }
+            (claims, _) => claims?,
+        };
         let name = claims
             .get(&self.rules.tenant_claim)
             .ok_or(TokenRejection::MissingClaim)?
@@ -144,8 +195,8 @@ impl JwtAuth {
     /// The claims of a token whose signature, times, audience and issuer all check out.
     fn verified_claims(&self, token: &str) -> Result<Map<String, Value>, TokenRejection> {
         let header = jsonwebtoken::decode_header(token).map_err(|_| TokenRejection::Malformed)?;
-        let named: Vec<&VerifyingKey> = self
-            .keys
+        let keys = self.keys.current().ok_or(TokenRejection::NoKeys)?;
+        let named: Vec<&VerifyingKey> = keys
             .iter()
             .filter(|key| header.kid.is_none() || key.kid == header.kid)
             .collect();
