@@ -107,9 +107,10 @@ impl RemoteJwks {
 
     /// Whether the keys now include one named `kid` (any key, for a token naming none).
     fn holds(&self, kid: Option<&str>) -> bool {
-        self.keys.load().as_ref().is_some_and(|keys| {
-            kid.is_none_or(|kid| keys.iter().any(|key| key.kid() == Some(kid)))
-        })
+        self.keys
+            .load()
+            .as_ref()
+            .is_some_and(|keys| kid.is_none_or(|kid| keys.iter().any(|key| key.kid() == Some(kid))))
     }
 
     async fn fetch_logged(&self) {

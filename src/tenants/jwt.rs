@@ -173,7 +173,10 @@ impl JwtAuth {
         tenants: &BTreeMap<String, Arc<Tenant>>,
     ) -> Result<Arc<Tenant>, TokenRejection> {
         let claims = match (self.verified_claims(token), &self.keys) {
-            (Err(TokenRejection::UnknownKey | TokenRejection::NoKeys), SigningKeys::Url(remote)) => {
+            (
+                Err(TokenRejection::UnknownKey | TokenRejection::NoKeys),
+                SigningKeys::Url(remote),
+            ) => {
                 let kid = jsonwebtoken::decode_header(token)
                     .ok()
                     .and_then(|header| header.kid);

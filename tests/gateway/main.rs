@@ -28,6 +28,7 @@ mod shipped_routes;
 mod store;
 mod streaming;
 mod tenants;
+mod tenants_jwks_url;
 mod tenants_jwt;
 mod tool_selection;
 mod upstream_credentials;

@@ -19,29 +19,29 @@ use toolgate::{Config, Gateway, GatewayState, Runtime};
 use crate::common::answers::{assert_sdk_error, config_errors, function_names, sdk_chat_request};
 use crate::common::{Reply, ScriptedUpstream, TestGateway, config_text, temp_audit_path};
 
-const AUDIENCE: &str = "toolgate-test";
-const ISSUER: &str = "https://idp.test";
+pub(crate) const AUDIENCE: &str = "toolgate-test";
+pub(crate) const ISSUER: &str = "https://idp.test";
 
 /// A test signing key of one algorithm, with the `kid` the JWKS names it by.
-enum TestKey {
+pub(crate) enum TestKey {
     Rsa(aws_lc_rs::rsa::KeyPair),
     Ec(EcdsaKeyPair),
     Ed(Ed25519KeyPair),
 }
 
 impl TestKey {
-    fn rsa() -> TestKey {
+    pub(crate) fn rsa() -> TestKey {
         TestKey::Rsa(aws_lc_rs::rsa::KeyPair::generate(KeySize::Rsa2048).expect("an RSA key"))
     }
 
-    fn ec() -> TestKey {
+    pub(crate) fn ec() -> TestKey {
         TestKey::Ec(
             EcdsaKeyPair::generate(&signature::ECDSA_P256_SHA256_FIXED_SIGNING)
                 .expect("a P-256 key"),
         )
     }
 
-    fn ed() -> TestKey {
+    pub(crate) fn ed() -> TestKey {
         TestKey::Ed(Ed25519KeyPair::generate().expect("an Ed25519 key"))
     }
 
@@ -54,7 +54,7 @@ impl TestKey {
     }
 
     /// The public half, as a JWKS lists it.
-    fn jwk(&self, kid: &str) -> Value {
+    pub(crate) fn jwk(&self, kid: &str) -> Value {
         match self {
             TestKey::Rsa(key) => {
                 let public = key.public_key();
@@ -75,7 +75,7 @@ impl TestKey {
     }
 
     /// A compact JWS of `claims`, its header naming `kid`.
-    fn sign(&self, kid: &str, claims: &Value) -> String {
+    pub(crate) fn sign(&self, kid: &str, claims: &Value) -> String {
         let header = json!({"alg": self.alg(), "typ": "JWT", "kid": kid});
         let signing_input = format!("{}.{}", b64(header.to_string()), b64(claims.to_string()));
         let signature = match self {
@@ -113,7 +113,7 @@ fn now() -> u64 {
 }
 
 /// Claims for `tenant` valid for the next ten minutes, with `extra` merged in.
-fn claims(tenant: &str, extra: Value) -> Value {
+pub(crate) fn claims(tenant: &str, extra: Value) -> Value {
     let mut claims = json!({"tenant": tenant, "aud": AUDIENCE, "iss": ISSUER,
                             "sub": "user-1", "exp": now() + 600, "iat": now()});
     if let (Some(claims), Some(extra)) = (claims.as_object_mut(), extra.as_object()) {
@@ -134,21 +134,25 @@ fn jwks_path() -> PathBuf {
 
 /// Two tools in two groups; `reader` holds `read`, `operator` both and an access level.
 fn tenants_config(jwks: &Path) -> String {
+    tenants_config_with(&format!("jwks_file = \"{}\"", jwks.display()))
+}
+
+/// [`tenants_config`] with the keys' source given as its `[auth.jwt]` line(s).
+pub(crate) fn tenants_config_with(keys: &str) -> String {
     format!(
         "[tools.lookup]\ngroups = [\"read\"]\ncategory = \"database\"\n\n\
          [tools.drop_table]\ngroups = [\"admin\"]\ncategory = \"deployment\"\n\n\
-         [auth.jwt]\njwks_file = \"{}\"\naudience = \"{AUDIENCE}\"\nissuer = \"{ISSUER}\"\n\
+         [auth.jwt]\n{keys}\naudience = \"{AUDIENCE}\"\nissuer = \"{ISSUER}\"\n\
          groups_claim = \"groups\"\naccess_level_claim = \"access_level\"\n\n\
          [tenants.reader]\ngroups = [\"read\"]\n\n\
          [tenants.operator]\napi_keys = [\"sk-operator\"]\ngroups = [\"read\", \"admin\"]\naccess_level = \"elevated\"\n\n\
          [[routes]]\npath = \"/v1/chat/completions\"\nupstream = \"llm\"\n\
          [[routes.plugins]]\nname = \"tool_groups\"\n\n\
-         [[routes]]\npath = \"/v1/messages\"\nupstream = \"llm\"\n",
-        jwks.display()
+         [[routes]]\npath = \"/v1/messages\"\nupstream = \"llm\"\n"
     )
 }
 
-fn both_tools() -> Value {
+pub(crate) fn both_tools() -> Value {
     let tools = ["lookup", "drop_table"];
     json!({
         "model": "gpt-4o-mini",
@@ -159,7 +163,7 @@ fn both_tools() -> Value {
 }
 
 /// The tools the upstream was offered for a request sent with `token` through the SDK.
-async fn offered_with(
+pub(crate) async fn offered_with(
     gateway: &TestGateway,
     upstream: &ScriptedUpstream,
     token: &str,
@@ -180,7 +184,7 @@ async fn offered_with(
     function_names(&forwarded.json()["tools"])
 }
 
-async fn refused_with(gateway: &TestGateway, token: &str, code: &str) {
+pub(crate) async fn refused_with(gateway: &TestGateway, token: &str, code: &str) {
     let error = gateway
         .openai_with_key(token)
         .chat()

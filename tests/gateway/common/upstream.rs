@@ -48,10 +48,16 @@ struct Script {
 impl ScriptedUpstream {
     /// Binds 127.0.0.1 on a free port and starts serving.
     pub async fn start() -> Self {
+        Self::start_on(SocketAddr::from(([127, 0, 0, 1], 0))).await
+    }
+
+    /// Binds `addr` and starts serving: for a server that comes up where a gateway already
+    /// looks for it.
+    pub async fn start_on(addr: SocketAddr) -> Self {
         // A test cannot run without its upstream, so failing to bind is the test's failure, named here.
-        let listener = TcpListener::bind("127.0.0.1:0")
+        let listener = TcpListener::bind(addr)
             .await
-            .expect("scripted upstream: bind 127.0.0.1:0");
+            .expect("scripted upstream: bind its address");
         // Holds: a bound TCP listener always has a local address.
         let addr = listener
             .local_addr()
