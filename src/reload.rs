@@ -1,4 +1,5 @@
-//! Hot reload: on SIGHUP, or when the configuration file's content changes, the new file is
+//! Hot reload: on SIGHUP, or when the content of the configuration file (or of the JWKS file
+//! it names, so a key rotation needs no edit of the configuration) changes, the new file is
 //! loaded and validated first (its state store checked as at start-up) and then swapped in
 //! atomically. Exchanges in flight finish on the configuration they started with (each holds its
 //! own `Arc`); an invalid file is refused with its errors logged, and the running configuration
@@ -60,7 +61,7 @@ pub fn watch(
     poll: Duration,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let mut last_seen = std::fs::read(&path).ok();
+        let mut last_seen = fingerprint(&state, &path);
         #[cfg(unix)]
         let mut hangup =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
@@ -79,19 +80,28 @@ pub fn watch(
             tokio::select! {
                 () = signalled => {
                     tracing::info!("SIGHUP: reloading the configuration");
-                    last_seen = std::fs::read(&path).ok();
                     let _ = reload(&state, &path).await;
+                    last_seen = fingerprint(&state, &path);
                 }
                 () = tokio::time::sleep(poll) => {
                     // Content, not modification time: editors and ConfigMap updates replace
                     // files in ways that mtime resolution can miss.
-                    let current = std::fs::read(&path).ok();
+                    let current = fingerprint(&state, &path);
                     if current.is_some() && current != last_seen {
-                        last_seen = current;
                         let _ = reload(&state, &path).await;
+                        // Taken again: a reload may name another JWKS file.
+                        last_seen = fingerprint(&state, &path);
                     }
                 }
             }
         }
     })
+}
+
+/// What a reload reads, to tell whether it changed: the configuration file and the JWKS file
+/// the running configuration names. `None` while the configuration file cannot be read.
+fn fingerprint(state: &GatewayState, path: &Path) -> Option<(Vec<u8>, Option<Vec<u8>>)> {
+    let config = std::fs::read(path).ok()?;
+    let jwks = (state.config.load().tenants.jwks_file()).and_then(|file| std::fs::read(file).ok());
+    Some((config, jwks))
 }

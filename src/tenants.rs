@@ -93,6 +93,11 @@ impl TenantDirectory {
         }
     }
 
+    /// The JWKS file the running keys were read from, if any: a reload watches it too.
+    pub fn jwks_file(&self) -> Option<&std::path::Path> {
+        self.jwt.as_ref()?.jwks_file()
+    }
+
     /// Why tokens cannot be verified now (a JWKS URL that never answered), if they cannot.
     pub fn signing_keys_missing(&self) -> Option<String> {
         let remote = self.jwt.as_ref()?.remote()?;

@@ -57,7 +57,10 @@ pub(super) fn build_jwt(
                     parse_jwks(&text).map_err(|error| format!("{}: {error}", file_path.display()))
                 });
             match read {
-                Ok(keys) => Some(SigningKeys::File(Arc::new(keys))),
+                Ok(keys) => Some(SigningKeys::File {
+                    path: file_path,
+                    keys: Arc::new(keys),
+                }),
                 Err(message) => {
                     errors.push(source.error_at_key(&path.clone().key("jwks_file"), message));
                     None

@@ -40,8 +40,11 @@ impl VerifyingKey {
 /// Where the verifying keys come from.
 #[derive(Debug)]
 pub enum SigningKeys {
-    /// Read from `jwks_file` when the configuration loaded.
-    File(Arc<Vec<VerifyingKey>>),
+    /// Read from `jwks_file` (at `path`) when the configuration loaded.
+    File {
+        path: std::path::PathBuf,
+        keys: Arc<Vec<VerifyingKey>>,
+    },
     /// Fetched from `jwks_url`, and refreshed.
     Url(Arc<RemoteJwks>),
 }
@@ -49,7 +52,7 @@ pub enum SigningKeys {
 impl SigningKeys {
     fn current(&self) -> Option<Arc<Vec<VerifyingKey>>> {
         match self {
-            SigningKeys::File(keys) => Some(keys.clone()),
+            SigningKeys::File { keys, .. } => Some(keys.clone()),
             SigningKeys::Url(remote) => remote.keys(),
         }
     }
@@ -161,7 +164,15 @@ impl JwtAuth {
     pub fn remote(&self) -> Option<&Arc<RemoteJwks>> {
         match &self.keys {
             SigningKeys::Url(remote) => Some(remote),
-            SigningKeys::File(_) => None,
+            SigningKeys::File { .. } => None,
+        }
+    }
+
+    /// The JWKS file the keys were read from, when they come from one.
+    pub fn jwks_file(&self) -> Option<&std::path::Path> {
+        match &self.keys {
+            SigningKeys::File { path, .. } => Some(path),
+            SigningKeys::Url(_) => None,
         }
     }
 

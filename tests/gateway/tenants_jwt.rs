@@ -371,7 +371,7 @@ impl FileGateway {
 }
 
 #[tokio::test]
-async fn a_rotated_jwks_file_takes_effect_on_reload_without_restart() {
+async fn a_rotated_jwks_file_and_a_new_api_key_take_effect_on_reload_without_restart() {
     let (old, new) = (TestKey::ed(), TestKey::ec());
     let jwks = jwks_path();
     write_jwks(&jwks, &[(&old, "2024")]);
@@ -384,7 +384,16 @@ async fn a_rotated_jwks_file_takes_effect_on_reload_without_restart() {
     assert_eq!(gateway.status_with(&old_token).await, 200);
     assert_eq!(gateway.status_with(&new_token).await, 401);
 
+    assert_eq!(gateway.status_with("sk-operator").await, 200);
+    assert_eq!(gateway.status_with("sk-operator-2025").await, 401);
+
+    // The operator's key rotated in the configuration, the signing key in the JWKS file.
     write_jwks(&jwks, &[(&new, "2025")]);
+    std::fs::write(
+        &gateway.path,
+        text.replace("\"sk-operator\"", "\"sk-operator-2025\""),
+    )
+    .expect("writes the config");
     toolgate::reload(&gateway.state, &gateway.path)
         .await
         .expect("the rotated JWKS loads");
@@ -393,6 +402,12 @@ async fn a_rotated_jwks_file_takes_effect_on_reload_without_restart() {
         gateway.status_with(&old_token).await,
         401,
         "the retired key no longer verifies"
+    );
+    assert_eq!(gateway.status_with("sk-operator-2025").await, 200);
+    assert_eq!(
+        gateway.status_with("sk-operator").await,
+        401,
+        "the retired API key no longer authenticates"
     );
 
     // A JWKS that cannot be read is refused, and the running keys stay.
@@ -403,6 +418,39 @@ async fn a_rotated_jwks_file_takes_effect_on_reload_without_restart() {
             .is_err()
     );
     assert_eq!(gateway.status_with(&new_token).await, 200);
+}
+
+#[tokio::test]
+async fn a_rotated_jwks_file_alone_is_picked_up_by_the_file_watch() {
+    let (old, new) = (TestKey::ed(), TestKey::ec());
+    let jwks = jwks_path();
+    write_jwks(&jwks, &[(&old, "2024")]);
+    let upstream = ScriptedUpstream::start().await;
+    upstream.set_default(Reply::chat_text("ok"));
+    let text = config_text(&upstream.url(), &temp_audit_path(), &tenants_config(&jwks));
+    let gateway = FileGateway::start(&text).await;
+    let watcher = toolgate::watch(
+        gateway.state.clone(),
+        gateway.path.clone(),
+        Duration::from_millis(50),
+    );
+    let new_token = new.sign("2025", &claims("reader", json!({})));
+    assert_eq!(gateway.status_with(&new_token).await, 401);
+
+    // The configuration file is untouched: only the keys it points at change.
+    write_jwks(&jwks, &[(&new, "2025")]);
+    let mut status = 0;
+    for _ in 0..600 {
+        status = gateway.status_with(&new_token).await;
+        if status == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(status, 200, "the watch reloaded the rotated JWKS");
+    let old_token = old.sign("2024", &claims("reader", json!({})));
+    assert_eq!(gateway.status_with(&old_token).await, 401);
+    watcher.abort();
 }
 
 #[test]
