@@ -86,10 +86,9 @@ fn runs(name: &str) -> Vec<Run> {
             ),
             &["blocked: ['delete_user']"],
         )],
-        "pydantic-ai-blocked" | "langchain-blocked" => vec![Run::blocked(
-            Reply::chat_calls(&[BAD]),
-            &[VIOLATION],
-        )],
+        "pydantic-ai-blocked" | "langchain-blocked" => {
+            vec![Run::blocked(Reply::chat_calls(&[BAD]), &[VIOLATION])]
+        }
         "pydantic-ai-fallback" => vec![Run {
             // By default the backup is asked after the 403; with `fallback_on` it is not.
             asked: &[PRIMARY, BACKUP, PRIMARY],
@@ -127,7 +126,10 @@ fn runs(name: &str) -> Vec<Run> {
         ],
         "anthropic-node-blocked" => vec![Run {
             asked: &["claude-sonnet-5-5"],
-            ..Run::blocked(anthropic_bad_call(), &["blocked: undeclared_tool", VIOLATION])
+            ..Run::blocked(
+                anthropic_bad_call(),
+                &["blocked: undeclared_tool", VIOLATION],
+            )
         }],
         "agents-js-blocked" => vec![
             Run::blocked(
@@ -179,7 +181,10 @@ fn runs(name: &str) -> Vec<Run> {
             ),
             Run::blocked(
                 only_a_bad_call_streamed(),
-                &["blocked: delete_user", "no output: AI_NoOutputGeneratedError"],
+                &[
+                    "blocked: delete_user",
+                    "no output: AI_NoOutputGeneratedError",
+                ],
             ),
         ],
         other => panic!("docs/frameworks.md checks {other:?}, which this test does not know"),
@@ -373,7 +378,13 @@ async fn the_python_snippets_of_the_frameworks_guide_print_the_violations() {
 /// Where `.ci/frameworks.sh` installs the Node packages, when they are there.
 fn node_packages() -> Option<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/frameworks");
-    let packages = ["openai", "@anthropic-ai/sdk", "ai", "@ai-sdk/openai", "@openai/agents"];
+    let packages = [
+        "openai",
+        "@anthropic-ai/sdk",
+        "ai",
+        "@ai-sdk/openai",
+        "@openai/agents",
+    ];
     let missing: Vec<&str> = packages
         .into_iter()
         .filter(|package| {
