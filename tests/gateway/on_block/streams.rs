@@ -12,7 +12,7 @@ use crate::common::{Reply, ScriptedUpstream, TestGateway};
 
 /// What an SDK user read from a chat stream: the text, the calls' names, the finish reasons,
 /// and the error that ended it, if any.
-async fn read_sdk_stream(
+pub(super) async fn read_sdk_stream(
     gateway: &TestGateway,
     request: Value,
 ) -> (String, Vec<String>, Vec<String>, Option<String>) {
@@ -45,7 +45,7 @@ async fn read_sdk_stream(
     (text, calls, finishes, None)
 }
 
-fn streamed(mut request: Value) -> Value {
+pub(super) fn streamed(mut request: Value) -> Value {
     request["stream"] = json!(true);
     request
 }
