@@ -4,6 +4,10 @@
 //! was sent is a real 403; after, an SSE error frame ends the stream without `[DONE]`. When a
 //! check edits a call's arguments (a redaction), the held events are released rewritten, and
 //! every later event that repeats those arguments is rewritten too; other events keep their bytes.
+//! On a chain that recovers from blocks (`on_block`), a block before anything was sent is
+//! retried on a new upstream stream or answered with a message stream; the usage of blocked
+//! attempts is read to their streams' end and added into the usage the client reads; and with
+//! `hold_text` the text is held with the calls, so an answer with text can still recover.
 
 use std::future::Future;
 use std::sync::Arc;
