@@ -1,5 +1,6 @@
 //! The servers under test, each a child process on a loopback port: the scripted upstream,
-//! nginx as a plain `proxy_pass` hop (keepalive to the upstream, no access log), and toolgate
+//! nginx as a plain `proxy_pass` hop (keepalive to the upstream, no access log), the bare hyper
+//! hop (the least pass-through hyper makes: the floor toolgate is read against), and toolgate
 //! with no plugins or with `tool_selection` (schema checks on, no judge, no audit, no admin).
 
 use std::net::SocketAddr;
@@ -33,6 +34,25 @@ pub fn upstream(binary: &Path, dir: &Path) -> Result<Server, String> {
         .wait_for_line("LISTEN ", START_TIMEOUT)?
         .parse()
         .map_err(|error| format!("upstream printed a bad address: {error}"))?;
+    process.wait_for_port(address, START_TIMEOUT)?;
+    Ok(Server { address, process })
+}
+
+/// The bare hyper hop (`hyper-hop`, this crate's floor) in front of `upstream`.
+pub fn hyper_hop(binary: &Path, dir: &Path, upstream: SocketAddr) -> Result<Server, String> {
+    let mut command = Command::new(binary);
+    command.args([
+        "--listen",
+        "127.0.0.1:0",
+        "--upstream",
+        &upstream.to_string(),
+    ]);
+    let mut process =
+        Process::start("hyper-hop", command, dir).map_err(|error| error.to_string())?;
+    let address = process
+        .wait_for_line("LISTEN ", START_TIMEOUT)?
+        .parse()
+        .map_err(|error| format!("hyper-hop printed a bad address: {error}"))?;
     process.wait_for_port(address, START_TIMEOUT)?;
     Ok(Server { address, process })
 }

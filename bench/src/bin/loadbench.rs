@@ -265,12 +265,15 @@ struct Bench {
     toolgate: PathBuf,
     upstream: Server,
     nginx: Option<Server>,
+    hyper_hop: Server,
     plain: Server,
     guard: Server,
     body: Bytes,
     stream_body: Bytes,
     body_file: PathBuf,
     stream_body_file: PathBuf,
+    /// The table's request with 50 KB more conversation: what agents mostly send.
+    history_body_file: PathBuf,
     dir: TempDir,
 }
 
@@ -280,20 +283,22 @@ async fn run(options: Options, fds: u64) -> Result<(), String> {
     let wants = |phase: &str| options.phases.iter().any(|wanted| wanted == phase);
     if options.build {
         step(
-            "cargo build --profile dist -p toolgate --bin toolgate -p toolgate-bench --bin bench-upstream (TOOLGATE_HOT_FUNCTIONS=on)",
+            "cargo build --profile dist -p toolgate --bin toolgate -p toolgate-bench --bin bench-upstream --bin hyper-hop (TOOLGATE_HOT_FUNCTIONS=on)",
         );
         dist::build(
             &root,
             &[
                 ("toolgate", "toolgate"),
                 ("toolgate-bench", "bench-upstream"),
+                ("toolgate-bench", "hyper-hop"),
             ],
         )?;
     }
     let dist_dir = dist::binary_dir(&target_dir());
     let toolgate = dist_dir.join("toolgate");
     let upstream_binary = dist_dir.join("bench-upstream");
-    for binary in [&toolgate, &upstream_binary] {
+    let hyper_hop_binary = dist_dir.join("hyper-hop");
+    for binary in [&toolgate, &upstream_binary, &hyper_hop_binary] {
         if !binary.exists() {
             return Err(format!(
                 "{} is missing: run without --no-build",
@@ -364,9 +369,12 @@ async fn run(options: Options, fds: u64) -> Result<(), String> {
     ];
 
     let dir = TempDir::new("toolgate-bench").map_err(|error| error.to_string())?;
-    step("starting the upstream, nginx and toolgate (plain and tool_selection)");
+    step(
+        "starting the upstream, nginx, the bare hyper hop and toolgate (plain and tool_selection)",
+    );
     let upstream = stack::upstream(&upstream_binary, &dir.0)?;
     let nginx = stack::nginx(&dir.0, upstream.address)?;
+    let hyper_hop = stack::hyper_hop(&hyper_hop_binary, &dir.0, upstream.address)?;
     let plain = stack::toolgate(
         &toolgate,
         &dir.0,
@@ -385,16 +393,27 @@ async fn run(options: Options, fds: u64) -> Result<(), String> {
     let stream_body_file = dir.0.join("request-stream.json");
     std::fs::write(&body_file, &body).map_err(|error| error.to_string())?;
     std::fs::write(&stream_body_file, &stream_body).map_err(|error| error.to_string())?;
+    let history_body_file = dir.0.join("request-history.json");
+    std::fs::write(
+        &history_body_file,
+        workload::request_body(RequestSpec {
+            message_bytes: HISTORY_BYTES,
+            ..RequestSpec::default()
+        }),
+    )
+    .map_err(|error| error.to_string())?;
     let bench = Bench {
         toolgate,
         upstream,
         nginx: Some(nginx),
+        hyper_hop,
         plain,
         guard,
         body,
         stream_body,
         body_file,
         stream_body_file,
+        history_body_file,
         dir,
     };
     results.checks = sanity(&bench).await?;
@@ -566,6 +585,7 @@ async fn sanity(bench: &Bench) -> Result<Vec<String>, String> {
     let targets = [
         ("direct", Some(bench.upstream.address)),
         ("nginx", nginx),
+        ("bare hyper hop", Some(bench.hyper_hop.address)),
         ("toolgate plain", Some(bench.plain.address)),
         ("toolgate tool_selection", Some(bench.guard.address)),
     ];
@@ -626,6 +646,8 @@ struct TableTarget<'a> {
     label: &'a str,
     address: SocketAddr,
     streamed: bool,
+    /// The table's request with [`HISTORY_BYTES`] more conversation.
+    history: bool,
     /// Processes whose CPU is the hop's.
     hop: Option<u32>,
 }
@@ -636,6 +658,10 @@ struct TableDurations {
     fixed: Duration,
     rounds: usize,
 }
+
+/// The conversation the `+50 KB history` rows carry beyond the table's request: real agent
+/// requests are mostly history, which the guard only skips.
+const HISTORY_BYTES: usize = 50_000;
 
 /// The rates of the table's fixed-rate runs.
 const FIXED_RATES: [u32; 2] = [1000, 5000];
@@ -650,68 +676,59 @@ async fn table(
     results: &mut Results,
 ) -> Result<(), String> {
     let nginx = bench.nginx.as_ref().ok_or("nginx is not running")?;
+    let target = |key, label, server: Option<&Server>, streamed, history| TableTarget {
+        key,
+        label,
+        address: server.map_or(bench.upstream.address, |server| server.address),
+        streamed,
+        history,
+        hop: server.map(Server::pid),
+    };
+    let (hop, plain, guard) = (&bench.hyper_hop, &bench.plain, &bench.guard);
     let targets = [
-        TableTarget {
-            key: "a",
-            label: "direct",
-            address: bench.upstream.address,
-            streamed: false,
-            hop: None,
-        },
-        TableTarget {
-            key: "b",
-            label: "nginx proxy_pass",
-            address: nginx.address,
-            streamed: false,
-            hop: Some(nginx.pid()),
-        },
-        TableTarget {
-            key: "c",
-            label: "toolgate, no plugins",
-            address: bench.plain.address,
-            streamed: false,
-            hop: Some(bench.plain.pid()),
-        },
-        TableTarget {
-            key: "d",
-            label: "toolgate, tool_selection",
-            address: bench.guard.address,
-            streamed: false,
-            hop: Some(bench.guard.pid()),
-        },
-        TableTarget {
-            key: "a'",
-            label: "direct, streamed",
-            address: bench.upstream.address,
-            streamed: true,
-            hop: None,
-        },
-        TableTarget {
-            key: "b'",
-            label: "nginx, streamed",
-            address: nginx.address,
-            streamed: true,
-            hop: Some(nginx.pid()),
-        },
-        TableTarget {
-            key: "c'",
-            label: "toolgate, no plugins, streamed",
-            address: bench.plain.address,
-            streamed: true,
-            hop: Some(bench.plain.pid()),
-        },
-        TableTarget {
-            key: "e",
-            label: "toolgate, tool_selection, streamed",
-            address: bench.guard.address,
-            streamed: true,
-            hop: Some(bench.guard.pid()),
-        },
+        target("a", "direct", None, false, false),
+        target("b", "nginx proxy_pass", Some(nginx), false, false),
+        target("h", "bare hyper hop", Some(hop), false, false),
+        target("c", "toolgate, no plugins", Some(plain), false, false),
+        target("d", "toolgate, tool_selection", Some(guard), false, false),
+        target(
+            "c50",
+            "toolgate, no plugins, +50 KB history",
+            Some(plain),
+            false,
+            true,
+        ),
+        target(
+            "d50",
+            "toolgate, tool_selection, +50 KB history",
+            Some(guard),
+            false,
+            true,
+        ),
+        target("a'", "direct, streamed", None, true, false),
+        target("b'", "nginx, streamed", Some(nginx), true, false),
+        target("h'", "bare hyper hop, streamed", Some(hop), true, false),
+        target(
+            "c'",
+            "toolgate, no plugins, streamed",
+            Some(plain),
+            true,
+            false,
+        ),
+        target(
+            "e",
+            "toolgate, tool_selection, streamed",
+            Some(guard),
+            true,
+            false,
+        ),
     ];
     let run = |target: &TableTarget, rate: Option<u32>, duration: Duration| oha::Run {
         address: target.address,
         path: CHAT_COMPLETIONS,
-        body_file: if target.streamed {
+        body_file: if target.history {
+            &bench.history_body_file
+        } else if target.streamed {
             &bench.stream_body_file
         } else {
             &bench.body_file
@@ -1088,7 +1105,7 @@ async fn profile(
 /// Runs the criterion benches and reads their medians from target/criterion.
 fn criterion(root: &Path) -> Result<Vec<CriterionResult>, String> {
     for (package, bench) in [
-        ("toolgate-plugin", "adapters"),
+        ("toolgate-formats", "adapters"),
         ("toolgate-tool-selection", "checks"),
     ] {
         let status = Command::new("cargo")

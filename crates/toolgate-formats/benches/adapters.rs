@@ -1,7 +1,7 @@
 //! Micro-benchmarks of the wire-format adapters on the load benchmark's own traffic: reading the
 //! declared tools of a chat request (10 and 1,000 tools), the calls of a 2-call answer, and the
 //! SSE parser plus chat stream assembler over the same answer streamed.
-//! Run: `cargo bench -p toolgate-plugin --bench adapters`.
+//! Run: `cargo bench -p toolgate-formats --bench adapters`.
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -29,6 +29,24 @@ fn parse_request(c: &mut Criterion) {
         });
         group.throughput(Throughput::Bytes(body.len() as u64));
         group.bench_function(format!("{tools}_tools"), |b| {
+            b.iter(|| WireFormat::ChatCompletions.parse_request(black_box(body.clone())))
+        });
+    }
+    group.finish();
+}
+
+/// The guard's read of a request as agents send it: the same 10 tools behind a growing
+/// conversation, which the read must skip (the table's 5.8 KB request, then 50 KB and 1 MB of
+/// history).
+fn read_request_history(c: &mut Criterion) {
+    let mut group = c.benchmark_group("adapters/read_request_history");
+    for (label, message_bytes) in [("5.8KB", 0), ("50KB", 50_000), ("1MB", 1_000_000)] {
+        let body = workload::request_body(RequestSpec {
+            message_bytes,
+            ..RequestSpec::default()
+        });
+        group.throughput(Throughput::Bytes(body.len() as u64));
+        group.bench_function(label, |b| {
             b.iter(|| WireFormat::ChatCompletions.parse_request(black_box(body.clone())))
         });
     }
@@ -99,6 +117,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = parse_request, parse_response, sse_reassembly
+    targets = parse_request, read_request_history, parse_response, sse_reassembly
 }
 criterion_main!(benches);
