@@ -181,16 +181,26 @@ impl Relay {
                 .await;
             match flow {
                 Flow::Retry(request) => {
-                    self.bill_blocked_attempt(&mut body, &mut parser, read_timeout, &mut grace_over)
-                        .await;
+                    self.bill_blocked_attempt(
+                        &mut body,
+                        &mut parser,
+                        read_timeout,
+                        &mut grace_over,
+                    )
+                    .await;
                     match Box::pin(self.retry(request)).await {
                         Some(next) => body = Coalesce::new(next),
                         None => break,
                     }
                 }
                 Flow::Notice(rejection) => {
-                    self.bill_blocked_attempt(&mut body, &mut parser, read_timeout, &mut grace_over)
-                        .await;
+                    self.bill_blocked_attempt(
+                        &mut body,
+                        &mut parser,
+                        read_timeout,
+                        &mut grace_over,
+                    )
+                    .await;
                     self.notice(&rejection);
                     break;
                 }

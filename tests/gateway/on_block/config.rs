@@ -52,5 +52,8 @@ fn wrong_on_block_settings_do_not_load() {
             ],
         );
     }
-    assert_contains_all(&errors_of("on_block = \"message\"\nhold_text = \"yes\""), ["hold_text"]);
+    assert_contains_all(
+        &errors_of("on_block = \"message\"\nhold_text = \"yes\""),
+        ["hold_text"],
+    );
 }

@@ -10,8 +10,7 @@ use crate::common::upstream::chat_stream;
 use crate::common::{Reply, ScriptedUpstream, TestGateway};
 
 #[tokio::test]
-async fn held_text_and_its_blocked_call_are_retried_and_the_client_reads_only_the_second_answer()
-{
+async fn held_text_and_its_blocked_call_are_retried_and_the_client_reads_only_the_second_answer() {
     let upstream = ScriptedUpstream::start().await;
     let gateway = TestGateway::start(
         &upstream,
@@ -29,7 +28,10 @@ async fn held_text_and_its_blocked_call_are_retried_and_the_client_reads_only_th
 
     let (text, calls, finishes, error) = read_sdk_stream(&gateway, chat_request()).await;
     assert_eq!(error, None);
-    assert_eq!(text, "Checking the weather.", "only the second answer's text");
+    assert_eq!(
+        text, "Checking the weather.",
+        "only the second answer's text"
+    );
     assert_eq!(calls, ["get_weather"]);
     assert_eq!(finishes, ["\"tool_calls\""]);
     assert_eq!(upstream.request_count(), 2);
@@ -55,7 +57,10 @@ async fn held_text_and_its_blocked_call_become_a_clean_message_stream() {
     let (text, calls, finishes, error) = read_sdk_stream(&gateway, chat_request()).await;
     assert_eq!(error, None);
     assert!(calls.is_empty(), "{calls:?}");
-    assert!(!text.contains("Deleting"), "the blocked text never left: {text}");
+    assert!(
+        !text.contains("Deleting"),
+        "the blocked text never left: {text}"
+    );
     assert!(
         text.contains("'delete_user' is not a declared tool"),
         "{text}"

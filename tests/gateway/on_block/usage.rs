@@ -78,7 +78,10 @@ fn responses_stream(name: &str, input: u64, output: u64) -> String {
     fixture("responses/function_call_allowed.sse")
         .replace("\"name\":\"get_weather\"", &format!("\"name\":\"{name}\""))
         .replace("\"input_tokens\":141", &format!("\"input_tokens\":{input}"))
-        .replace("\"output_tokens\":26", &format!("\"output_tokens\":{output}"))
+        .replace(
+            "\"output_tokens\":26",
+            &format!("\"output_tokens\":{output}"),
+        )
         .replace(
             "\"total_tokens\":167",
             &format!("\"total_tokens\":{}", input + output),
@@ -90,7 +93,10 @@ async fn a_retried_responses_stream_completes_with_the_usage_of_both_attempts() 
     let upstream = ScriptedUpstream::start().await;
     let gateway = TestGateway::start(&upstream, &guarded_with("on_block = \"retry\"")).await;
     let first = responses_stream("delete_user", 100, 10);
-    assert!(first.contains("\"total_tokens\":110"), "the fixture's usage");
+    assert!(
+        first.contains("\"total_tokens\":110"),
+        "the fixture's usage"
+    );
     upstream.push(Reply::sse_events(&first));
     upstream.push(Reply::sse_events(&responses_stream("get_weather", 141, 26)));
 

@@ -7,8 +7,8 @@ use crate::format::ParseError;
 use crate::format::WireFormat;
 use crate::response_edits::{self, Replacement};
 use crate::stream::StreamRewriter;
-use crate::stream::usage::UsageSlot;
 use crate::stream::rewrite::StreamEdit;
+use crate::stream::usage::UsageSlot;
 
 /// Replaces the arguments of the edited calls among `items`, the answer's calls field.
 pub(super) fn replace_arguments(

@@ -200,7 +200,11 @@ mod tests {
         let mut rewriter = StreamRewriter::new(WireFormat::ChatCompletions);
         rewriter.add_earlier_usage(json!({"prompt_tokens": 1}));
         let events = events(CHAT);
-        assert_eq!(rewriter.rewrite(&events[0]), None, "usage: null is no usage");
+        assert_eq!(
+            rewriter.rewrite(&events[0]),
+            None,
+            "usage: null is no usage"
+        );
         assert_eq!(rewriter.rewrite(&events[2]), None, "[DONE]");
     }
 }
