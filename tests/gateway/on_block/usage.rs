@@ -2,6 +2,8 @@
 //! usage Y, and the client reads X+Y where its format reports usage (chat's last chunk, the
 //! Responses `response.completed`, Anthropic's `message_start` and `message_delta`).
 
+use std::time::Duration;
+
 use async_openai::types::responses::{CreateResponse, ResponseStreamEvent};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
@@ -9,6 +11,12 @@ use serde_json::{Value, json};
 use super::{BAD, GOOD, chat_request, guarded_with};
 use crate::common::upstream::chat_stream;
 use crate::common::{Reply, ScriptedUpstream, TestGateway, fixture, fixture_json};
+
+/// The blocked attempt's stream, its events apart: its usage arrives after the block was
+/// decided, so the gateway must read on to bill it.
+fn blocked_first(stream: &str) -> Reply {
+    Reply::sse_events(stream).with_chunk_delay(Duration::from_millis(20))
+}
 
 /// A chat stream with the usage chunk `stream_options.include_usage` asks for, before `[DONE]`.
 fn chat_stream_with_usage(call: (&str, &str, &str), prompt: u64, completion: u64) -> String {
@@ -58,7 +66,7 @@ async fn sdk_stream_usage(gateway: &TestGateway) -> (Vec<String>, Option<(u32, u
 async fn a_retried_chat_stream_reports_the_usage_of_both_attempts() {
     let upstream = ScriptedUpstream::start().await;
     let gateway = TestGateway::start(&upstream, &guarded_with("on_block = \"retry\"")).await;
-    upstream.push(Reply::sse_events(&chat_stream_with_usage(BAD, 100, 10)));
+    upstream.push(blocked_first(&chat_stream_with_usage(BAD, 100, 10)));
     upstream.push(Reply::sse_events(&chat_stream_with_usage(GOOD, 130, 20)));
     let (calls, usage) = sdk_stream_usage(&gateway).await;
     assert_eq!(calls, ["get_weather"]);
@@ -66,7 +74,7 @@ async fn a_retried_chat_stream_reports_the_usage_of_both_attempts() {
 
     // A message in place of the blocked stream bills the blocked attempt.
     let gateway = TestGateway::start(&upstream, &guarded_with("on_block = \"message\"")).await;
-    upstream.push(Reply::sse_events(&chat_stream_with_usage(BAD, 100, 10)));
+    upstream.push(blocked_first(&chat_stream_with_usage(BAD, 100, 10)));
     let (calls, usage) = sdk_stream_usage(&gateway).await;
     assert!(calls.is_empty());
     assert_eq!(usage, Some((100, 10, 110)));
@@ -97,7 +105,7 @@ async fn a_retried_responses_stream_completes_with_the_usage_of_both_attempts() 
         first.contains("\"total_tokens\":110"),
         "the fixture's usage"
     );
-    upstream.push(Reply::sse_events(&first));
+    upstream.push(blocked_first(&first));
     upstream.push(Reply::sse_events(&responses_stream("get_weather", 141, 26)));
 
     let mut request: CreateResponse =
@@ -189,7 +197,7 @@ async fn a_retried_anthropic_stream_reports_the_usage_of_both_attempts() {
         100,
         "the fixture's usage"
     );
-    upstream.push(Reply::sse_events(&first));
+    upstream.push(blocked_first(&first));
     upstream.push(Reply::sse_events(&anthropic_stream("get_weather", 130, 20)));
 
     let mut request = fixture_json("anthropic/tool_use_allowed.request.json");
