@@ -29,6 +29,9 @@ use crate::exchange::{AfterBlock, Exchange};
 use crate::on_block::{self, OnBlock, RetryOutcome};
 use crate::state::GatewayState;
 
+/// The longest a blocked attempt's stream is waited on, per read, for the usage it reports.
+const BILLING_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// What the client's response head will be.
 enum Head {
     /// Stream with the upstream's head, plus header edits from the plugins.
@@ -312,8 +315,9 @@ impl Relay {
 
     /// Reads what is left of a blocked attempt's stream for the usage it reports (its last
     /// events), so that the answer the client gets bills it; nothing of it is sent. Bounded
-    /// as the relay is: the read timeout, the response limit, the shutdown. A stream that
-    /// stops early bills what it reported.
+    /// as the relay is (the response limit, the shutdown) and more tightly in time: the client
+    /// waits meanwhile, and the usage follows the calls at once in every format, so a stream
+    /// that stalls here is billed with what it reported rather than waited for.
     async fn bill_blocked_attempt<G: Future<Output = ()>>(
         &mut self,
         body: &mut Coalesce<Incoming>,
@@ -324,10 +328,11 @@ impl Relay {
         let Some(mut usage) = self.usage.take() else {
             return;
         };
+        let wait = read_timeout.min(BILLING_READ_TIMEOUT);
         let mut read = 0usize;
         while !self.upstream_ended {
             let next = tokio::select! {
-                next = tokio::time::timeout(read_timeout, body.frame()) => next,
+                next = tokio::time::timeout(wait, body.frame()) => next,
                 () = grace_over.as_mut() => break,
             };
             let data = match next {
