@@ -139,6 +139,11 @@ fn check_arguments(
             return;
         }
     };
+    // Almost every call is valid: the boolean walk stops at the first failure and builds no
+    // error paths, so the detailed walk runs only for a call that will be blocked.
+    if validator.is_valid(&arguments) {
+        return;
+    }
     violations.extend(
         validator
             .iter_errors(&arguments)
