@@ -364,6 +364,19 @@ impl Exchange {
         }
     }
 
+    /// Adds a blocked attempt's usage, once known, to what the answer that reaches the client
+    /// bills (a stream reports it after the calls that were blocked).
+    pub fn bill_blocked_attempt(&mut self, usage: Option<serde_json::Value>) {
+        if let Some(recovery) = self.recovery.as_mut() {
+            recovery.add_usage(usage);
+        }
+    }
+
+    /// The usage of the attempts blocked so far, summed.
+    pub fn blocked_usage(&self) -> Option<&serde_json::Value> {
+        self.recovery.as_ref()?.usage.as_ref()
+    }
+
     /// Sends the conversation upstream again, with the request's head as it first went.
     pub async fn resend(
         &mut self,

@@ -33,6 +33,9 @@ pub struct ChainEntry {
     pub priority: i32,
     /// What this entry's block does to the exchange.
     pub on_block: OnBlock,
+    /// Whether streamed text is held until the calls are checked (`hold_text`), so that this
+    /// entry's block can still be recovered from after text.
+    pub hold_text: bool,
 }
 
 /// A route's plugins in the order they run (lower priority first).
@@ -43,6 +46,7 @@ pub struct Chain {
     runs_on_delivery: bool,
     enforces_responses: bool,
     recovers: bool,
+    holds_text: bool,
 }
 
 /// A block that a plugin in observe mode would have made.
@@ -127,6 +131,9 @@ impl Chain {
         let recovers = entries
             .iter()
             .any(|entry| entry.mode == Mode::Enforce && entry.on_block != OnBlock::Error);
+        let holds_text = entries.iter().any(|entry| {
+            entry.mode == Mode::Enforce && entry.on_block != OnBlock::Error && entry.hold_text
+        });
         Chain {
             entries,
             needs,
@@ -134,6 +141,7 @@ impl Chain {
             runs_on_delivery,
             enforces_responses,
             recovers,
+            holds_text,
         }
     }
 
@@ -166,6 +174,12 @@ impl Chain {
     /// does an exchange keep what a retry needs.
     pub fn recovers(&self) -> bool {
         self.recovers
+    }
+
+    /// Whether a stream's text is held until its calls are checked: some enforcing entry
+    /// that recovers from its blocks asks for it (`hold_text`).
+    pub fn holds_text(&self) -> bool {
+        self.holds_text
     }
 
     pub fn names(&self) -> impl Iterator<Item = &str> {

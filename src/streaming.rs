@@ -4,6 +4,10 @@
 //! was sent is a real 403; after, an SSE error frame ends the stream without `[DONE]`. When a
 //! check edits a call's arguments (a redaction), the held events are released rewritten, and
 //! every later event that repeats those arguments is rewritten too; other events keep their bytes.
+//! On a chain that recovers from blocks (`on_block`), a block before anything was sent is
+//! retried on a new upstream stream or answered with a message stream; the usage of blocked
+//! attempts is read to their streams' end and added into the usage the client reads; and with
+//! `hold_text` the text is held with the calls, so an answer with text can still recover.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -16,7 +20,7 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use tokio::sync::{mpsc, oneshot};
 use toolgate_plugin::sse::{SseEvent, SseParser};
-use toolgate_plugin::stream::{StreamAssembler, StreamRewriter, StreamStep};
+use toolgate_plugin::stream::{StreamAssembler, StreamRewriter, StreamStep, StreamUsage};
 use toolgate_plugin::{Edit, ParseError, Parsed, Rejection, ToolCall, ToolResponse};
 
 use crate::body::{BoxError, ChannelBody, Coalesce, ProxyBody};
@@ -24,6 +28,9 @@ use crate::error::{ErrorReport, GatewayError};
 use crate::exchange::{AfterBlock, Exchange};
 use crate::on_block::{self, OnBlock, RetryOutcome};
 use crate::state::GatewayState;
+
+/// The longest a blocked attempt's stream is waited on, per read, for the usage it reports.
+const BILLING_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// What the client's response head will be.
 enum Head {
@@ -52,11 +59,21 @@ pub fn guard(
     let shape = exchange.error_shape();
     let (head_sender, head) = oneshot::channel();
     let (sender, client_body) = ChannelBody::channel(16);
+    let holds_text = exchange.route.chain.holds_text();
+    // Only a chain that recovers from blocks bills several attempts.
+    let usage = exchange
+        .recovery
+        .is_some()
+        .then(|| StreamUsage::new(exchange.format));
     let relay = Relay {
         assembler: exchange.format.stream_assembler(),
+        usage,
+        upstream_ended: false,
         rewriter: StreamRewriter::new(exchange.format),
         held: Vec::new(),
         held_bytes: 0,
+        held_calls: false,
+        holds_text,
         exchange,
         head: Some(head_sender),
         sender,
@@ -98,11 +115,19 @@ enum Flow {
     /// The answer was blocked before any of it was sent, and the route retries: this request
     /// goes upstream, and its stream replaces the blocked one.
     Retry(Bytes),
+    /// The answer was blocked before any of it was sent, and the route answers with a message
+    /// in its place.
+    Notice(Rejection),
 }
 
 struct Relay {
     exchange: Exchange,
     assembler: Box<dyn StreamAssembler>,
+    /// The usage the current attempt reported so far, on a chain that recovers from blocks:
+    /// a blocked attempt is billed in the answer that reaches the client.
+    usage: Option<StreamUsage>,
+    /// The current attempt's upstream stream has ended.
+    upstream_ended: bool,
     /// Present until the head is decided.
     head: Option<oneshot::Sender<Head>>,
     sender: mpsc::Sender<Result<Bytes, BoxError>>,
@@ -113,6 +138,11 @@ struct Relay {
     held: Vec<SseEvent>,
     /// The size of `held` on the wire, for the response limit.
     held_bytes: usize,
+    /// Whether `held` has a call's events, which are checked before they are released.
+    held_calls: bool,
+    /// The route holds text too (`hold_text`): nothing of an answer is sent before the calls
+    /// before it are checked, so a block can still be retried or answered with a message.
+    holds_text: bool,
     /// Argument edits made so far; every event from then on passes through it.
     rewriter: StreamRewriter,
     /// What is ready for the client: sent once per burst of upstream frames, not once per
@@ -152,12 +182,32 @@ impl Relay {
             let flow = self
                 .relay(&mut body, &mut parser, read_timeout, &mut grace_over)
                 .await;
-            let Flow::Retry(request) = flow else {
-                break;
-            };
-            match Box::pin(self.retry(request)).await {
-                Some(next) => body = Coalesce::new(next),
-                None => break,
+            match flow {
+                Flow::Retry(request) => {
+                    self.bill_blocked_attempt(
+                        &mut body,
+                        &mut parser,
+                        read_timeout,
+                        &mut grace_over,
+                    )
+                    .await;
+                    match Box::pin(self.retry(request)).await {
+                        Some(next) => body = Coalesce::new(next),
+                        None => break,
+                    }
+                }
+                Flow::Notice(rejection) => {
+                    self.bill_blocked_attempt(
+                        &mut body,
+                        &mut parser,
+                        read_timeout,
+                        &mut grace_over,
+                    )
+                    .await;
+                    self.notice(&rejection);
+                    break;
+                }
+                Flow::Continue | Flow::Stop => break,
             }
         }
         // A stream that ends having shown nothing still needs its head.
@@ -203,6 +253,7 @@ impl Relay {
                     return Flow::Stop;
                 }
                 None => {
+                    self.upstream_ended = true;
                     if let Some(event) = parser.finish() {
                         match self.on_event(event).await {
                             Flow::Continue => {}
@@ -219,10 +270,11 @@ impl Relay {
                         return Flow::Stop;
                     }
                     // The stream ended with calls still open: check them as they are, never
-                    // release them unchecked.
-                    if !self.held.is_empty() {
+                    // release them unchecked. Held text alone is released as it is.
+                    if self.held_calls {
                         return Box::pin(self.validate()).await;
                     }
+                    self.release_held();
                     return Flow::Stop;
                 }
                 Some(Ok(frame)) => frame,
@@ -231,13 +283,27 @@ impl Relay {
                 continue;
             };
             if parser.buffered_len() + self.held_bytes + data.len() > self.limit {
-                Box::pin(self.fail(GatewayError::response_too_large(self.limit))).await;
+                let mut error = GatewayError::response_too_large(self.limit);
+                if self.holds_text {
+                    error.message.push_str(
+                        " while held until its tool calls were checked (hold_text); nothing of it was sent",
+                    );
+                }
+                Box::pin(self.fail(error)).await;
                 return Flow::Stop;
             }
-            for event in parser.push(&data) {
+            let mut events = parser.push(&data).into_iter();
+            while let Some(event) = events.next() {
                 match self.on_event(event).await {
                     Flow::Continue => {}
-                    flow => return flow,
+                    flow => {
+                        // The rest of the burst is not relayed, but may report usage (a chat
+                        // stream's last chunk comes with its finish).
+                        if let Some(usage) = &mut self.usage {
+                            events.for_each(|event| usage.observe(&event));
+                        }
+                        return flow;
+                    }
                 }
             }
             // Nothing more is at hand: what is queued leaves now, then wait.
@@ -245,6 +311,54 @@ impl Relay {
                 return Flow::Stop;
             }
         }
+    }
+
+    /// Reads what is left of a blocked attempt's stream for the usage it reports (its last
+    /// events), so that the answer the client gets bills it; nothing of it is sent. Bounded
+    /// as the relay is (the response limit, the shutdown) and more tightly in time: the client
+    /// waits meanwhile, and the usage follows the calls at once in every format, so a stream
+    /// that stalls here is billed with what it reported rather than waited for.
+    async fn bill_blocked_attempt<G: Future<Output = ()>>(
+        &mut self,
+        body: &mut Coalesce<Incoming>,
+        parser: &mut SseParser,
+        read_timeout: std::time::Duration,
+        grace_over: &mut std::pin::Pin<&mut G>,
+    ) {
+        let Some(mut usage) = self.usage.take() else {
+            return;
+        };
+        let wait = read_timeout.min(BILLING_READ_TIMEOUT);
+        let mut read = 0usize;
+        while !self.upstream_ended {
+            let next = tokio::select! {
+                next = tokio::time::timeout(wait, body.frame()) => next,
+                () = grace_over.as_mut() => break,
+            };
+            let data = match next {
+                Ok(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(data) => data,
+                    Err(_) => continue,
+                },
+                Ok(None) => {
+                    self.upstream_ended = true;
+                    break;
+                }
+                Ok(Some(Err(_))) | Err(_) => break,
+            };
+            read += data.len();
+            if read > self.limit {
+                break;
+            }
+            for event in parser.push(&data) {
+                usage.observe(&event);
+            }
+        }
+        if let Some(event) = parser.finish() {
+            usage.observe(&event);
+        }
+        self.exchange.bill_blocked_attempt(usage.take());
+        self.usage = Some(usage);
     }
 
     /// Sends the conversation with the blocked calls answered upstream again; the relay goes
@@ -260,6 +374,10 @@ impl Relay {
             {
                 self.assembler = self.exchange.format.stream_assembler();
                 self.rewriter = StreamRewriter::new(self.exchange.format);
+                if let Some(earlier) = self.exchange.blocked_usage() {
+                    self.rewriter.add_earlier_usage(earlier.clone());
+                }
+                self.upstream_ended = false;
                 self.preamble.clear();
                 self.unparsable_seen = false;
                 self.events_seen = 0;
@@ -295,6 +413,9 @@ impl Relay {
     }
 
     async fn on_event(&mut self, event: SseEvent) -> Flow {
+        if let Some(usage) = &mut self.usage {
+            usage.observe(&event);
+        }
         let step = self.assembler.observe(&event);
         self.events_seen += 1;
         if let Some(rejection) = self.exchange.refuse_event(step, &event) {
@@ -302,8 +423,8 @@ impl Relay {
             return Box::pin(self.block(rejection)).await;
         }
         if !self.held.is_empty() || step == StreamStep::ToolFragment {
-            self.held_bytes += event.raw.len();
-            self.held.push(event);
+            self.held_calls |= step == StreamStep::ToolFragment;
+            self.hold(event);
             if self.assembler.calls_ready() {
                 return Box::pin(self.validate()).await;
             }
@@ -311,7 +432,9 @@ impl Relay {
         }
         match step {
             StreamStep::Preamble if self.head.is_some() => {
-                self.preamble.extend_from_slice(&event.raw);
+                // Rewritten too: Anthropic's opening event reports usage.
+                let bytes = self.rewritten(event);
+                self.preamble.extend_from_slice(&bytes);
                 Flow::Continue
             }
             // On a route that passes what it cannot read, the plugins judge the first such event
@@ -325,13 +448,50 @@ impl Relay {
                     ParseError::new("a stream event that is not an event of the exchange's format");
                 match Box::pin(self.check(Parsed::Unparsable(error))).await.0 {
                     Some(rejection) => Box::pin(self.block(rejection)).await,
-                    None => self.send(event.raw).await,
+                    None => self.pass(event).await,
                 }
             }
-            _ => {
-                let bytes = self.rewritten(event);
-                self.send(bytes).await
-            }
+            _ => self.pass(event).await,
+        }
+    }
+
+    /// An event that shows the client something and needs no check: sent, or held with the
+    /// rest of the answer when the route holds text.
+    async fn pass(&mut self, event: SseEvent) -> Flow {
+        if self.holds_text {
+            self.hold(event);
+            return Flow::Continue;
+        }
+        let bytes = self.rewritten(event);
+        self.send(bytes).await
+    }
+
+    fn hold(&mut self, event: SseEvent) {
+        self.held_bytes += event.raw.len();
+        self.held.push(event);
+    }
+
+    /// Forgets what was held: it was blocked, or its stream failed.
+    fn drop_held(&mut self) {
+        self.held.clear();
+        self.held_bytes = 0;
+        self.held_calls = false;
+    }
+
+    /// Queues every held event for the client, in one write.
+    fn release_held(&mut self) {
+        if self.held.is_empty() {
+            return;
+        }
+        // Straight into the outbox: a buffer of the released events first would be one more
+        // copy of them alive, per stream, while the burst goes out.
+        self.open_outbox();
+        self.outbox.reserve(self.held_bytes);
+        self.held_bytes = 0;
+        self.held_calls = false;
+        for event in std::mem::take(&mut self.held) {
+            let bytes = self.rewritten(event);
+            self.outbox.extend_from_slice(&bytes);
         }
     }
 
@@ -366,15 +526,7 @@ impl Relay {
                     self.rewriter.add_edits(&edits);
                 }
                 Box::pin(self.exchange.deliver(calls, &edits)).await;
-                // Straight into the outbox: a buffer of the released events first would be
-                // one more copy of them alive, per stream, while the burst goes out.
-                self.open_outbox();
-                self.outbox.reserve(self.held_bytes);
-                self.held_bytes = 0;
-                for event in std::mem::take(&mut self.held) {
-                    let bytes = self.rewritten(event);
-                    self.outbox.extend_from_slice(&bytes);
-                }
+                self.release_held();
                 Flow::Continue
             }
         }
@@ -434,13 +586,9 @@ impl Relay {
             .after_block(rejection, on_block, calls, None, nothing_sent)
         {
             AfterBlock::Error(rejection) => self.block(rejection).await,
-            AfterBlock::Message(rejection) => {
-                self.notice(&rejection);
-                Flow::Stop
-            }
+            AfterBlock::Message(rejection) => Flow::Notice(rejection),
             AfterBlock::Retry { request, rejection } => {
-                self.held.clear();
-                self.held_bytes = 0;
+                self.drop_held();
                 self.retrying = Some(rejection);
                 Flow::Retry(request)
             }
@@ -450,8 +598,7 @@ impl Relay {
     /// The `message` answer as a whole stream of the format's events, in place of the blocked
     /// one (whose held preamble is dropped: the notice has its own opening events).
     fn notice(&mut self, rejection: &Rejection) {
-        self.held.clear();
-        self.held_bytes = 0;
+        self.drop_held();
         self.preamble.clear();
         let mut headers = Vec::new();
         if let Some(value) = on_block::violations_header(&rejection.violations) {
@@ -463,8 +610,7 @@ impl Relay {
     }
 
     async fn block(&mut self, rejection: Rejection) -> Flow {
-        self.held.clear();
-        self.held_bytes = 0;
+        self.drop_held();
         // What was released before the block still goes, ahead of the error frame.
         self.flush().await;
         if self.head.is_some() {
@@ -480,8 +626,7 @@ impl Relay {
 
     /// Ends the stream on an upstream failure. Held calls were never checked and are dropped.
     async fn fail(&mut self, error: GatewayError) {
-        self.held.clear();
-        self.held_bytes = 0;
+        self.drop_held();
         self.flush().await;
         self.exchange.failed = true;
         tracing::warn!(request_id = %self.exchange.meta.request_id, code = error.code, message = %error.message, "stream failed");

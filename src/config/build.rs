@@ -594,6 +594,7 @@ struct MergedEntry<'a> {
     on_block_from_route: bool,
     max_retries: Option<u32>,
     retry_deadline_ms: Option<u64>,
+    hold_text: Option<bool>,
     settings: toml::Table,
     /// Where each top-level settings key came from, to point errors at the right line.
     key_origins: BTreeMap<String, KeyPath>,
@@ -641,6 +642,7 @@ fn build_chain(
                         on_block_from_route: false,
                         max_retries: None,
                         retry_deadline_ms: None,
+                        hold_text: None,
                         settings: toml::Table::new(),
                         key_origins: BTreeMap::new(),
                         entry_path: entry_path.clone(),
@@ -669,6 +671,7 @@ fn build_chain(
             target.on_block_from_route |= entry.on_block.is_some() && list_path == &local_path;
             target.max_retries = entry.max_retries.or(target.max_retries);
             target.retry_deadline_ms = entry.retry_deadline_ms.or(target.retry_deadline_ms);
+            target.hold_text = entry.hold_text.or(target.hold_text);
             for (setting, value) in entry.settings.iter().flatten() {
                 target.settings.insert(setting.clone(), value.clone());
                 target.key_origins.insert(
@@ -728,6 +731,16 @@ fn build_chain(
                 continue;
             }
         };
+        let hold_text = entry.hold_text == Some(true);
+        // Holding text only serves a recovery; without one it would delay every stream for
+        // nothing. (A gateway-wide entry that an MCP route turns to `error` holds nothing.)
+        if hold_text && on_block == OnBlock::Error && !context.mcp_route {
+            errors.push(source.error_at_key(
+                &entry.entry_path.clone().key("hold_text"),
+                "hold_text applies only with on_block = \"retry\" or \"message\"",
+            ));
+            continue;
+        }
         match factory.build(&settings, context) {
             Ok(plugin) => chain.push(ChainEntry {
                 name: entry.key.to_owned(),
@@ -735,6 +748,7 @@ fn build_chain(
                 mode: entry.mode,
                 priority: entry.priority.unwrap_or_else(|| factory.default_priority()),
                 on_block,
+                hold_text,
             }),
             Err(error) => errors.extend(
                 error

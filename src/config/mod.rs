@@ -582,6 +582,10 @@ pub(crate) struct RawPluginEntry {
     /// With `on_block = "retry"`: no new attempt starts this long after the request came.
     #[serde(default)]
     pub retry_deadline_ms: Option<u64>,
+    /// With `on_block = "retry"` or `"message"`: a streamed answer's text is held until its
+    /// calls are checked, so a block can still be retried or answered with a message.
+    #[serde(default)]
+    pub hold_text: Option<bool>,
     #[serde(default)]
     pub settings: Option<toml::Table>,
 }

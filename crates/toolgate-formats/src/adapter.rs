@@ -7,6 +7,7 @@ use crate::edits::Edit;
 use crate::format::{ErrorShape, ParseError, ToolRequest, ToolResponse};
 use crate::on_block::{BlockNotice, CallFeedback};
 use crate::response_edits::Replacement;
+use crate::stream::usage::UsageSlot;
 use crate::stream::{StreamAssembler, StreamRewriter};
 use crate::tool::HistoryCall;
 
@@ -45,6 +46,8 @@ pub(crate) trait Adapter: Sync {
     ) -> Result<bool, ParseError>;
     /// Rewrites one stream event for the edits `rewriter` holds; true when it changed.
     fn rewrite_event(&self, rewriter: &mut StreamRewriter, event: &mut serde_json::Value) -> bool;
+    /// Where one of its stream events carries usage, if it does.
+    fn event_usage<'v>(&self, event: &'v mut serde_json::Value) -> Option<UsageSlot<'v>>;
     /// The request continued with the model's blocked turn, each call answered by why it did
     /// not run, in the format's own shape (the `on_block = "retry"` request).
     fn retry_request(
@@ -139,6 +142,13 @@ macro_rules! folder_adapter {
                 event: &mut serde_json::Value,
             ) -> bool {
                 rewriter.$rewrite_event(event)
+            }
+
+            fn event_usage<'v>(
+                &self,
+                event: &'v mut serde_json::Value,
+            ) -> Option<crate::stream::usage::UsageSlot<'v>> {
+                rewrite::event_usage(event)
             }
 
             fn retry_request(

@@ -30,7 +30,8 @@
 //! - [`on_block`]: what the formats write when a route recovers from a block: the retry
 //!   request's feedback and the `message` answer (each folder's `on_block.rs` has its shapes).
 //! - [`sse`]: an incremental Server-Sent Events parser that keeps each event's exact bytes.
-//! - [`stream`]: what an event is to the guard, the assembler trait, and whole-stream reading.
+//! - [`stream`]: what an event is to the guard, the assembler trait, whole-stream reading, and
+//!   edits and usage written into a stream's events.
 
 mod adapter;
 mod anthropic;

@@ -3,8 +3,10 @@
 //! An assembler only reads events; the gateway decides what to forward, hold or replace.
 
 pub(crate) mod rewrite;
+pub(crate) mod usage;
 
 pub use rewrite::StreamRewriter;
+pub use usage::StreamUsage;
 
 use crate::format::{ParseError, ToolResponse, WireFormat};
 use crate::sse::{SseEvent, SseParser};

@@ -2,7 +2,8 @@
 //! installed by `.ci/test`) runs `tests/sdk/agent.py` against a gateway whose tool_selection
 //! retries blocks. The model first calls a tool the agent never declared; the agent never sees
 //! it, runs the call the model makes after the feedback, and its run completes. With
-//! `on_block = "message"` the run completes too, on the message.
+//! `on_block = "message"` the run completes too, on the message; without `on_block` it is
+//! lost on the 403 (the SDK raises `PermissionDeniedError`).
 
 use serde_json::Value;
 
@@ -94,5 +95,20 @@ async fn an_agent_run_completes_on_the_message() {
         output.contains("'delete_user' is not a declared tool"),
         "{seen}"
     );
+    assert_eq!(seen["ran"], Value::Array(vec![]));
+}
+
+#[tokio::test]
+async fn without_on_block_the_agent_run_is_lost_on_the_403() {
+    if !agents_sdk_installed() {
+        return;
+    }
+    let upstream = ScriptedUpstream::start().await;
+    let gateway = TestGateway::start(&upstream, &guarded_with("")).await;
+    upstream.push(Reply::chat_calls(&[BAD]));
+
+    let seen = run_agent(&gateway).await;
+    assert_eq!(seen["error"]["class"], "PermissionDeniedError", "{seen}");
+    assert_eq!(seen["output"], Value::Null);
     assert_eq!(seen["ran"], Value::Array(vec![]));
 }

@@ -162,3 +162,42 @@ async fn a_budget_keeps_its_429_whatever_on_block_says() {
     let body = json_with_status(refused, 429).await;
     assert_eq!(body["error"]["code"], "tool_budget_exceeded");
 }
+
+#[tokio::test]
+async fn the_judges_reason_is_in_the_feedback_the_model_reads() {
+    let upstream = ScriptedUpstream::start().await;
+    let judge = ScriptedUpstream::start().await;
+    let config = format!(
+        "[[plugins]]\nname = \"tool_selection\"\non_block = \"retry\"\n\
+         [plugins.settings]\nopenai_api_key = \"sk-judge\"\nbase_url = \"{}/v1\"\n\
+         model = \"judge-model\"\njudge_timeout_ms = 2000\n\n\
+         [[routes]]\npath = \"/v1\"\nupstream = \"llm\"\n",
+        judge.url()
+    );
+    let gateway = TestGateway::start(&upstream, &config).await;
+    upstream.push(Reply::chat_calls(&[(
+        "call_lyon",
+        "get_weather",
+        r#"{"city":"Lyon"}"#,
+    )]));
+    judge.push(Reply::judge("deny", "the user asked about Paris, not Lyon"));
+    upstream.push(Reply::chat_calls(&[GOOD]));
+    judge.push(Reply::judge("allow", "matches the user's request"));
+
+    let answer = gateway.sdk_chat(chat_request()).await.expect("passes");
+    let calls = answer.choices[0]
+        .message
+        .tool_calls
+        .clone()
+        .unwrap_or_default();
+    let call = serde_json::to_value(&calls[0]).expect("serializable");
+    assert_eq!(call["function"]["arguments"], GOOD.2);
+    let fed_back = last_items(&upstream.requests()[1].json(), "messages", 1);
+    assert_eq!(fed_back[0]["tool_call_id"], "call_lyon");
+    let result = fed_back[0]["content"].as_str().unwrap_or_default();
+    assert!(
+        result.contains("the user asked about Paris, not Lyon"),
+        "{result}"
+    );
+    assert_eq!(judge.request_count(), 2, "each attempt was judged");
+}

@@ -1,5 +1,6 @@
 //! `on_block` settings are checked at load: an unknown choice, retry limits out of range, and
-//! retry limits on an entry whose blocks are not retried are located errors.
+//! retry limits (or `hold_text`) on an entry whose blocks are not recovered from are located
+//! errors.
 
 use super::guarded_with;
 use crate::common::answers::{assert_contains_all, config_errors};
@@ -41,5 +42,18 @@ fn wrong_on_block_settings_do_not_load() {
     assert_contains_all(
         &errors_of("max_retries = 3"),
         ["max_retries applies only with on_block = \"retry\""],
+    );
+    for without_recovery in ["hold_text = true", "on_block = \"error\"\nhold_text = true"] {
+        assert_contains_all(
+            &errors_of(without_recovery),
+            [
+                "gateway.toml:",
+                "hold_text applies only with on_block = \"retry\" or \"message\"",
+            ],
+        );
+    }
+    assert_contains_all(
+        &errors_of("on_block = \"message\"\nhold_text = \"yes\""),
+        ["hold_text"],
     );
 }

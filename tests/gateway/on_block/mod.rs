@@ -8,7 +8,9 @@ mod agents;
 mod chat;
 mod config;
 mod formats;
+mod held_text;
 mod streams;
+mod usage;
 
 use serde_json::{Value, json};
 

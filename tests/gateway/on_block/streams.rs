@@ -7,12 +7,13 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use super::{BAD, GOOD, chat_request, guarded_with, last_items};
+use crate::common::answers::blocked_envelope;
 use crate::common::upstream::chat_stream;
 use crate::common::{Reply, ScriptedUpstream, TestGateway};
 
 /// What an SDK user read from a chat stream: the text, the calls' names, the finish reasons,
 /// and the error that ended it, if any.
-async fn read_sdk_stream(
+pub(super) async fn read_sdk_stream(
     gateway: &TestGateway,
     request: Value,
 ) -> (String, Vec<String>, Vec<String>, Option<String>) {
@@ -45,7 +46,7 @@ async fn read_sdk_stream(
     (text, calls, finishes, None)
 }
 
-fn streamed(mut request: Value) -> Value {
+pub(super) fn streamed(mut request: Value) -> Value {
     request["stream"] = json!(true);
     request
 }
@@ -158,4 +159,28 @@ async fn once_text_reached_the_client_a_block_ends_the_stream_with_its_error() {
         1,
         "nothing is retried once the client read text"
     );
+}
+
+#[tokio::test]
+async fn a_stream_whose_retries_are_spent_is_answered_with_a_real_403() {
+    let upstream = ScriptedUpstream::start().await;
+    let gateway = TestGateway::start(
+        &upstream,
+        &guarded_with("on_block = \"retry\"\nmax_retries = 1"),
+    )
+    .await;
+    upstream.push(Reply::sse_events(&chat_stream(&[BAD], None)));
+    upstream.push(Reply::sse_events(&chat_stream(
+        &[("call_worse", "drop_table", "{}")],
+        None,
+    )));
+    let envelope = blocked_envelope(gateway.post_chat(&streamed(chat_request())).await).await;
+    assert_eq!(envelope["error"]["code"], "undeclared_tool");
+    assert_eq!(envelope["error"]["violations"][0]["tool"], "drop_table");
+    assert_eq!(upstream.request_count(), 2, "one retry, no more");
+    gateway
+        .assert_metrics_contain(&[
+            "toolgate_block_retries_total{route=\"/v1\",outcome=\"blocked\"} 1",
+        ])
+        .await;
 }

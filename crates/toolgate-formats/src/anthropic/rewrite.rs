@@ -6,6 +6,7 @@ use serde_json::Value;
 use crate::format::ParseError;
 use crate::response_edits::Replacement;
 use crate::stream::StreamRewriter;
+use crate::stream::usage::UsageSlot;
 
 /// Replaces the arguments of the edited calls among `items`, the answer's calls field.
 pub(super) fn replace_arguments(
@@ -42,6 +43,25 @@ fn anthropic_input(arguments: &str) -> Result<Value, ParseError> {
         ParseError::new(format!(
             "replacement arguments for an Anthropic tool_use are not JSON: {error}"
         ))
+    })
+}
+
+/// `message_start`'s usage opens the report; `message_delta`'s counts replace the ones it
+/// names.
+pub(super) fn event_usage(event: &mut Value) -> Option<UsageSlot<'_>> {
+    let kind = event.get("type").and_then(Value::as_str)?;
+    let (usage, whole) = match kind {
+        "message_start" => (event.get_mut("message")?.get_mut("usage")?, true),
+        "message_delta" => (event.get_mut("usage")?, false),
+        _ => return None,
+    };
+    if !usage.is_object() {
+        return None;
+    }
+    Some(if whole {
+        UsageSlot::Whole(usage)
+    } else {
+        UsageSlot::Update(usage)
     })
 }
 

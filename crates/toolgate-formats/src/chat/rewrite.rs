@@ -6,6 +6,7 @@ use serde_json::Value;
 use crate::format::ParseError;
 use crate::response_edits::Replacement;
 use crate::stream::StreamRewriter;
+use crate::stream::usage::UsageSlot;
 
 /// Replaces the arguments of the edited calls among `items`, the answer's calls field.
 pub(super) fn replace_arguments(
@@ -62,6 +63,14 @@ fn set_chat_call(message: &mut Value, call_id: Option<&str>, arguments: &str) ->
             changed
         }
     }
+}
+
+/// A chunk's `usage` (the last chunk's, with `stream_options.include_usage`), a whole report.
+pub(super) fn event_usage(event: &mut Value) -> Option<UsageSlot<'_>> {
+    event
+        .get_mut("usage")
+        .filter(|usage| usage.is_object())
+        .map(UsageSlot::Whole)
 }
 
 impl StreamRewriter {

@@ -8,6 +8,7 @@ use crate::format::WireFormat;
 use crate::response_edits::{self, Replacement};
 use crate::stream::StreamRewriter;
 use crate::stream::rewrite::StreamEdit;
+use crate::stream::usage::UsageSlot;
 
 /// Replaces the arguments of the edited calls among `items`, the answer's calls field.
 pub(super) fn replace_arguments(
@@ -42,6 +43,16 @@ fn set_responses_item(item: &mut Value, edit: &Replacement<'_>) -> bool {
     };
     item[field] = Value::String(edit.arguments.to_owned());
     true
+}
+
+/// The usage of the response an event carries (`response.completed` and the other final
+/// events), a whole report; the opening events' is `null`.
+pub(super) fn event_usage(event: &mut Value) -> Option<UsageSlot<'_>> {
+    event
+        .get_mut("response")?
+        .get_mut("usage")
+        .filter(|usage| usage.is_object())
+        .map(UsageSlot::Whole)
 }
 
 impl StreamRewriter {

@@ -2,9 +2,11 @@
 //! carries (part of) them is rewritten before it reaches the client. The first fragment of an
 //! edited call carries the whole new arguments and its later fragments carry nothing, so a
 //! client that concatenates fragments rebuilds exactly the new arguments; events that repeat
-//! the whole arguments (`….done`, `response.completed`) carry them whole. Events that touch no
-//! edited call are not rewritten: the caller forwards their original bytes. Each format's
-//! events are rewritten in its folder (`chat/rewrite.rs`, …); this file keeps the edits.
+//! the whole arguments (`….done`, `response.completed`) carry them whole. After a retried
+//! block, the events that report usage carry the earlier attempts' added in (`usage.rs`).
+//! Events that touch no edited call and report no usage are not rewritten: the caller forwards
+//! their original bytes. Each format's events are rewritten in its folder (`chat/rewrite.rs`,
+//! …); this file keeps the edits.
 
 use std::collections::HashMap;
 
@@ -36,6 +38,9 @@ pub struct StreamRewriter {
     pub(crate) slots: HashMap<(u32, u64), String>,
     /// Responses: output item id → the id its call is known by (`call_id`, else `id`).
     pub(crate) items: HashMap<String, String>,
+    /// The usage of the attempts blocked before this stream's, summed: added into the usage
+    /// this stream reports.
+    earlier_usage: Option<Value>,
 }
 
 impl StreamRewriter {
@@ -45,6 +50,15 @@ impl StreamRewriter {
             edits: Vec::new(),
             slots: HashMap::new(),
             items: HashMap::new(),
+            earlier_usage: None,
+        }
+    }
+
+    /// Adds `usage`, an earlier attempt's, into every usage this stream reports.
+    pub fn add_earlier_usage(&mut self, usage: Value) {
+        match &mut self.earlier_usage {
+            Some(total) => crate::on_block::add_usage(total, &usage),
+            None => self.earlier_usage = Some(usage),
         }
     }
 
@@ -60,20 +74,29 @@ impl StreamRewriter {
         }
     }
 
-    /// Whether any edit was made, i.e. whether events must go through [`Self::rewrite`].
+    /// Whether any edit was made or earlier usage is carried, i.e. whether events must go
+    /// through [`Self::rewrite`].
     pub fn is_active(&self) -> bool {
-        !self.edits.is_empty()
+        !self.edits.is_empty() || self.earlier_usage.is_some()
     }
 
-    /// The event's new bytes when it carries an edited call's arguments, else `None` (forward
-    /// the original bytes).
+    /// The event's new bytes when it carries an edited call's arguments or reports usage to add
+    /// to, else `None` (forward the original bytes).
     pub fn rewrite(&mut self, event: &SseEvent) -> Option<Bytes> {
         let data = event.data.as_deref()?;
         if data.trim() == "[DONE]" {
             return None;
         }
+        let edits = !self.edits.is_empty();
+        let usage = self.earlier_usage.is_some() && super::usage::may_carry_usage(data);
+        if !edits && !usage {
+            return None;
+        }
         let mut value: Value = serde_json::from_str(data).ok()?;
-        let changed = self.format.adapter().rewrite_event(self, &mut value);
+        let mut changed = edits && self.format.adapter().rewrite_event(self, &mut value);
+        if usage && let Some(earlier) = &self.earlier_usage {
+            changed |= super::usage::add_earlier(self.format, &mut value, earlier);
+        }
         if !changed {
             return None;
         }
