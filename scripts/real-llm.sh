@@ -99,3 +99,95 @@ if [[ "${1:-}" == "--build-only" ]]; then
   log "build only: done"
   exit 0
 fi
+
+toolgate="${TOOLGATE_BIN:-$repo/target/release/toolgate}"
+if [[ ! -x "$toolgate" ]]; then
+  log "no toolgate at $toolgate: cargo build --release"
+  (cd "$repo" && cargo build --release)
+fi
+
+run="$cache/run"
+rm -rf "$run" && mkdir -p "$run"
+pids=()
+cleanup() {
+  local pid
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT
+
+wait_http() { # url, seconds, what
+  local i
+  for ((i = 0; i < $2 * 5; i++)); do
+    curl -fsS -o /dev/null "$1" 2>/dev/null && return 0
+    sleep 0.2
+  done
+  die "$3 did not come up at $1 (logs in $run)"
+}
+
+model="$(ls "$cache"/model/*.gguf | head -1)"
+log "starting llama-server on 127.0.0.1:$llama_port with $(basename "$model")"
+"$cache/bin/llama-server" -m "$model" --alias smollm2 --host 127.0.0.1 --port "$llama_port" \
+  -c 4096 -np 1 -t 2 >"$run/llama-server.log" 2>&1 &
+pids+=($!)
+"$python" "$here/real_llm.py" upstream "$upstream_port" >"$run/upstream.log" 2>&1 &
+pids+=($!)
+
+# Two routes: the judged one answers from the scripted upstream (the model makes no tool calls) and
+# asks the real model for verdicts; /v1 is llama-server itself, for streaming. The verdict cache is
+# off so every run asks the model again.
+cat >"$run/toolgate.toml" <<TOML
+[server]
+listen = "127.0.0.1:$gate_port"
+admin_listen = "127.0.0.1:$((port0 + 3))"
+
+[upstreams.llama]
+url = "http://127.0.0.1:$llama_port"
+
+[upstreams.scripted]
+url = "http://127.0.0.1:$upstream_port"
+
+[audit]
+output = "$run/audit.jsonl"
+
+[[plugins]]
+name = "tool_selection"
+[plugins.settings]
+openai_api_key = "unused-by-llama-server"
+base_url = "http://127.0.0.1:$llama_port/v1"
+model = "smollm2"
+judge_timeout_ms = 30000
+judge_cache_size = 0
+semantic_fail_mode = "block"
+
+[[routes]]
+path = "/judged/v1/chat/completions"
+upstream = "scripted"
+format = "chat_completions"
+
+[[routes]]
+path = "/v1/chat/completions"
+upstream = "llama"
+format = "chat_completions"
+TOML
+"$toolgate" check -c "$run/toolgate.toml" >/dev/null || die "toolgate check refused $run/toolgate.toml"
+"$toolgate" serve -c "$run/toolgate.toml" >"$run/toolgate.log" 2>&1 &
+pids+=($!)
+
+wait_http "http://127.0.0.1:$llama_port/health" 120 llama-server
+wait_http "http://127.0.0.1:$((port0 + 3))/ready" 30 toolgate
+
+status=0
+"$python" "$here/real_llm.py" check "http://127.0.0.1:$gate_port" "http://127.0.0.1:$((port0 + 3))" \
+  "$runs" "$run/results.json" || status=$?
+{
+  echo "date=$(date -u +%Y-%m-%dT%H:%MZ)"
+  cat "$cache/build-info.txt"
+  echo "llama_server_version=$("$cache/bin/llama-server" --version 2>&1 | grep -m1 -i version || true)"
+  echo "model=$(basename "$model")"
+  echo "toolgate=$("$toolgate" --version)"
+  echo "openai_sdk=$("$python" -c 'import openai; print(openai.__version__)')"
+} >"$run/versions.txt"
+cat "$run/versions.txt" >&2
+log "results: $run/results.json, logs: $run"
+exit "$status"
