@@ -8,7 +8,9 @@
 #   scripts/real-llm.sh --build-only stop after llama-server and the model are in the cache
 #
 # Environment: TOOLGATE_REAL_LLM_DIR (cache), TOOLGATE_BIN, TOOLGATE_REAL_LLM_JOBS (build -j, default 1),
-# TOOLGATE_REAL_LLM_RUNS (repeats per judged case, default 5), TOOLGATE_REAL_LLM_PORT (first of 3 ports).
+# TOOLGATE_REAL_LLM_RUNS (repeats per judged case, default 5), TOOLGATE_REAL_LLM_PORT (first of 4 ports).
+# Exit status: 0 all as expected; 1 toolgate (or the set-up) failed; 3 toolgate acted on every verdict
+# but the model's verdicts were not the expected ones.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -127,8 +129,10 @@ wait_http() { # url, seconds, what
 
 model="$(ls "$cache"/model/*.gguf | head -1)"
 log "starting llama-server on 127.0.0.1:$llama_port with $(basename "$model")"
+# -n: the judge's request sets no max_tokens, and the small model sometimes loops inside the
+# verdict's "reason" string until the context is full; a cap turns that into a prompt error.
 "$cache/bin/llama-server" -m "$model" --alias smollm2 --host 127.0.0.1 --port "$llama_port" \
-  -c 4096 -np 1 -t 2 >"$run/llama-server.log" 2>&1 &
+  -c 4096 -np 1 -t 2 -n 192 >"$run/llama-server.log" 2>&1 &
 pids+=($!)
 "$python" "$here/real_llm.py" upstream "$upstream_port" >"$run/upstream.log" 2>&1 &
 pids+=($!)

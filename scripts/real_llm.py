@@ -5,8 +5,10 @@
         A chat completions server that answers every request with one fixed tool call, picked by the
         request's x-scripted-call header: the real model judges calls but does not make them.
     real_llm.py check GATE_URL ADMIN_URL RUNS RESULTS_JSON
-        Judged exchanges (allowed and denied, RUNS times each) and text streaming, through toolgate,
-        with the openai SDK. Prints what it saw, writes RESULTS_JSON, exits 1 when a check fails.
+        Judged exchanges (one call to allow, one to deny, RUNS times each) and text streaming,
+        through toolgate, with the openai SDK. Prints what it saw and writes RESULTS_JSON.
+        Exit 1: toolgate failed (a verdict not acted on as the judge said, or streaming broken);
+        exit 3: toolgate did its part but the model's verdicts were not the expected ones.
 """
 
 import json
@@ -117,7 +119,7 @@ def judged(client, runs):
 
     results = {}
     for case, (tool, _, expected) in CALLS.items():
-        verdicts, reasons, seconds = [], [], []
+        outcomes, reasons, seconds = [], [], []
         for _ in range(runs):
             started = time.monotonic()
             try:
@@ -128,26 +130,29 @@ def judged(client, runs):
                     extra_headers={"x-scripted-call": case},
                 )
                 calls = answer.choices[0].message.tool_calls or []
-                verdict = "allow" if [c.function.name for c in calls] == [tool] else "bad-answer"
+                outcome = "allow" if [c.function.name for c in calls] == [tool] else "bad-answer"
                 reason = ""
             except openai.PermissionDeniedError as blocked:
                 violations = (blocked.body or {}).get("violations", [])
-                codes = {v.get("code") for v in violations}
-                verdict = "deny" if codes == {"semantic_denied"} else "blocked:" + ",".join(sorted(map(str, codes)))
+                codes = sorted({str(v.get("code")) for v in violations})
+                # semantic_denied: the judge said deny; semantic_unavailable: it gave no verdict in time.
+                outcome = {"semantic_denied": "deny", "semantic_unavailable": "unavailable"}.get(
+                    ",".join(codes), "blocked:" + ",".join(codes)
+                )
                 reason = "; ".join(v.get("message", "") for v in violations)
             seconds.append(time.monotonic() - started)
-            verdicts.append(verdict)
+            outcomes.append(outcome)
             reasons.append(reason)
-            print(f"  {case:8} {tool:13} -> {verdict:5} {seconds[-1]:.2f}s {reason}")
-        agree = sum(v == expected for v in verdicts)
+            print(f"  {case:8} {tool:13} -> {outcome:11} {seconds[-1]:5.2f}s {reason}")
+        agree = sum(o == expected for o in outcomes)
         results[case] = {
             "tool": tool,
             "expected": expected,
-            "verdicts": verdicts,
+            "outcomes": outcomes,
             "agreement": f"{agree}/{runs}",
             "reasons": sorted(set(r for r in reasons if r)),
             "client_seconds_median": round(statistics.median(seconds), 3),
-            "ok": agree == runs,
+            "as_expected": agree == runs,
         }
     return results
 
@@ -202,17 +207,39 @@ def check(gate_url, admin_url, runs, out_path):
     after = judge_metrics(admin_url)
     calls = after.get("latency_count", 0) - before.get("latency_count", 0)
     mean = (after.get("latency_sum", 0) - before.get("latency_sum", 0)) / calls if calls else None
-    outcomes = {k: after[k] - before.get(k, 0) for k in after if not k.startswith("latency")}
-    judge = {"calls": int(calls), "mean_latency_seconds": round(mean, 3) if mean else None, "outcomes": outcomes}
-    print(f"  judge: {judge}")
+    said = {k: int(after[k] - before.get(k, 0)) for k in after if not k.startswith("latency")}
+    judge = {"calls": int(calls), "mean_latency_seconds": round(mean, 3) if mean else None, "outcomes": said}
+    print(f"  judge (toolgate's metrics): {judge}")
+
+    # toolgate's part: every exchange ended as the judge's own answer says, counted independently
+    # by the gateway's metrics and by what the client received.
+    seen = [o for r in cases.values() for o in r["outcomes"]]
+    acted = {
+        "allow": seen.count("allow") == said.get("allow", 0),
+        "deny": seen.count("deny") == said.get("deny", 0),
+        "unavailable": seen.count("unavailable") == said.get("timeout", 0) + said.get("error", 0),
+        "nothing else": all(o in ("allow", "deny", "unavailable") for o in seen),
+        "every call judged": calls == len(seen),
+    }
+    print(f"  toolgate acted on every verdict: {acted}")
+
     print("streaming through toolgate from llama-server")
     stream = streaming(gate_url)
-    results = {"judged": cases, "judge": judge, "streaming": stream}
+    toolgate_ok = all(acted.values()) and stream["ok"]
+    model_ok = all(r["as_expected"] for r in cases.values())
+    results = {"judged": cases, "judge": judge, "toolgate_acted": acted, "streaming": stream,
+               "toolgate_ok": toolgate_ok, "model_as_expected": model_ok}
     with open(out_path, "w") as f:
         json.dump(results, f, indent=2)
-    failed = [c for c, r in cases.items() if not r["ok"]] + ([] if stream["ok"] else ["streaming"])
-    print("PASS" if not failed else f"FAIL: {', '.join(failed)}")
-    return 0 if not failed else 1
+    if not toolgate_ok:
+        print("FAIL: toolgate")
+        return 1
+    if not model_ok:
+        misses = ", ".join(f"{c} {r['agreement']} {r['expected']}" for c, r in cases.items() if not r["as_expected"])
+        print(f"MODEL: toolgate did its part, but the model's verdicts were not the expected ones ({misses})")
+        return 3
+    print("PASS")
+    return 0
 
 
 if __name__ == "__main__":
