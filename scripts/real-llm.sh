@@ -9,6 +9,7 @@
 #
 # Environment: TOOLGATE_REAL_LLM_DIR (cache), TOOLGATE_BIN, TOOLGATE_REAL_LLM_JOBS (build -j, default 1),
 # TOOLGATE_REAL_LLM_RUNS (repeats per judged case, default 5), TOOLGATE_REAL_LLM_PORT (first of 4 ports).
+# TOOLGATE_REAL_LLM_SERVER_ARGS (more llama-server flags, appended last, e.g. --cache-prompt).
 # Exit status: 0 all as expected; 1 toolgate (or the set-up) failed; 3 toolgate acted on every verdict
 # but the model's verdicts were not the expected ones.
 set -euo pipefail
@@ -131,8 +132,11 @@ model="$(ls "$cache"/model/*.gguf | head -1)"
 log "starting llama-server on 127.0.0.1:$llama_port with $(basename "$model")"
 # -n: the judge's request sets no max_tokens, and the small model sometimes loops inside the
 # verdict's "reason" string until the context is full; a cap turns that into a prompt error.
+# --no-cache-prompt: a judge request evaluated on top of the previous one's cache gave other answers
+# than the same request fresh (and most of the loops), so repeats would measure the cache, not the model.
 "$cache/bin/llama-server" -m "$model" --alias smollm2 --host 127.0.0.1 --port "$llama_port" \
-  -c 4096 -np 1 -t 2 -n 192 >"$run/llama-server.log" 2>&1 &
+  -c 4096 -np 1 -t 2 -n 192 --no-cache-prompt ${TOOLGATE_REAL_LLM_SERVER_ARGS:-} \
+  >"$run/llama-server.log" 2>&1 &
 pids+=($!)
 "$python" "$here/real_llm.py" upstream "$upstream_port" >"$run/upstream.log" 2>&1 &
 pids+=($!)
