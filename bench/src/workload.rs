@@ -209,6 +209,10 @@ impl Default for RequestSpec {
     }
 }
 
+/// The conversation the table's `+50 KB history` rows carry beyond its request: real agent
+/// requests are mostly history, which the guard only skips.
+pub const HISTORY_BYTES: usize = 50_000;
+
 const FILLER: &str = "Here is the status of the migration so far: the orders table is copied, \
     the indexes are rebuilding, and the replicas are 3 seconds behind the primary. ";
 

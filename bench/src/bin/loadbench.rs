@@ -397,7 +397,7 @@ async fn run(options: Options, fds: u64) -> Result<(), String> {
     std::fs::write(
         &history_body_file,
         workload::request_body(RequestSpec {
-            message_bytes: HISTORY_BYTES,
+            message_bytes: workload::HISTORY_BYTES,
             ..RequestSpec::default()
         }),
     )
@@ -646,7 +646,7 @@ struct TableTarget<'a> {
     label: &'a str,
     address: SocketAddr,
     streamed: bool,
-    /// The table's request with [`HISTORY_BYTES`] more conversation.
+    /// The table's request with [`workload::HISTORY_BYTES`] more conversation.
     history: bool,
     /// Processes whose CPU is the hop's.
     hop: Option<u32>,
@@ -658,10 +658,6 @@ struct TableDurations {
     fixed: Duration,
     rounds: usize,
 }
-
-/// The conversation the `+50 KB history` rows carry beyond the table's request: real agent
-/// requests are mostly history, which the guard only skips.
-const HISTORY_BYTES: usize = 50_000;
 
 /// The rates of the table's fixed-rate runs.
 const FIXED_RATES: [u32; 2] = [1000, 5000];

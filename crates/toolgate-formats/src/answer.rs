@@ -170,13 +170,18 @@ pub fn looks_like_event_stream(body: &[u8]) -> bool {
         line.strip_prefix(field)
             .is_some_and(|rest| matches!(rest.first(), None | Some(b':' | b'\r' | b'\n')))
     };
+    // Every guarded answer passes here: line starts are found with memchr, not byte by byte,
+    // and a one-line JSON answer has none to look at.
     first.starts_with(b":")
         || [&b"data"[..], b"event", b"id", b"retry"]
             .iter()
             .any(|field| is_field(first, field))
-        || body
-            .split(|byte| matches!(byte, b'\r' | b'\n'))
-            .any(|line| is_field(line, b"data"))
+        || std::iter::once(0)
+            .chain(memchr::memchr2_iter(b'\r', b'\n', body).map(|end| end + 1))
+            .any(|start| {
+                body.get(start..)
+                    .is_some_and(|line| is_field(line, b"data"))
+            })
 }
 
 /// The first call whose name was not written as a JSON string (a number, an array, an object,
@@ -293,5 +298,41 @@ mod tests {
         assert!(!looks_like_event_stream(b"database"));
         assert!(looks_like_event_stream(b"x-request-id: 1\n\ndata: {}\n\n"));
         assert!(!looks_like_event_stream(b"{\n  \"data\": 1\n}"));
+    }
+
+    proptest::proptest! {
+        /// The line scan finds a `data` line exactly where splitting the body into lines does:
+        /// bodies are built from the pieces that matter (field names, separators, JSON).
+        #[test]
+        fn the_line_scan_agrees_with_splitting_into_lines(
+            pieces in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "data", "data:", "event", ":", "\r", "\n", "\r\n", " ", "{", "\"data\"", "x", "\u{feff}",
+                ]),
+                0..24,
+            )
+        ) {
+            let body = pieces.concat();
+            let body = body.as_bytes();
+            let trimmed = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
+            let first = trimmed
+                .iter()
+                .position(|byte| !byte.is_ascii_whitespace())
+                .map(|start| &trimmed[start..]);
+            let is_field = |line: &[u8], field: &[u8]| {
+                line.strip_prefix(field)
+                    .is_some_and(|rest| matches!(rest.first(), None | Some(b':' | b'\r' | b'\n')))
+            };
+            let by_splitting = first.is_some_and(|first| {
+                first.starts_with(b":")
+                    || [&b"data"[..], b"event", b"id", b"retry"]
+                        .iter()
+                        .any(|field| is_field(first, field))
+                    || trimmed
+                        .split(|byte| matches!(byte, b'\r' | b'\n'))
+                        .any(|line| is_field(line, b"data"))
+            });
+            proptest::prop_assert_eq!(looks_like_event_stream(body), by_splitting);
+        }
     }
 }
