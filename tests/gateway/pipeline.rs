@@ -25,9 +25,6 @@ struct ToolRemover {
 
 #[async_trait]
 impl Plugin for ToolRemover {
-    fn name(&self) -> &str {
-        "tool_remover"
-    }
     fn body_needs(&self) -> BodyNeeds {
         BodyNeeds::REQUEST
     }

@@ -29,10 +29,6 @@
 //!
 //! #[async_trait]
 //! impl Plugin for NoDelete {
-//!     fn name(&self) -> &str {
-//!         "no_delete"
-//!     }
-//!
 //!     // Only the answer is read: the gateway buffers nothing else for this plugin.
 //!     fn body_needs(&self) -> BodyNeeds {
 //!         BodyNeeds::RESPONSE
@@ -65,7 +61,7 @@
 //! # let schemas = toolgate_plugin::schema::SchemaChecker::standalone();
 //! # let mut context = FactoryContext { metrics: &mut registry, schemas: &schemas };
 //! # let built = factories(&mut context)[0].build(&serde_json::json!({}), &Default::default());
-//! # assert_eq!(built.map(|plugin| plugin.name().to_owned()).ok().as_deref(), Some("no_delete"));
+//! # assert_eq!(built.map(|plugin| plugin.body_needs()).ok(), Some(BodyNeeds::RESPONSE));
 //! ```
 //!
 //! # Layout

@@ -42,15 +42,13 @@ impl BodyNeeds {
     };
 }
 
-/// A guardrail. Only [`Plugin::name`] is required: every stage defaults to "continue".
+/// A guardrail. Nothing is required: every stage defaults to "continue". Its name is the
+/// one its factory registers (the chain entry carries it), never restated here.
 ///
 /// Stages run in priority order (lower first) across the route's chain. The first `Block` in
 /// enforce mode ends the stage; in observe mode it is recorded and the chain goes on.
 #[async_trait]
 pub trait Plugin: Send + Sync + 'static {
-    /// The plugin's registered name, as written in `gateway.toml`.
-    fn name(&self) -> &str;
-
     /// The bodies this plugin reads. Default: none, so the exchange streams untouched.
     fn body_needs(&self) -> BodyNeeds {
         BodyNeeds::default()

@@ -241,10 +241,6 @@ impl ToolGroups {
 
 #[async_trait]
 impl Plugin for ToolGroups {
-    fn name(&self) -> &str {
-        PLUGIN_NAME
-    }
-
     fn body_needs(&self) -> BodyNeeds {
         BodyNeeds::BOTH
     }

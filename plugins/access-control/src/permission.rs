@@ -233,10 +233,6 @@ impl ToolPermission {
 
 #[async_trait]
 impl Plugin for ToolPermission {
-    fn name(&self) -> &str {
-        PLUGIN_NAME
-    }
-
     fn body_needs(&self) -> BodyNeeds {
         BodyNeeds::BOTH
     }

@@ -57,10 +57,6 @@ struct CallLimit {
 
 #[async_trait]
 impl Plugin for CallLimit {
-    fn name(&self) -> &str {
-        NAME
-    }
-
     fn body_needs(&self) -> BodyNeeds {
         BodyNeeds::RESPONSE
     }

@@ -149,10 +149,6 @@ impl ServicePlugin {
 
 #[async_trait]
 impl Plugin for ServicePlugin {
-    fn name(&self) -> &str {
-        crate::PLUGIN_NAME
-    }
-
     fn body_needs(&self) -> BodyNeeds {
         BodyNeeds {
             request: true,

@@ -210,10 +210,6 @@ pub fn apply_rules(rules: &[Rule], call: &ToolCall, metrics: Option<&Metrics>) -
 
 #[async_trait]
 impl Plugin for ToolArguments {
-    fn name(&self) -> &str {
-        NAME
-    }
-
     fn body_needs(&self) -> BodyNeeds {
         BodyNeeds::RESPONSE
     }

@@ -112,10 +112,6 @@ impl ToolBudget {
 
 #[async_trait]
 impl Plugin for ToolBudget {
-    fn name(&self) -> &str {
-        NAME
-    }
-
     fn body_needs(&self) -> BodyNeeds {
         BodyNeeds::BOTH
     }

@@ -122,7 +122,7 @@ mod tests {
     use crate::testing::{
         email_tools, parse_request, request_with_tools, response_with_calls, run,
     };
-    use toolgate_plugin::{Parsed, Verdict};
+    use toolgate_plugin::{BodyNeeds, Parsed, Verdict};
 
     #[test]
     fn the_factory_names_the_plugin_and_its_place_in_the_chain() {
@@ -133,7 +133,7 @@ mod tests {
         let plugin = factory
             .build(&json!({"strict": true}), &BuildContext::default())
             .expect("valid settings");
-        assert_eq!(plugin.name(), "tool_selection");
+        assert_eq!(plugin.body_needs(), BodyNeeds::BOTH);
     }
 
     #[test]

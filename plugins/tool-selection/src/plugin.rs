@@ -39,10 +39,6 @@ fn block(violations: Vec<Violation>) -> Verdict<ResponseEdit> {
 
 #[async_trait]
 impl Plugin for ToolSelection {
-    fn name(&self) -> &str {
-        crate::PLUGIN_NAME
-    }
-
     fn body_needs(&self) -> BodyNeeds {
         BodyNeeds::BOTH
     }
@@ -220,7 +216,6 @@ mod tests {
     #[test]
     fn the_plugin_reads_both_bodies() {
         let plugin = plugin(json!({}));
-        assert_eq!(plugin.name(), "tool_selection");
         assert_eq!(plugin.body_needs(), BodyNeeds::BOTH);
     }
 }

@@ -114,9 +114,6 @@ struct LimitSums;
 
 #[async_trait]
 impl Plugin for LimitSums {
-    fn name(&self) -> &str {
-        "limit_sums"
-    }
     async fn pre_request(&self, _exchange: &RequestExchange<'_>) -> Verdict<RequestEdit> {
         Verdict::Modify(vec![RequestEdit::RemoveDeclaredTools(vec![
             "everything__echo".into(),
