@@ -14,6 +14,14 @@ pub const MIN_HOT_FUNCTIONS_FOUND: f64 = 0.9;
 /// The list `build.rs` hands to the linker, relative to the workspace.
 pub const HOT_FUNCTIONS: &str = "link/hot-functions.txt";
 
+/// cargo's target directory for the workspace at `root`: `CARGO_TARGET_DIR` when set, as cargo
+/// itself reads it.
+pub fn target_dir(root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"))
+}
+
 /// Where `cargo build --profile dist` puts its binaries.
 pub fn binary_dir(target_dir: &Path) -> PathBuf {
     target_dir.join("dist")

@@ -61,7 +61,7 @@ async fn run() -> Result<(usize, PathBuf), String> {
         .ok_or("the bench crate has no parent directory")?
         .to_path_buf();
     let out = out_path(&root)?;
-    let dist_dir = toolgate_bench::dist::binary_dir(&root.join("target"));
+    let dist_dir = toolgate_bench::dist::binary_dir(&toolgate_bench::dist::target_dir(&root));
     let (toolgate, upstream_binary) = (dist_dir.join("toolgate"), dist_dir.join("bench-upstream"));
     for binary in [&toolgate, &upstream_binary] {
         if !binary.is_file() {

@@ -189,9 +189,7 @@ fn workspace_dir() -> PathBuf {
 }
 
 fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_dir().join("target"))
+    dist::target_dir(&workspace_dir())
 }
 
 fn main() -> ExitCode {

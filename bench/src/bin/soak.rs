@@ -130,9 +130,7 @@ fn toolgate_binary() -> Result<PathBuf, String> {
     }
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     toolgate_bench::dist::build(&root, &[("toolgate", "toolgate")])?;
-    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
+    let target_dir = toolgate_bench::dist::target_dir(&root);
     Ok(toolgate_bench::dist::binary_dir(&target_dir).join("toolgate"))
 }
 
