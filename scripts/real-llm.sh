@@ -166,6 +166,7 @@ base_url = "http://127.0.0.1:$llama_port/v1"
 model = "smollm2"
 judge_timeout_ms = 30000
 judge_cache_size = 0
+judge_max_tokens = 192
 semantic_fail_mode = "block"
 
 [[routes]]

@@ -59,6 +59,7 @@ pub struct JudgeClient {
     api_key: String,
     base_url: String,
     model: String,
+    max_tokens: Option<u32>,
     connect_timeout: Duration,
     /// Built on first use: constructing an HTTP client loads TLS roots, and a plugin's `build`
     /// must do no I/O.
@@ -71,6 +72,7 @@ impl JudgeClient {
             api_key: settings.api_key.clone(),
             base_url: settings.base_url.clone(),
             model: settings.model.clone(),
+            max_tokens: settings.max_tokens,
             connect_timeout: settings.timeout,
             client: OnceLock::new(),
         }
@@ -83,7 +85,7 @@ impl JudgeClient {
         call: &ToolCall,
     ) -> Result<Decision, String> {
         let client = self.client()?;
-        let request = judge_request(&self.model, context, call)
+        let request = judge_request(&self.model, self.max_tokens, context, call)
             .map_err(|error| format!("cannot build the judge request: {error}"))?;
         let response = client
             .chat()
@@ -126,6 +128,7 @@ impl JudgeClient {
 /// The chat completion request that asks the judge about `call`.
 fn judge_request(
     model: &str,
+    max_tokens: Option<u32>,
     context: ReviewContext<'_>,
     call: &ToolCall,
 ) -> Result<CreateChatCompletionRequest, OpenAIError> {
@@ -135,7 +138,11 @@ fn judge_request(
         "arguments": call.arguments,
         "reasoning": context.reasoning,
     });
-    CreateChatCompletionRequestArgs::default()
+    let mut request = CreateChatCompletionRequestArgs::default();
+    if let Some(max_tokens) = max_tokens {
+        request.max_completion_tokens(max_tokens);
+    }
+    request
         .model(model)
         .messages(vec![
             ChatCompletionRequestSystemMessage::from(SYSTEM_PROMPT).into(),
@@ -261,10 +268,14 @@ mod tests {
             user_request: Some("pay my rent"),
             reasoning: None,
         };
-        let request = judge_request("judge-model", context, &call).expect("request builds");
+        let request = judge_request("judge-model", None, context, &call).expect("request builds");
         let body = serde_json::to_value(&request).expect("serializable");
 
         assert_eq!(body["model"], "judge-model");
+        assert!(
+            body.get("max_completion_tokens").is_none(),
+            "uncapped by default"
+        );
         assert_eq!(body["temperature"], 0.0);
         let format = &body["response_format"];
         assert_eq!(format["type"], "json_schema");
@@ -283,6 +294,10 @@ mod tests {
             json!({"user_request": "pay my rent", "tool": "wire_money",
                    "arguments": "{\"amount\": 5}", "reasoning": null})
         );
+
+        let capped = judge_request("judge-model", Some(192), context, &call).expect("builds");
+        let body = serde_json::to_value(&capped).expect("serializable");
+        assert_eq!(body["max_completion_tokens"], 192);
     }
 
     #[tokio::test]

@@ -26,8 +26,8 @@
 //! - `openai_api_key`: turns the judge on when non-empty. `model` ("gpt-4o-mini"), `base_url`
 //!   (`https://api.openai.com/v1`, any OpenAI-compatible server).
 //! - `judge_timeout_ms` (5000, permit wait included), `judge_concurrency` (16 requests in
-//!   flight per plugin), `judge_cache_size` (10000 verdicts, 0 = off), `semantic_fail_mode`
-//!   ("block" | "allow").
+//!   flight per plugin), `judge_cache_size` (10000 verdicts, 0 = off), `judge_max_tokens`
+//!   (no cap), `semantic_fail_mode` ("block" | "allow").
 //!
 //! # Layout
 //! - `settings`: the settings table, its defaults and validation.

@@ -36,6 +36,11 @@ struct SettingsWire {
     judge_concurrency: usize,
     #[serde(default = "default_cache_size")]
     judge_cache_size: usize,
+    /// A cap on the judge's answer, sent as `max_completion_tokens`: a judge model that loops
+    /// inside its answer then stops early (an unusable answer) instead of generating until the
+    /// timeout while holding its server. Unset: no cap, as reasoning models need room.
+    #[serde(default)]
+    judge_max_tokens: Option<u32>,
     #[serde(default)]
     semantic_fail_mode: SemanticFailMode,
 }
@@ -83,6 +88,8 @@ pub struct JudgeSettings {
     pub concurrency: usize,
     /// 0 turns the verdict cache off.
     pub cache_size: usize,
+    /// `max_completion_tokens` of each judge request, if capped.
+    pub max_tokens: Option<u32>,
     pub fail_mode: SemanticFailMode,
 }
 
@@ -96,6 +103,7 @@ impl fmt::Debug for JudgeSettings {
             .field("timeout", &self.timeout)
             .field("concurrency", &self.concurrency)
             .field("cache_size", &self.cache_size)
+            .field("max_tokens", &self.max_tokens)
             .field("fail_mode", &self.fail_mode)
             .finish()
     }
@@ -121,6 +129,12 @@ impl Settings {
             return Err(SettingsError::new(
                 "judge_timeout_ms",
                 format!("must be between 1 and {MAX_JUDGE_TIMEOUT_MS} milliseconds"),
+            ));
+        }
+        if wire.judge_max_tokens == Some(0) {
+            return Err(SettingsError::new(
+                "judge_max_tokens",
+                "must be at least 1 (leave it out for no cap)",
             ));
         }
         // tokio's Semaphore panics above MAX_PERMITS; refuse here instead of at build time.
@@ -170,6 +184,7 @@ impl Settings {
             timeout: Duration::from_millis(wire.judge_timeout_ms),
             concurrency: wire.judge_concurrency,
             cache_size: wire.judge_cache_size,
+            max_tokens: wire.judge_max_tokens,
             fail_mode: wire.semantic_fail_mode,
         });
         Ok(Settings {
@@ -246,6 +261,7 @@ mod tests {
         let cases = [
             (json!({"judge_concurrency": 0}), "judge_concurrency"),
             (json!({"judge_timeout_ms": 0}), "judge_timeout_ms"),
+            (json!({"judge_max_tokens": 0}), "judge_max_tokens"),
             (json!({"judge_timeout_ms": 3_600_000}), "judge_timeout_ms"),
             (json!({"semantic_fail_mode": "maybe"}), "semantic_fail_mode"),
             (json!({"base_url": "api.openai.com"}), "base_url"),
