@@ -275,6 +275,14 @@ impl MemoryState {
     }
 }
 
+impl MemoryStore {
+    fn locked(&self) -> Result<std::sync::MutexGuard<'_, MemoryState>, StoreError> {
+        self.state
+            .lock()
+            .map_err(|_| StoreError::new("the memory store's lock is poisoned"))
+    }
+}
+
 #[async_trait]
 impl StateStore for MemoryStore {
     async fn count(
@@ -284,10 +292,7 @@ impl StateStore for MemoryStore {
         amount: u64,
         policy: CountPolicy,
     ) -> Result<CountOutcome, StoreError> {
-        let mut state = self
-            .state
-            .lock()
-            .map_err(|_| StoreError::new("the memory store's lock is poisoned"))?;
+        let mut state = self.locked()?;
         Ok(state.apply(key, windows, amount, policy))
     }
 
@@ -298,10 +303,7 @@ impl StateStore for MemoryStore {
         markers: &[String],
         marker_ttl: Duration,
     ) -> Result<CountOutcome, StoreError> {
-        let mut state = self
-            .state
-            .lock()
-            .map_err(|_| StoreError::new("the memory store's lock is poisoned"))?;
+        let mut state = self.locked()?;
         let now = Instant::now();
         let mut fresh = 0;
         for marker in markers {
@@ -319,10 +321,7 @@ impl StateStore for MemoryStore {
     }
 
     async fn read_record(&self, key: &str) -> Result<Option<String>, StoreError> {
-        let state = self
-            .state
-            .lock()
-            .map_err(|_| StoreError::new("the memory store's lock is poisoned"))?;
+        let state = self.locked()?;
         let now = Instant::now();
         Ok(state
             .records
@@ -338,10 +337,7 @@ impl StateStore for MemoryStore {
         record: &str,
         ttl: Duration,
     ) -> Result<bool, StoreError> {
-        let mut state = self
-            .state
-            .lock()
-            .map_err(|_| StoreError::new("the memory store's lock is poisoned"))?;
+        let mut state = self.locked()?;
         let now = Instant::now();
         let current = state
             .records
