@@ -249,21 +249,24 @@ impl Drop for Busy {
 
 /// Serves `connection` until it ends or one of its phases overruns its deadline; then the
 /// connection is dropped, which closes its socket.
+///
+/// The connection comes boxed: an async fn keeps its argument and the pinned local it is moved
+/// into as two slots of its state, so a connection (kilobytes) passed by value would be held
+/// twice in every connection's task for its whole life.
 pub async fn drive<C, E>(
-    connection: C,
+    mut connection: Pin<Box<C>>,
     registered: Registered,
     phases: PhaseDeadlines,
     peer: SocketAddr,
 ) where
-    C: std::future::Future<Output = Result<(), E>>,
+    C: std::future::Future<Output = Result<(), E>> + ?Sized,
     E: std::fmt::Display,
 {
     let state = registered.state().clone();
-    tokio::pin!(connection);
     loop {
         let deadline = state.deadline(&phases);
         tokio::select! {
-            result = &mut connection => {
+            result = connection.as_mut() => {
                 if let Err(error) = result {
                     tracing::debug!(%peer, %error, "connection ended with an error");
                 }

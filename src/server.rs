@@ -154,7 +154,7 @@ impl Gateway {
             let connection = builder
                 .serve_connection(TokioIo::new(stream), service)
                 .into_owned();
-            let connection = graceful.watch(connection);
+            let connection = Box::pin(graceful.watch(connection));
             tokio::spawn(async move {
                 crate::connections::drive(connection, registered, phases, peer).await;
                 drop(permit);

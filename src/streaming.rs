@@ -85,9 +85,11 @@ pub fn guard(
         head_status: parts.status,
         retrying: None,
     };
-    // Spawned as it is, not wrapped in an `async` block, which would keep a second copy of the
-    // relay in the task for the stream's whole life.
-    tokio::spawn(relay.run(state, body));
+    // A burst of upstream frames comes as one, so its events leave in one client write. The body
+    // is wrapped here, not in `run`, where the bare body and its wrapper would be two slots of the
+    // task; and the task is spawned as it is, not wrapped in an `async` block, which would keep
+    // a second copy of the relay for the stream's whole life.
+    tokio::spawn(Box::new(relay).run(state, Coalesce::new(body)));
     async move {
         match head.await {
             Ok(Head::Stream(headers)) => {
@@ -163,7 +165,10 @@ impl Relay {
     /// The relay task. Steps taken once or rarely (the check, a block, a failure, the closing
     /// audit) are awaited boxed: inline, their futures would be part of the task's state, and
     /// so of its memory, for the whole stream.
-    async fn run(mut self, state: Arc<GatewayState>, body: Incoming) {
+    ///
+    /// The relay comes boxed: an async fn keeps a by-value `self` twice in its state (the
+    /// argument and the local it is moved into), a kilobyte more per open stream.
+    async fn run(mut self: Box<Self>, state: Arc<GatewayState>, mut body: Coalesce<Incoming>) {
         // Only LLM routes stream; an MCP route never reaches the relay.
         let read_timeout = self
             .exchange
@@ -173,8 +178,6 @@ impl Relay {
                 upstream.read_timeout
             });
         let upstream_started = Instant::now();
-        // A burst of upstream frames comes as one, so its events leave in one client write.
-        let mut body = Coalesce::new(body);
         let grace_over = state.grace_over.arrived();
         tokio::pin!(grace_over);
         loop {
@@ -184,12 +187,12 @@ impl Relay {
                 .await;
             match flow {
                 Flow::Retry(request) => {
-                    self.bill_blocked_attempt(
+                    Box::pin(self.bill_blocked_attempt(
                         &mut body,
                         &mut parser,
                         read_timeout,
                         &mut grace_over,
-                    )
+                    ))
                     .await;
                     match Box::pin(self.retry(request)).await {
                         Some(next) => body = Coalesce::new(next),
@@ -197,12 +200,12 @@ impl Relay {
                     }
                 }
                 Flow::Notice(rejection) => {
-                    self.bill_blocked_attempt(
+                    Box::pin(self.bill_blocked_attempt(
                         &mut body,
                         &mut parser,
                         read_timeout,
                         &mut grace_over,
-                    )
+                    ))
                     .await;
                     self.notice(&rejection);
                     break;
