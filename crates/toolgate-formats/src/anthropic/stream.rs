@@ -9,6 +9,7 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 
+use super::PartWire;
 use crate::format::{name_text, text_or_raw_json};
 use crate::sse::SseEvent;
 use crate::stream::{StreamAssembler, StreamStep, event_json};
@@ -31,30 +32,6 @@ struct EventWire<'a> {
     /// format's to classify.
     #[serde(default)]
     choices: Option<serde::de::IgnoredAny>,
-}
-
-/// A content block (as `content_block_start` or `message_start` carries it), a delta, or the
-/// opening message. Ids, names and texts are read leniently (a number is kept as its JSON
-/// text): an SDK does not check their types, so a call must not slip through for a wrong one.
-#[derive(Deserialize)]
-struct PartWire<'a> {
-    #[serde(rename = "type", borrow, default)]
-    kind: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    id: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    name: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    input: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    text: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    thinking: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    partial_json: Option<&'a RawValue>,
-    /// The opening message's blocks; raw, as a result block's `content` may be anything.
-    #[serde(borrow, default)]
-    content: Option<&'a RawValue>,
 }
 
 /// Reads a part. One that is missing or cannot be read (a duplicate key, a non-string type)

@@ -22,23 +22,10 @@ pub(crate) fn retry_request(
     for (position, item) in feedback.iter().enumerate() {
         let call = item.call;
         let id = call_id(call, position);
-        match call.kind {
-            ToolKind::Function | ToolKind::LegacyFunction => {
-                items.push(
-                    json!({"type": "function_call", "call_id": id, "name": call.name,
-                                  "arguments": call.arguments}),
-                );
-                items.push(json!({"type": "function_call_output", "call_id": id,
-                                  "output": item.result}));
-            }
-            ToolKind::Custom => {
-                items.push(
-                    json!({"type": "custom_tool_call", "call_id": id, "name": call.name,
-                                  "input": call.arguments}),
-                );
-                items.push(json!({"type": "custom_tool_call_output", "call_id": id,
-                                  "output": item.result}));
-            }
+        // A custom tool's call carries its text as `input`, a function's as `arguments`.
+        let (call_type, arguments_field) = match call.kind {
+            ToolKind::Function | ToolKind::LegacyFunction => ("function_call", "arguments"),
+            ToolKind::Custom => ("custom_tool_call", "input"),
             // The provider runs its own tools: no result of toolgate's can stand in for one.
             ToolKind::Builtin => {
                 return Err(ParseError::new(format!(
@@ -46,7 +33,11 @@ pub(crate) fn retry_request(
                     call.name
                 )));
             }
-        }
+        };
+        items.push(json!({"type": call_type, "call_id": id, "name": call.name,
+                          arguments_field: call.arguments}));
+        items.push(json!({"type": format!("{call_type}_output"), "call_id": id,
+                          "output": item.result}));
     }
     append_to_field(body, "input", input_items, &items)
 }
