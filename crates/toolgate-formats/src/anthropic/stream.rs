@@ -359,8 +359,8 @@ mod tests {
     use crate::format::{ToolResponse, WireFormat};
     use crate::sse::SseParser;
     use crate::sse::tests::chunkings;
-    use crate::stream::tests::fixture_pairs;
     use crate::stream::tests::observe_all;
+    use crate::stream::tests::{fixture_pairs, golden_streams};
     use StreamStep::*;
 
     const TOOL: &str = r#"{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{}}"#;
@@ -420,16 +420,15 @@ mod tests {
 
     #[test]
     fn every_fixture_stream_yields_the_calls_of_its_message_however_it_is_chunked() {
-        let pairs = fixture_pairs("anthropic", ".response.json");
-        assert!(
-            pairs.len() >= 8,
-            "fixtures/anthropic holds the golden pairs"
+        let golden = golden_streams(
+            WireFormat::AnthropicMessages,
+            "anthropic",
+            ".response.json",
+            8,
         );
-        for (name, stream, response) in &pairs {
-            let expected = WireFormat::AnthropicMessages.parse_response(response);
-            let expected = expected.unwrap_or_else(|error| panic!("{name}: {error}"));
+        for (name, stream, expected) in &golden {
             let (whole, steps) = assemble(&[stream]);
-            assert_eq!(whole, expected, "{name}");
+            assert_eq!(whole, *expected, "{name}");
             assert_eq!(
                 steps.last(),
                 Some(&(Done, false)),

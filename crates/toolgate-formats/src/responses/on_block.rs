@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::format::ParseError;
 use crate::on_block::{
-    BlockNotice, CallFeedback, append_to_field, array_items, call_id, named_event,
+    BlockNotice, CallFeedback, append_to_field, array_items, call_id, named_events,
 };
 use crate::tool::ToolKind;
 
@@ -142,13 +142,7 @@ pub(crate) fn block_message_stream(notice: &BlockNotice<'_>) -> Bytes {
         ),
         ("response.completed", json!({"response": completed(notice)})),
     ];
-    let mut text = String::new();
-    for (number, (name, mut data)) in events.into_iter().enumerate() {
-        data["type"] = json!(name);
-        data["sequence_number"] = json!(number);
-        text.push_str(&named_event(name, &data));
-    }
-    Bytes::from(text)
+    named_events(events, Some("sequence_number"))
 }
 
 #[cfg(test)]
