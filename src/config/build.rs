@@ -853,10 +853,17 @@ fn on_block(entry: &MergedEntry<'_>, source: &Source) -> Result<OnBlock, ConfigE
     }
 }
 
+/// The error for a category the taxonomy does not know, naming the ones it does.
+fn unknown_category(category: &str) -> String {
+    format!(
+        "unknown category '{category}' (one of: {})",
+        taxonomy::CATEGORIES.join(", ")
+    )
+}
+
 /// `[tools.NAME]` into the catalog. Names, groups and states are exact and case-sensitive, so
 /// only what could never match (an empty string) is refused here.
 fn build_catalog(raw: &RawConfig, source: &Source, errors: &mut Vec<ConfigError>) -> ToolCatalog {
-    let known_categories = || taxonomy::CATEGORIES.join(", ");
     let mut tools = Vec::new();
     for (name, entry) in &raw.tools {
         let tool_path = KeyPath::default().key("tools").key(name);
@@ -901,13 +908,8 @@ fn build_catalog(raw: &RawConfig, source: &Source, errors: &mut Vec<ConfigError>
         if let Some(category) = &tool.category
             && !taxonomy::is_category(category)
         {
-            errors.push(source.error_at_key(
-                &tool_path.clone().key("category"),
-                format!(
-                    "unknown category '{category}' (one of: {})",
-                    known_categories()
-                ),
-            ));
+            let category_path = tool_path.clone().key("category");
+            errors.push(source.error_at_key(&category_path, unknown_category(category)));
         }
         if let Some(action) = &tool.action
             && !taxonomy::is_action_type(action)
@@ -937,13 +939,7 @@ fn build_catalog(raw: &RawConfig, source: &Source, errors: &mut Vec<ConfigError>
                     .key(level)
                     .key("categories")
                     .index(index);
-                errors.push(source.error_at_key(
-                    &path,
-                    format!(
-                        "unknown category '{category}' (one of: {})",
-                        known_categories()
-                    ),
-                ));
+                errors.push(source.error_at_key(&path, unknown_category(category)));
             }
         }
         catalog = catalog.with_access_level(level.clone(), entry.categories.clone());
