@@ -174,6 +174,30 @@ mod tests {
     }
 
     #[test]
+    fn a_custom_call_is_replayed_with_its_input_and_answered_by_its_own_output_item() {
+        let call = ToolCall {
+            kind: ToolKind::Custom,
+            ..ToolCall::function(Some("call_7".into()), "run_sql", "DROP TABLE t".into())
+        };
+        let feedback = [CallFeedback {
+            call: &call,
+            result: "not allowed".into(),
+        }];
+        let retried: Value = serde_json::from_slice(
+            &retry_request(br#"{"input":[]}"#, &feedback).expect("rewrites"),
+        )
+        .expect("json");
+        assert_eq!(
+            retried["input"],
+            json!([
+                {"type": "custom_tool_call", "call_id": "call_7", "name": "run_sql",
+                 "input": "DROP TABLE t"},
+                {"type": "custom_tool_call_output", "call_id": "call_7", "output": "not allowed"}
+            ])
+        );
+    }
+
+    #[test]
     fn a_built_in_call_cannot_be_answered_with_feedback() {
         let call = ToolCall {
             choice: 0,
