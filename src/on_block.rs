@@ -264,18 +264,10 @@ fn ascii_json(value: &serde_json::Value) -> String {
 
 #[cfg(test)]
 mod tests {
-    use toolgate_plugin::ToolKind;
-
     use super::*;
 
     fn call(id: &str, name: &str) -> ToolCall {
-        ToolCall {
-            choice: 0,
-            id: Some(id.into()),
-            name: name.into(),
-            kind: ToolKind::Function,
-            arguments: "{}".into(),
-        }
+        ToolCall::function(Some(id.to_owned()), name, "{}".to_owned())
     }
 
     #[test]

@@ -230,17 +230,14 @@ pub(super) fn build(
                 format!("route '{}' is defined twice", route.path),
             ));
         }
-        let is_mcp = match route.kind.as_deref() {
-            None | Some("llm") => false,
-            Some("mcp") => true,
-            Some(other) => {
-                errors.push(source.error_at_key(
-                    &route_path.clone().key("kind"),
-                    format!("unknown kind '{other}' (one of: llm, mcp)"),
-                ));
-                false
-            }
-        };
+        let is_mcp = keyword(
+            route.kind.as_deref(),
+            (&route_path, "kind"),
+            &[("llm", false), ("mcp", true)],
+            false,
+            source,
+            &mut errors,
+        );
         let upstream = if is_mcp {
             check_mcp_route(route, &raw, &route_path, source, &mut errors);
             None
@@ -294,27 +291,26 @@ pub(super) fn build(
         };
         let auth = match route.auth.as_deref() {
             None if tenants.is_empty() => RouteAuth::None,
-            None | Some("tenant") => RouteAuth::Tenant,
-            Some("none") => RouteAuth::None,
-            Some(other) => {
-                errors.push(source.error_at_key(
-                    &route_path.clone().key("auth"),
-                    format!("unknown auth '{other}' (one of: tenant, none)"),
-                ));
-                RouteAuth::Tenant
-            }
+            word => keyword(
+                word,
+                (&route_path, "auth"),
+                &[("tenant", RouteAuth::Tenant), ("none", RouteAuth::None)],
+                RouteAuth::Tenant,
+                source,
+                &mut errors,
+            ),
         };
-        let unreadable = match route.unreadable_answers.as_deref() {
-            None | Some("block") => UnreadableAnswers::Block,
-            Some("pass") => UnreadableAnswers::Pass,
-            Some(other) => {
-                errors.push(source.error_at_key(
-                    &route_path.clone().key("unreadable_answers"),
-                    format!("unknown unreadable_answers '{other}' (one of: block, pass)"),
-                ));
-                UnreadableAnswers::Block
-            }
-        };
+        let unreadable = keyword(
+            route.unreadable_answers.as_deref(),
+            (&route_path, "unreadable_answers"),
+            &[
+                ("block", UnreadableAnswers::Block),
+                ("pass", UnreadableAnswers::Pass),
+            ],
+            UnreadableAnswers::Block,
+            source,
+            &mut errors,
+        );
         if auth == RouteAuth::Tenant && tenants.is_empty() {
             errors.push(source.error_at_key(
                 &route_path.clone().key("auth"),
@@ -494,6 +490,31 @@ fn build_server(
     })
 }
 
+/// A setting that is one of a few words: the value `choices` gives the word at `key` of
+/// `table`, or `default` when the config leaves it out. A word that is none of them is an error
+/// that lists them, and reads as `default` so the rest of the config is still checked.
+fn keyword<T: Copy>(
+    word: Option<&str>,
+    (table, key): (&KeyPath, &str),
+    choices: &[(&str, T)],
+    default: T,
+    source: &Source,
+    errors: &mut Vec<ConfigError>,
+) -> T {
+    let Some(word) = word else {
+        return default;
+    };
+    if let Some((_, value)) = choices.iter().find(|(choice, _)| *choice == word) {
+        return *value;
+    }
+    let words: Vec<&str> = choices.iter().map(|(choice, _)| *choice).collect();
+    errors.push(source.error_at_key(
+        &table.clone().key(key),
+        format!("unknown {key} '{word}' (one of: {})", words.join(", ")),
+    ));
+    default
+}
+
 /// `[store]`: the shared state store and what to do when it cannot answer.
 fn build_store(
     raw: &RawConfig,
@@ -502,17 +523,17 @@ fn build_store(
     errors: &mut Vec<ConfigError>,
 ) -> Option<(Arc<dyn StateStore>, StoreFailMode)> {
     let store_path = KeyPath::default().key("store");
-    let fail_mode = match raw.store.fail_mode.as_deref() {
-        None | Some("block") => StoreFailMode::Block,
-        Some("allow") => StoreFailMode::Allow,
-        Some(other) => {
-            errors.push(source.error_at_key(
-                &store_path.clone().key("fail_mode"),
-                format!("unknown fail_mode '{other}' (one of: block, allow)"),
-            ));
-            StoreFailMode::Block
-        }
-    };
+    let fail_mode = keyword(
+        raw.store.fail_mode.as_deref(),
+        (&store_path, "fail_mode"),
+        &[
+            ("block", StoreFailMode::Block),
+            ("allow", StoreFailMode::Allow),
+        ],
+        StoreFailMode::Block,
+        source,
+        errors,
+    );
     let timeout_ms = raw.store.timeout_ms.unwrap_or(500);
     if timeout_ms == 0 {
         errors.push(source.error_at_key(
@@ -832,10 +853,17 @@ fn on_block(entry: &MergedEntry<'_>, source: &Source) -> Result<OnBlock, ConfigE
     }
 }
 
+/// The error for a category the taxonomy does not know, naming the ones it does.
+fn unknown_category(category: &str) -> String {
+    format!(
+        "unknown category '{category}' (one of: {})",
+        taxonomy::CATEGORIES.join(", ")
+    )
+}
+
 /// `[tools.NAME]` into the catalog. Names, groups and states are exact and case-sensitive, so
 /// only what could never match (an empty string) is refused here.
 fn build_catalog(raw: &RawConfig, source: &Source, errors: &mut Vec<ConfigError>) -> ToolCatalog {
-    let known_categories = || taxonomy::CATEGORIES.join(", ");
     let mut tools = Vec::new();
     for (name, entry) in &raw.tools {
         let tool_path = KeyPath::default().key("tools").key(name);
@@ -880,13 +908,8 @@ fn build_catalog(raw: &RawConfig, source: &Source, errors: &mut Vec<ConfigError>
         if let Some(category) = &tool.category
             && !taxonomy::is_category(category)
         {
-            errors.push(source.error_at_key(
-                &tool_path.clone().key("category"),
-                format!(
-                    "unknown category '{category}' (one of: {})",
-                    known_categories()
-                ),
-            ));
+            let category_path = tool_path.clone().key("category");
+            errors.push(source.error_at_key(&category_path, unknown_category(category)));
         }
         if let Some(action) = &tool.action
             && !taxonomy::is_action_type(action)
@@ -916,13 +939,7 @@ fn build_catalog(raw: &RawConfig, source: &Source, errors: &mut Vec<ConfigError>
                     .key(level)
                     .key("categories")
                     .index(index);
-                errors.push(source.error_at_key(
-                    &path,
-                    format!(
-                        "unknown category '{category}' (one of: {})",
-                        known_categories()
-                    ),
-                ));
+                errors.push(source.error_at_key(&path, unknown_category(category)));
             }
         }
         catalog = catalog.with_access_level(level.clone(), entry.categories.clone());

@@ -419,101 +419,45 @@ pub(crate) struct RawTenant {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub(crate) struct RawServer {
-    #[serde(default = "default_listen")]
     pub listen: EnvString,
-    #[serde(default = "default_admin_listen")]
     pub admin_listen: Option<EnvString>,
-    #[serde(default = "default_max_request_body_bytes")]
     pub max_request_body_bytes: usize,
-    #[serde(default = "default_max_response_body_bytes")]
     pub max_response_body_bytes: usize,
-    #[serde(default = "default_shutdown_grace_ms")]
     pub shutdown_grace_ms: u64,
-    #[serde(default = "default_header_read_timeout_ms")]
     pub header_read_timeout_ms: u64,
-    #[serde(default = "default_request_body_timeout_ms")]
     pub request_body_timeout_ms: u64,
     /// 0: no total deadline for a request body (the silence timeout still applies).
-    #[serde(default = "default_request_body_deadline_ms")]
     pub request_body_deadline_ms: u64,
-    #[serde(default = "default_max_connections")]
     pub max_connections: usize,
-    #[serde(default = "default_first_byte_timeout_ms")]
     pub first_byte_timeout_ms: u64,
-    #[serde(default = "default_handshake_timeout_ms")]
     pub handshake_timeout_ms: u64,
-    #[serde(default = "default_idle_timeout_ms")]
     pub idle_timeout_ms: u64,
-    #[serde(default = "default_http2_keep_alive_interval_ms")]
     pub http2_keep_alive_interval_ms: u64,
-    #[serde(default = "default_http2_keep_alive_timeout_ms")]
     pub http2_keep_alive_timeout_ms: u64,
 }
 
 impl Default for RawServer {
+    /// Every `[server]` default in one place: serde takes a key the config leaves out from here.
     fn default() -> Self {
         RawServer {
-            listen: default_listen(),
-            admin_listen: default_admin_listen(),
-            max_request_body_bytes: default_max_request_body_bytes(),
-            max_response_body_bytes: default_max_response_body_bytes(),
-            shutdown_grace_ms: default_shutdown_grace_ms(),
-            header_read_timeout_ms: default_header_read_timeout_ms(),
-            request_body_timeout_ms: default_request_body_timeout_ms(),
-            request_body_deadline_ms: default_request_body_deadline_ms(),
-            max_connections: default_max_connections(),
-            first_byte_timeout_ms: default_first_byte_timeout_ms(),
-            handshake_timeout_ms: default_handshake_timeout_ms(),
-            idle_timeout_ms: default_idle_timeout_ms(),
-            http2_keep_alive_interval_ms: default_http2_keep_alive_interval_ms(),
-            http2_keep_alive_timeout_ms: default_http2_keep_alive_timeout_ms(),
+            listen: EnvString("127.0.0.1:8080".into()),
+            admin_listen: Some(EnvString("127.0.0.1:9090".into())),
+            max_request_body_bytes: 16 * 1024 * 1024,
+            max_response_body_bytes: 64 * 1024 * 1024,
+            shutdown_grace_ms: 30_000,
+            header_read_timeout_ms: 30_000,
+            request_body_timeout_ms: 60_000,
+            request_body_deadline_ms: 300_000,
+            max_connections: 10_000,
+            first_byte_timeout_ms: 10_000,
+            handshake_timeout_ms: 30_000,
+            idle_timeout_ms: 120_000,
+            http2_keep_alive_interval_ms: 30_000,
+            http2_keep_alive_timeout_ms: 10_000,
         }
     }
-}
-
-fn default_listen() -> EnvString {
-    EnvString("127.0.0.1:8080".into())
-}
-fn default_admin_listen() -> Option<EnvString> {
-    Some(EnvString("127.0.0.1:9090".into()))
-}
-fn default_max_request_body_bytes() -> usize {
-    16 * 1024 * 1024
-}
-fn default_max_response_body_bytes() -> usize {
-    64 * 1024 * 1024
-}
-fn default_shutdown_grace_ms() -> u64 {
-    30_000
-}
-fn default_header_read_timeout_ms() -> u64 {
-    30_000
-}
-fn default_request_body_timeout_ms() -> u64 {
-    60_000
-}
-fn default_request_body_deadline_ms() -> u64 {
-    300_000
-}
-fn default_max_connections() -> usize {
-    10_000
-}
-fn default_first_byte_timeout_ms() -> u64 {
-    10_000
-}
-fn default_handshake_timeout_ms() -> u64 {
-    30_000
-}
-fn default_idle_timeout_ms() -> u64 {
-    120_000
-}
-fn default_http2_keep_alive_interval_ms() -> u64 {
-    30_000
-}
-fn default_http2_keep_alive_timeout_ms() -> u64 {
-    10_000
 }
 
 #[derive(Debug, Deserialize)]

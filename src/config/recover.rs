@@ -156,17 +156,22 @@ fn remove_value(document: &mut DocumentMut, path: &KeyPath) -> bool {
 mod tests {
     use super::*;
 
+    /// `text` read as the file `t.toml`, and its errors as they are shown.
+    fn read_as_shown(text: &str) -> (Reading, Vec<String>) {
+        let reading = read(&Source {
+            origin: "t.toml",
+            text,
+        });
+        let shown = reading.errors.iter().map(ToString::to_string).collect();
+        (reading, shown)
+    }
+
     #[test]
     fn every_unknown_key_and_mistyped_value_is_reported_at_its_line() {
         let text = "[server]\nlisten = \"127.0.0.1:0\"\ncolour = \"blue\"\n\n\
                     [upstreams.llm]\nurl = \"http://127.0.0.1:1\"\nconnect_timeout_ms = \"soon\"\n\n\
                     [[routes]]\npath = \"/v1\"\nupstream = \"llm\"\nflavour = 1\n";
-        let source = Source {
-            origin: "t.toml",
-            text,
-        };
-        let reading = read(&source);
-        let shown: Vec<String> = reading.errors.iter().map(ToString::to_string).collect();
+        let (reading, shown) = read_as_shown(text);
         assert_eq!(shown.len(), 3, "{shown:#?}");
         assert!(
             shown[0].starts_with("t.toml:3:1: server.colour: unknown field"),
@@ -186,12 +191,7 @@ mod tests {
 
     #[test]
     fn a_required_value_taken_out_is_reported_once() {
-        let source = Source {
-            origin: "t.toml",
-            text: "[upstreams.llm]\nurl = 8080\n\n[server]\ncolour = 1\n",
-        };
-        let reading = read(&source);
-        let shown: Vec<String> = reading.errors.iter().map(ToString::to_string).collect();
+        let (_, shown) = read_as_shown("[upstreams.llm]\nurl = 8080\n\n[server]\ncolour = 1\n");
         assert_eq!(shown.len(), 2, "{shown:#?}");
         assert!(
             shown[0].contains("upstreams.llm.url: invalid type"),
@@ -206,11 +206,7 @@ mod tests {
 
     #[test]
     fn a_table_missing_a_required_key_stops_the_reading() {
-        let source = Source {
-            origin: "t.toml",
-            text: "[upstreams.llm]\nretries = 3\n",
-        };
-        let reading = read(&source);
+        let (reading, _) = read_as_shown("[upstreams.llm]\nretries = 3\n");
         assert!(reading.raw.is_none());
         assert!(!reading.errors.is_empty());
     }

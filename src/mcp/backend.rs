@@ -296,14 +296,7 @@ pub enum CallFailure {
 /// A backend dropped with its configuration takes its connection (and child) with it.
 impl Drop for Backend {
     fn drop(&mut self) {
-        if let Some(task) = self
-            .supervisor
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        {
-            task.abort();
-        }
+        self.abort_supervisor();
     }
 }
 
@@ -331,16 +324,21 @@ impl Backend {
         backend
     }
 
-    /// Ends supervision; dropping the connection kills a child process.
-    fn stop(&self) {
-        if let Some(task) = self
+    /// Aborts the supervisor task if it still runs (a poisoned lock still holds its handle).
+    fn abort_supervisor(&self) {
+        let task = self
             .supervisor
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        {
+            .take();
+        if let Some(task) = task {
             task.abort();
         }
+    }
+
+    /// Ends supervision; dropping the connection kills a child process.
+    fn stop(&self) {
+        self.abort_supervisor();
         self.connection.store(None);
         self.update(|status| {
             status.state = BackendState::Stopped;

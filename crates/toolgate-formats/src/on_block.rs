@@ -149,9 +149,22 @@ pub(crate) fn call_id(call: &ToolCall, position: usize) -> String {
         .unwrap_or_else(|| format!("call_toolgate_{position}"))
 }
 
-/// One Server-Sent Event with an `event:` line (Responses, Anthropic).
-pub(crate) fn named_event(name: &str, data: &Value) -> String {
-    format!("event: {name}\ndata: {data}\n\n")
+/// A whole stream of Server-Sent Events with `event:` lines (Responses, Anthropic). Each event's
+/// name is also its data's `type`; `numbered_as` names the key that carries the event's position
+/// in the stream, for a format that numbers its events.
+pub(crate) fn named_events(
+    events: impl IntoIterator<Item = (&'static str, Value)>,
+    numbered_as: Option<&str>,
+) -> Bytes {
+    let mut text = String::new();
+    for (number, (name, mut data)) in events.into_iter().enumerate() {
+        data["type"] = Value::from(name);
+        if let Some(key) = numbered_as {
+            data[key] = Value::from(number);
+        }
+        text.push_str(&format!("event: {name}\ndata: {data}\n\n"));
+    }
+    Bytes::from(text)
 }
 
 #[cfg(test)]

@@ -73,6 +73,23 @@ pub(crate) fn apply_to_calls(
     format.adapter().replace_arguments(items, wanted)
 }
 
+/// Offers every edit to every item of an answer's calls field; `set` writes one into an item
+/// it is for. True when any was written. The formats whose items are the calls themselves
+/// (Responses, Anthropic) share this walk.
+pub(crate) fn offer_to_each_item(
+    items: &mut [Value],
+    wanted: &[Replacement<'_>],
+    set: impl Fn(&mut Value, &Replacement<'_>) -> Result<bool, ParseError>,
+) -> Result<bool, ParseError> {
+    let mut changed = false;
+    for item in items.iter_mut() {
+        for edit in wanted {
+            changed |= set(item, edit)?;
+        }
+    }
+    Ok(changed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

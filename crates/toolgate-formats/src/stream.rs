@@ -222,6 +222,29 @@ pub(crate) mod tests {
         pairs
     }
 
+    /// The golden pairs of `fixtures/DIR` for `format`: each recorded stream with the answer its
+    /// unstreamed twin parses to, once the folder is seen to hold at least `at_least` of them.
+    pub(crate) fn golden_streams(
+        format: WireFormat,
+        dir: &str,
+        unstreamed: &str,
+        at_least: usize,
+    ) -> Vec<(String, Vec<u8>, ToolResponse)> {
+        let pairs = fixture_pairs(dir, unstreamed);
+        assert!(
+            pairs.len() >= at_least,
+            "fixtures/{dir} holds the golden pairs"
+        );
+        (pairs.into_iter())
+            .map(|(name, stream, response)| {
+                let expected = format
+                    .parse_response(&response)
+                    .unwrap_or_else(|error| panic!("{name}{unstreamed}: {error}"));
+                (name, stream, expected)
+            })
+            .collect()
+    }
+
     /// What the gateway does with a stream: parse events, observe each, take the calls at the end.
     fn assemble(chunks: &[&[u8]]) -> (ToolResponse, Vec<StreamStep>) {
         let mut parser = SseParser::new();
@@ -242,14 +265,10 @@ pub(crate) mod tests {
 
     #[test]
     fn every_fixture_stream_yields_the_calls_of_its_unstreamed_twin_however_it_is_chunked() {
-        let pairs = fixture_pairs("streams", ".json");
-        assert!(pairs.len() >= 8, "fixtures/streams holds the golden pairs");
-        for (name, stream, response) in &pairs {
-            let expected = WireFormat::ChatCompletions
-                .parse_response(response)
-                .unwrap_or_else(|error| panic!("{name}.json: {error}"));
+        let golden = golden_streams(WireFormat::ChatCompletions, "streams", ".json", 8);
+        for (name, stream, expected) in &golden {
             let (whole, steps) = assemble(&[stream]);
-            assert_eq!(whole, expected, "{name}");
+            assert_eq!(whole, *expected, "{name}");
             assert_eq!(
                 steps.last(),
                 Some(&StreamStep::Done),

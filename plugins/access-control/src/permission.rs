@@ -123,6 +123,25 @@ impl PermissionSettings {
     }
 }
 
+/// The first pattern, of the route's list and then the tenant's, that names the tool `key`.
+fn named_by<'p>(
+    route: &'p [ToolPattern],
+    tenant: &'p [ToolPattern],
+    key: &ToolKey,
+) -> Option<&'p ToolPattern> {
+    route
+        .iter()
+        .chain(tenant)
+        .find(|pattern| pattern.matches_key(key))
+}
+
+/// The first action-type entry (`db:query`, or the shortcut `db`) that covers `action`.
+fn covering<'e>(entries: &'e [String], action: &str) -> Option<&'e String> {
+    entries
+        .iter()
+        .find(|entry| taxonomy::action_matches(entry, action))
+}
+
 /// The decision on one tool, with the rule that made it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Decision {
@@ -147,42 +166,22 @@ impl ToolPermission {
             .and_then(|tenant| self.settings.tenants.get(&tenant.name))
             .unwrap_or(&no_rules);
 
-        if let Some(pattern) = self
-            .settings
-            .deny
-            .iter()
-            .chain(&tenant_rules.deny)
-            .find(|p| p.matches_key(&key))
-        {
+        if let Some(pattern) = named_by(&self.settings.deny, &tenant_rules.deny, &key) {
             return Decision::Denied(format!(
                 "'{tool}' is on the deny list ('{}')",
                 pattern.as_str()
             ));
         }
         if let Some(action) = action
-            && let Some(entry) = self
-                .settings
-                .deny_actions
-                .iter()
-                .find(|entry| taxonomy::action_matches(entry, action))
+            && let Some(entry) = covering(&self.settings.deny_actions, action)
         {
             return Decision::Denied(format!("its action type '{action}' is denied ('{entry}')"));
         }
-        if let Some(pattern) = self
-            .settings
-            .allow
-            .iter()
-            .chain(&tenant_rules.allow)
-            .find(|p| p.matches_key(&key))
-        {
+        if let Some(pattern) = named_by(&self.settings.allow, &tenant_rules.allow, &key) {
             return Decision::Permitted(format!("allowed by '{}'", pattern.as_str()));
         }
         if let Some(action) = action
-            && let Some(entry) = self
-                .settings
-                .allow_actions
-                .iter()
-                .find(|entry| taxonomy::action_matches(entry, action))
+            && let Some(entry) = covering(&self.settings.allow_actions, action)
         {
             return Decision::Permitted(format!(
                 "its action type '{action}' is allowed ('{entry}')"

@@ -425,17 +425,24 @@ mod tests {
         );
     }
 
+    // Turns of the conversation tests: the user's ask, then a knowledge-query call and its
+    // result (which move the state to analysis), then a complex-analysis call and its result.
+    const ASK: &str = r#"{"role":"user","content":"go"}"#;
+    const QUERY: &str = r#"{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"knowledge-query","arguments":"{}"}}]}"#;
+    const QUERY_RESULT: &str = r#"{"role":"tool","tool_call_id":"c1","content":"found"}"#;
+    const ANALYSIS: &str = r#"{"role":"assistant","tool_calls":[{"id":"c2","type":"function","function":{"name":"complex-analysis","arguments":"{}"}}]}"#;
+    const ANALYSIS_RESULT: &str = r#"{"role":"tool","tool_call_id":"c2","content":"done"}"#;
+
+    /// What `read` makes of a chat request whose `messages` are `turns`, without headers or
+    /// tenant.
+    fn selection_after(turns: &[&str]) -> Selection {
+        let body = format!(r#"{{"messages":[{}]}}"#, turns.join(","));
+        read(&HeaderMap::new(), &request(&body), None, &catalog()).expect("ok")
+    }
+
     #[test]
     fn completed_calls_move_the_state_and_failed_ones_do_not() {
-        let catalog = catalog();
-        let conversation = r#"{"messages":[
-            {"role":"user","content":"go"},
-            {"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"knowledge-query","arguments":"{}"}}]},
-            {"role":"tool","tool_call_id":"c1","content":"found"},
-            {"role":"assistant","tool_calls":[{"id":"c2","type":"function","function":{"name":"complex-analysis","arguments":"{}"}}]}
-        ]}"#;
-        let selection =
-            read(&HeaderMap::new(), &request(conversation), None, &catalog).expect("ok");
+        let selection = selection_after(&[ASK, QUERY, QUERY_RESULT, ANALYSIS]);
         assert_eq!(selection.initial_state, "undefined");
         assert_eq!(selection.state, "analysis", "c2 has no result yet");
         assert_eq!(
@@ -448,16 +455,7 @@ mod tests {
 
     #[test]
     fn only_the_latest_turn_records_its_transitions() {
-        let catalog = catalog();
-        let conversation = r#"{"messages":[
-            {"role":"user","content":"go"},
-            {"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"knowledge-query","arguments":"{}"}}]},
-            {"role":"tool","tool_call_id":"c1","content":"found"},
-            {"role":"assistant","tool_calls":[{"id":"c2","type":"function","function":{"name":"complex-analysis","arguments":"{}"}}]},
-            {"role":"tool","tool_call_id":"c2","content":"done"}
-        ]}"#;
-        let selection =
-            read(&HeaderMap::new(), &request(conversation), None, &catalog).expect("ok");
+        let selection = selection_after(&[ASK, QUERY, QUERY_RESULT, ANALYSIS, ANALYSIS_RESULT]);
         assert_eq!(selection.state, "results");
         assert_eq!(
             selection.transitions,
@@ -469,24 +467,23 @@ mod tests {
             }]
         );
         // The model answered in text since: nothing new to record.
-        let answered = conversation.replace(
-            r#""content":"done"}"#,
-            r#""content":"done"},{"role":"assistant","content":"all done"},{"role":"user","content":"thanks"}"#,
-        );
-        let selection = read(&HeaderMap::new(), &request(&answered), None, &catalog).expect("ok");
+        let selection = selection_after(&[
+            ASK,
+            QUERY,
+            QUERY_RESULT,
+            ANALYSIS,
+            ANALYSIS_RESULT,
+            r#"{"role":"assistant","content":"all done"}"#,
+            r#"{"role":"user","content":"thanks"}"#,
+        ]);
         assert_eq!(selection.state, "results");
         assert_eq!(selection.transitions, []);
     }
 
     #[test]
     fn a_history_call_is_resolved_to_its_catalog_entry_by_key() {
-        let conversation = r#"{"messages":[
-            {"role":"user","content":"go"},
-            {"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":" Knowledge-QUERY","arguments":"{}"}}]},
-            {"role":"tool","tool_call_id":"c1","content":"found"}
-        ]}"#;
-        let selection =
-            read(&HeaderMap::new(), &request(conversation), None, &catalog()).expect("ok");
+        let spelled_otherwise = r#"{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":" Knowledge-QUERY","arguments":"{}"}}]}"#;
+        let selection = selection_after(&[ASK, spelled_otherwise, QUERY_RESULT]);
         assert_eq!(selection.state, "analysis");
         assert_eq!(selection.transitions[0].tool, "knowledge-query");
     }

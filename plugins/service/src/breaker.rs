@@ -164,6 +164,21 @@ mod tests {
         )
     }
 
+    /// A breaker its third failure in a row has just opened.
+    fn opened_breaker() -> Breaker {
+        let breaker = breaker();
+        for _ in 0..3 {
+            breaker.record(false);
+        }
+        breaker
+    }
+
+    /// What the breaker answers the next request once `wait` has passed (on the paused clock).
+    async fn admission_after(breaker: &Breaker, wait: Duration) -> Admission {
+        tokio::time::advance(wait).await;
+        breaker.admit().0
+    }
+
     #[tokio::test(start_paused = true)]
     async fn opens_after_consecutive_failures_only() {
         let breaker = breaker();
@@ -180,12 +195,12 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn after_the_cool_down_one_probe_decides() {
-        let breaker = breaker();
-        for _ in 0..3 {
-            breaker.record(false);
-        }
-        tokio::time::advance(Duration::from_secs(9)).await;
-        assert_eq!(breaker.admit().0, Admission::Refuse);
+        let breaker = opened_breaker();
+        let nine_seconds = Duration::from_secs(9);
+        assert_eq!(
+            admission_after(&breaker, nine_seconds).await,
+            Admission::Refuse
+        );
         tokio::time::advance(Duration::from_secs(1)).await;
         assert_eq!(
             breaker.admit(),
@@ -199,25 +214,23 @@ mod tests {
             "a failed probe reopens"
         );
 
-        tokio::time::advance(Duration::from_secs(10)).await;
-        assert_eq!(breaker.admit().0, Admission::Send);
+        let cool_down = Duration::from_secs(10);
+        assert_eq!(admission_after(&breaker, cool_down).await, Admission::Send);
         assert_eq!(breaker.record(true), Some(BreakerState::Closed));
         assert_eq!(breaker.admit(), (Admission::Send, None));
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_probe_that_never_reports_is_replaced() {
-        let breaker = breaker();
-        for _ in 0..3 {
-            breaker.record(false);
-        }
-        tokio::time::advance(Duration::from_secs(10)).await;
-        assert_eq!(breaker.admit().0, Admission::Send);
-        tokio::time::advance(Duration::from_millis(500)).await;
-        assert_eq!(breaker.admit().0, Admission::Refuse);
-        tokio::time::advance(Duration::from_millis(500)).await;
+        let breaker = opened_breaker();
+        let (cool_down, half_a_second) = (Duration::from_secs(10), Duration::from_millis(500));
+        assert_eq!(admission_after(&breaker, cool_down).await, Admission::Send);
         assert_eq!(
-            breaker.admit().0,
+            admission_after(&breaker, half_a_second).await,
+            Admission::Refuse
+        );
+        assert_eq!(
+            admission_after(&breaker, half_a_second).await,
             Admission::Send,
             "the lost probe timed out"
         );

@@ -452,13 +452,7 @@ mod tests {
     }
 
     fn call(id: &str, name: &str) -> ToolCall {
-        ToolCall {
-            choice: 0,
-            id: Some(id.to_owned()),
-            name: name.to_owned(),
-            kind: ToolKind::Function,
-            arguments: "{}".to_owned(),
-        }
+        ToolCall::function(Some(id.to_owned()), name, "{}".to_owned())
     }
 
     #[test]
@@ -606,35 +600,32 @@ mod tests {
         }
     }
 
+    /// The `pre_request` edits of an answer that removes `remove` from a request declaring
+    /// the tools named `declared`.
+    fn removal_edits(remove: &[&str], declared: &[&str]) -> Vec<RequestEdit> {
+        let answer = read(json!({"decision": "modify", "patch": {"remove_tools": remove}}))
+            .expect("an answer");
+        let tools: Vec<DeclaredTool> = (declared.iter())
+            .map(|name| DeclaredTool::function(*name, None))
+            .collect();
+        let declared: Vec<DeclaredToolView<'_>> = tools.iter().map(Into::into).collect();
+        answer
+            .edits::<RequestEdit>(&declared)
+            .expect("valid in pre_request")
+    }
+
     #[test]
     fn removing_every_declared_tool_drops_the_tool_fields() {
-        let answer = read(json!({"decision": "modify", "patch": {
-            "remove_tools": ["delete_user", "SEARCH"]}}))
-        .expect("an answer");
-        let tools = [
-            DeclaredTool::function("delete_user", None),
-            DeclaredTool::function("search", None),
-        ];
-        let declared: Vec<DeclaredToolView<'_>> = tools.iter().map(Into::into).collect();
-        let edits = answer
-            .edits::<RequestEdit>(&declared)
-            .expect("valid in pre_request");
+        let edits = removal_edits(&["delete_user", "SEARCH"], &["delete_user", "search"]);
         assert_eq!(edits, [RequestEdit::StripToolFields]);
     }
 
     #[test]
     fn a_tool_to_remove_is_resolved_to_its_declared_spelling() {
-        let answer = read(json!({"decision": "modify", "patch": {
-            "remove_tools": ["delete_user", "not_declared"]}}))
-        .expect("an answer");
-        let tools = [
-            DeclaredTool::function(" Delete_User", None),
-            DeclaredTool::function("search", None),
-        ];
-        let declared: Vec<DeclaredToolView<'_>> = tools.iter().map(Into::into).collect();
-        let edits = answer
-            .edits::<RequestEdit>(&declared)
-            .expect("valid in pre_request");
+        let edits = removal_edits(
+            &["delete_user", "not_declared"],
+            &[" Delete_User", "search"],
+        );
         assert_eq!(
             edits,
             [RequestEdit::RemoveDeclaredTools(vec![

@@ -62,6 +62,16 @@ fn default_tools() -> Vec<String> {
     vec!["*".to_owned()]
 }
 
+/// Names for an error message, comma separated, or `none` when there are none to offer.
+fn listed<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let names: Vec<&str> = names.collect();
+    if names.is_empty() {
+        "none".to_owned()
+    } else {
+        names.join(", ")
+    }
+}
+
 /// One instance's validated settings.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -78,37 +88,27 @@ impl Settings {
     pub fn parse(settings: &Value, context: &BuildContext) -> Result<Settings, SettingsError> {
         let raw: RawSettings = parse_settings(settings)?;
         let Some(service) = context.services.get(&raw.service) else {
-            let known: Vec<&str> = context.services.keys().map(String::as_str).collect();
             return Err(SettingsError::new(
                 "service",
                 format!(
                     "unknown service '{}' (defined in [services.NAME]: {})",
                     raw.service,
-                    if known.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        known.join(", ")
-                    }
+                    listed(context.services.keys().map(String::as_str))
                 ),
             ));
         };
         for name in raw.config.keys() {
             if service.config_param(name).is_none() {
-                let declared: Vec<&str> = service
+                let declared = service
                     .config_params
                     .iter()
-                    .map(|param| param.name.as_str())
-                    .collect();
+                    .map(|param| param.name.as_str());
                 return Err(SettingsError::new(
                     format!("config.{name}"),
                     format!(
                         "service '{}' has no config param '{name}' (its params: {})",
                         service.name,
-                        if declared.is_empty() {
-                            "none".to_owned()
-                        } else {
-                            declared.join(", ")
-                        }
+                        listed(declared)
                     ),
                 ));
             }

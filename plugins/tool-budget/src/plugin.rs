@@ -143,11 +143,7 @@ impl Plugin for ToolBudget {
         let mut stripped = Vec::new();
         for budget in self.budgets_for(tenant) {
             // The exact declared names: a strip edit removes tools by the name the body holds.
-            let declared: Vec<&str> = declared_keys
-                .iter()
-                .filter(|(_, key)| budget.covers(key))
-                .map(|(name, _)| *name)
-                .collect();
+            let declared: Vec<&str> = budget.covered(&declared_keys).collect();
             let touched = history.iter().any(|(_, key)| budget.covers(key));
             let reads_for_strip = budget.behaviour == Behaviour::Strip && !declared.is_empty();
             if !touched && !reads_for_strip {
@@ -199,11 +195,7 @@ impl Plugin for ToolBudget {
             .map(|call| (call, call.key()))
             .collect();
         for budget in self.budgets_for(tenant) {
-            let calls: Vec<&ToolCall> = keyed
-                .iter()
-                .filter(|(_, key)| budget.covers(key))
-                .map(|(call, _)| *call)
-                .collect();
+            let calls: Vec<&ToolCall> = budget.covered(&keyed).collect();
             if calls.is_empty() {
                 continue;
             }
@@ -283,9 +275,8 @@ impl Plugin for ToolBudget {
             .collect();
         for budget in self.budgets_for(tenant) {
             let key = counter_key(budget, tenant);
-            let markers: Vec<String> = (executed.iter())
-                .filter(|(_, tool)| budget.covers(tool))
-                .map(|(index, _)| {
+            let markers: Vec<String> = (budget.covered(&executed))
+                .map(|index| {
                     let request = escape(&exchange.meta.request_id);
                     format!("{key}:executed:{request}:{index}")
                 })

@@ -87,6 +87,17 @@ impl Budget {
     pub fn covers(&self, tool: &ToolKey) -> bool {
         self.pattern.matches_key(tool)
     }
+
+    /// The items of `keyed`, each paired with its tool's key, whose tool this budget covers.
+    pub fn covered<'a, T: Copy>(
+        &'a self,
+        keyed: &'a [(T, ToolKey)],
+    ) -> impl Iterator<Item = T> + 'a {
+        keyed
+            .iter()
+            .filter(|(_, key)| self.covers(key))
+            .map(|(item, _)| *item)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -213,31 +224,31 @@ fn parse_limit(value: &Value, path: &str) -> Result<Window, SettingsError> {
                     format!("unknown field `{unknown}`, expected `calls` or `window`"),
                 ));
             }
-            let calls = match fields.get("calls") {
-                Some(Value::Number(number)) => number.as_u64().ok_or_else(|| {
+            let (calls, calls_path) = required_field(fields, "calls", path)?;
+            let calls = match calls {
+                Value::Number(number) => number.as_u64().ok_or_else(|| {
                     SettingsError::new(
-                        format!("{path}.calls"),
+                        &calls_path,
                         format!("{number} is not a whole number of calls"),
                     )
                 })?,
-                Some(Value::String(text)) => parse_calls(text, &format!("{path}.calls"))?,
-                Some(other) => {
+                Value::String(text) => parse_calls(text, &calls_path)?,
+                other => {
                     return Err(SettingsError::new(
-                        format!("{path}.calls"),
+                        calls_path,
                         format!("{other} is not a number of calls"),
                     ));
                 }
-                None => return Err(SettingsError::new(path, "missing field `calls`")),
             };
-            let window = match fields.get("window") {
-                Some(Value::String(text)) => parse_window(text, &format!("{path}.window"))?,
-                Some(other) => {
+            let (window, window_path) = required_field(fields, "window", path)?;
+            let window = match window {
+                Value::String(text) => parse_window(text, &window_path)?,
+                other => {
                     return Err(SettingsError::new(
-                        format!("{path}.window"),
+                        window_path,
                         format!("{other} is not a window: write e.g. \"1m\", \"day\""),
                     ));
                 }
-                None => return Err(SettingsError::new(path, "missing field `window`")),
             };
             Ok(Window {
                 limit: calls,
@@ -250,6 +261,18 @@ fn parse_limit(value: &Value, path: &str) -> Result<Window, SettingsError> {
                 "{other} is not a limit: write \"10/minute\" or {{ calls = 10, window = \"1m\" }}"
             ),
         )),
+    }
+}
+
+/// A limit table's field `name` and its path, or the error that it is missing.
+fn required_field<'v>(
+    fields: &'v serde_json::Map<String, Value>,
+    name: &str,
+    path: &str,
+) -> Result<(&'v Value, String), SettingsError> {
+    match fields.get(name) {
+        Some(value) => Ok((value, format!("{path}.{name}"))),
+        None => Err(SettingsError::new(path, format!("missing field `{name}`"))),
     }
 }
 

@@ -123,14 +123,9 @@ impl Judge {
                 truncate(error.replace(&self.settings.api_key, "[redacted]")),
             ),
         };
-        match self.settings.fail_mode {
-            SemanticFailMode::Block => {
-                tracing::warn!(
-                    request_id = context.request_id,
-                    tool = %call.name,
-                    %cause,
-                    "semantic judge unavailable; blocking the call"
-                );
+        let (outcome, violation) = match self.settings.fail_mode {
+            SemanticFailMode::Block => (
+                "blocking the call",
                 Some(Unavailable::Judge.on_call(
                     Check::Semantic,
                     call,
@@ -139,18 +134,17 @@ impl Judge {
                          blocked",
                         call.name
                     ),
-                ))
-            }
-            SemanticFailMode::Allow => {
-                tracing::warn!(
-                    request_id = context.request_id,
-                    tool = %call.name,
-                    %cause,
-                    "semantic judge unavailable; allowing the call (semantic_fail_mode = allow)"
-                );
-                None
-            }
-        }
+                )),
+            ),
+            SemanticFailMode::Allow => ("allowing the call (semantic_fail_mode = allow)", None),
+        };
+        tracing::warn!(
+            request_id = context.request_id,
+            tool = %call.name,
+            %cause,
+            "semantic judge unavailable; {outcome}"
+        );
+        violation
     }
 }
 
@@ -179,7 +173,7 @@ mod tests {
     use super::*;
     use crate::testing::{
         API_KEY, FakeJudge, Harness, Reply, USER_REQUEST, calling, parse_response,
-        response_with_calls, violations,
+        response_with_calls, sole_violation, violations,
     };
 
     const TO_BOB: &str = r#"{"to":"bob@example.com","subject":"Q3"}"#;
@@ -238,17 +232,12 @@ mod tests {
                 r#"{"to":"mallory@evil.example"}"#,
             )]))
             .await;
-        let found = violations(&verdict);
-        assert_eq!(found.len(), 1);
-        assert_eq!(
-            (found[0].check, found[0].code.as_str()),
-            (Check::Semantic, "semantic_denied")
-        );
-        assert_eq!(found[0].tool_call_id.as_deref(), Some("call_0"));
+        let found = sole_violation(&verdict, Check::Semantic, "semantic_denied");
+        assert_eq!(found.tool_call_id.as_deref(), Some("call_0"));
         assert!(
-            found[0].message.contains("did not ask to email Mallory"),
+            found.message.contains("did not ask to email Mallory"),
             "{}",
-            found[0].message
+            found.message
         );
         assert_eq!(harness.outcomes(JudgeOutcome::Deny), 1);
     }
@@ -282,13 +271,8 @@ mod tests {
         let judge = FakeJudge::start(Reply::Content(allow), Duration::from_secs(2)).await;
         let harness = Harness::new(judge.settings(json!({"judge_timeout_ms": 200})));
         let verdict = harness.run(&calling(&[("send_email", TO_BOB)])).await;
-        let found = violations(&verdict);
-        assert_eq!(found.len(), 1);
-        assert_eq!(
-            (found[0].check, found[0].code.as_str()),
-            (Check::Semantic, "semantic_unavailable")
-        );
-        assert!(found[0].message.contains("200 ms"), "{}", found[0].message);
+        let found = sole_violation(&verdict, Check::Semantic, "semantic_unavailable");
+        assert!(found.message.contains("200 ms"), "{}", found.message);
         assert_eq!(harness.outcomes(JudgeOutcome::Timeout), 1);
     }
 

@@ -218,8 +218,6 @@ fn strip_code_fence(text: &str) -> &str {
 
 #[cfg(test)]
 mod tests {
-    use toolgate_plugin::ToolKind;
-
     use super::*;
     use crate::metrics::JudgeOutcome;
     use crate::testing::{API_KEY, Harness, calling, violations};
@@ -256,13 +254,11 @@ mod tests {
 
     #[test]
     fn the_request_carries_the_call_and_asks_for_a_json_schema_verdict() {
-        let call = ToolCall {
-            choice: 0,
-            id: Some("call_1".to_owned()),
-            name: "wire_money".to_owned(),
-            kind: ToolKind::Function,
-            arguments: r#"{"amount": 5}"#.to_owned(),
-        };
+        let call = ToolCall::function(
+            Some("call_1".to_owned()),
+            "wire_money",
+            r#"{"amount": 5}"#.to_owned(),
+        );
         let context = ReviewContext {
             request_id: "req-1",
             user_request: Some("pay my rent"),

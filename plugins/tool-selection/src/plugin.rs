@@ -104,7 +104,9 @@ mod tests {
     use toolgate_plugin::ParseError;
 
     use super::*;
-    use crate::testing::{calling, declared, parse_request, parse_response, run, violations};
+    use crate::testing::{
+        calling, declared, parse_request, parse_response, run, sole_violation, violations,
+    };
 
     fn plugin(settings: serde_json::Value) -> ToolSelection {
         let metrics = Metrics::register(&mut Default::default());
@@ -122,13 +124,8 @@ mod tests {
         assert!(matches!(verdict, Verdict::Continue));
 
         let verdict = run(&plugin(json!({"strict": true})), &declared(), &unparsable()).await;
-        let found = violations(&verdict);
-        assert_eq!(found.len(), 1);
-        assert_eq!(
-            (found[0].check, found[0].code.as_str()),
-            (Check::Parse, "unparsable_response")
-        );
-        assert!(found[0].message.contains("EOF"), "{}", found[0].message);
+        let found = sole_violation(&verdict, Check::Parse, "unparsable_response");
+        assert!(found.message.contains("EOF"), "{}", found.message);
     }
 
     #[tokio::test]

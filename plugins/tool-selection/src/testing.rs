@@ -14,8 +14,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 use toolgate_plugin::{
-    ExchangeMeta, Parsed, Plugin, PluginFactory, ResponseEdit, ResponseExchange, ToolRequest,
-    ToolResponse, Verdict, Violation, WireFormat,
+    Check, ExchangeMeta, Parsed, Plugin, PluginFactory, ResponseEdit, ResponseExchange,
+    ToolRequest, ToolResponse, Verdict, Violation, WireFormat,
 };
 
 use crate::ToolSelectionFactory;
@@ -158,6 +158,19 @@ pub fn violations(verdict: &Verdict<ResponseEdit>) -> &[Violation] {
         Verdict::Block(rejection) => &rejection.violations,
         other => panic!("expected a block, got {other:?}"),
     }
+}
+
+/// The one violation a block carries, after checking there is no other and which check and
+/// code it has.
+pub fn sole_violation<'v>(
+    verdict: &'v Verdict<ResponseEdit>,
+    check: Check,
+    code: &str,
+) -> &'v Violation {
+    let found = violations(verdict);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!((found[0].check, found[0].code.as_str()), (check, code));
+    &found[0]
 }
 
 /// How the fake judge answers every request.

@@ -8,13 +8,13 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::stream::AnthropicStreamAssembler as Blocks;
+use super::PartWire;
 use crate::edits::Edit;
 use crate::format::{
-    ParseError, ToolRequest, ToolResponse, WireFormat, name_text, read_json, text_or_raw_json,
+    ParseError, ToolRequest, ToolResponse, WireFormat, read_json, text_or_raw_json,
 };
 use crate::raw_object::RawObject;
-use crate::tool::{CallOutcome, DeclaredTool, HistoryCall, ToolCall, ToolKind};
+use crate::tool::{CallOutcome, DeclaredTool, HistoryCall, ToolKind};
 use crate::tool_entry::{RequestHead, without_tools};
 
 /// The names a declared `code_execution` server tool (version 20250825 and later) answers
@@ -53,47 +53,7 @@ struct MessageWire<'a> {
     #[serde(rename = "type", borrow)]
     kind: Cow<'a, str>,
     #[serde(borrow)]
-    content: Vec<BlockWire<'a>>,
-}
-
-/// A content block of any type, in a response or in the conversation. Every field but `type` is
-/// read leniently (a number is kept as its JSON text), as the stream assembler reads them, so
-/// both paths give the same calls and one odd field does not hide a whole message.
-#[derive(Deserialize)]
-struct BlockWire<'a> {
-    #[serde(rename = "type", borrow, default)]
-    kind: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    id: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    name: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    input: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    text: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    thinking: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    tool_use_id: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    is_error: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    content: Option<&'a RawValue>,
-}
-
-impl BlockWire<'_> {
-    /// The call this block is, if it is a `tool_use` or `server_tool_use`. A call without a
-    /// name keeps an empty one: no tool has it, so the call is blocked, not waved through.
-    fn call(&self) -> Option<ToolCall> {
-        let kind = Blocks::call_kind(self.kind.as_deref()?)?;
-        Some(ToolCall {
-            choice: 0,
-            id: self.id.map(text_or_raw_json),
-            name: self.name.map(name_text).unwrap_or_default(),
-            kind,
-            arguments: Blocks::arguments(self.input.map_or("{}", RawValue::get)),
-        })
-    }
+    content: Vec<PartWire<'a>>,
 }
 
 pub(crate) fn parse_response(body: &[u8]) -> Result<ToolResponse, ParseError> {
@@ -104,7 +64,7 @@ pub(crate) fn parse_response(body: &[u8]) -> Result<ToolResponse, ParseError> {
             message.kind
         )));
     }
-    let calls = message.content.iter().filter_map(BlockWire::call).collect();
+    let calls = message.content.iter().filter_map(PartWire::call).collect();
     let thoughts: Vec<String> = message
         .content
         .into_iter()
@@ -134,7 +94,7 @@ struct TurnWire<'a> {
 }
 
 impl TurnWire<'_> {
-    fn blocks(&self) -> Vec<BlockWire<'_>> {
+    fn blocks(&self) -> Vec<PartWire<'_>> {
         self.content
             .and_then(|raw| serde_json::from_str(raw.get()).ok())
             .unwrap_or_default()
@@ -225,7 +185,7 @@ pub(crate) fn history(body: &[u8]) -> Vec<HistoryCall> {
 /// A server tool's result content is an error object (`web_search_tool_result_error`, …).
 fn holds_error(content: Option<&RawValue>) -> bool {
     content
-        .and_then(|raw| serde_json::from_str::<BlockWire>(raw.get()).ok())
+        .and_then(|raw| serde_json::from_str::<PartWire>(raw.get()).ok())
         .and_then(|block| block.kind)
         .is_some_and(|kind| kind.ends_with("_error"))
 }
@@ -284,6 +244,7 @@ mod tests {
     use std::path::PathBuf;
 
     use super::*;
+    use crate::tool::ToolCall;
 
     fn request(json: &str) -> ToolRequest {
         parse_request(Bytes::from(json.to_owned())).expect("request parses")

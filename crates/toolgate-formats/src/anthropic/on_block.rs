@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::format::ParseError;
 use crate::on_block::{
-    BlockNotice, CallFeedback, append_to_field, array_items, call_id, named_event,
+    BlockNotice, CallFeedback, append_to_field, array_items, call_id, named_events,
 };
 use crate::tool::ToolKind;
 
@@ -101,12 +101,7 @@ pub(crate) fn block_message_stream(notice: &BlockNotice<'_>) -> Bytes {
         ),
         ("message_stop", json!({})),
     ];
-    let mut text = String::new();
-    for (name, mut data) in events {
-        data["type"] = json!(name);
-        text.push_str(&named_event(name, &data));
-    }
-    Bytes::from(text)
+    named_events(events, None)
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use crate::format::ParseError;
-use crate::response_edits::Replacement;
+use crate::response_edits::{self, Replacement};
 use crate::stream::StreamRewriter;
 use crate::stream::usage::UsageSlot;
 
@@ -13,13 +13,7 @@ pub(super) fn replace_arguments(
     items: &mut [Value],
     wanted: &[Replacement<'_>],
 ) -> Result<bool, ParseError> {
-    let mut changed = false;
-    for block in items.iter_mut() {
-        for edit in wanted {
-            changed |= set_anthropic_block(block, edit)?;
-        }
-    }
-    Ok(changed)
+    response_edits::offer_to_each_item(items, wanted, set_anthropic_block)
 }
 
 /// An Anthropic `tool_use` / `server_tool_use` block: `input` is an object, so the new

@@ -9,6 +9,7 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 
+use super::PartWire;
 use crate::format::{name_text, text_or_raw_json};
 use crate::sse::SseEvent;
 use crate::stream::{StreamAssembler, StreamStep, event_json};
@@ -31,30 +32,6 @@ struct EventWire<'a> {
     /// format's to classify.
     #[serde(default)]
     choices: Option<serde::de::IgnoredAny>,
-}
-
-/// A content block (as `content_block_start` or `message_start` carries it), a delta, or the
-/// opening message. Ids, names and texts are read leniently (a number is kept as its JSON
-/// text): an SDK does not check their types, so a call must not slip through for a wrong one.
-#[derive(Deserialize)]
-struct PartWire<'a> {
-    #[serde(rename = "type", borrow, default)]
-    kind: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    id: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    name: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    input: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    text: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    thinking: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    partial_json: Option<&'a RawValue>,
-    /// The opening message's blocks; raw, as a result block's `content` may be anything.
-    #[serde(borrow, default)]
-    content: Option<&'a RawValue>,
 }
 
 /// Reads a part. One that is missing or cannot be read (a duplicate key, a non-string type)
@@ -382,8 +359,8 @@ mod tests {
     use crate::format::{ToolResponse, WireFormat};
     use crate::sse::SseParser;
     use crate::sse::tests::chunkings;
-    use crate::stream::tests::fixture_pairs;
     use crate::stream::tests::observe_all;
+    use crate::stream::tests::{fixture_pairs, golden_streams};
     use StreamStep::*;
 
     const TOOL: &str = r#"{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{}}"#;
@@ -443,16 +420,15 @@ mod tests {
 
     #[test]
     fn every_fixture_stream_yields_the_calls_of_its_message_however_it_is_chunked() {
-        let pairs = fixture_pairs("anthropic", ".response.json");
-        assert!(
-            pairs.len() >= 8,
-            "fixtures/anthropic holds the golden pairs"
+        let golden = golden_streams(
+            WireFormat::AnthropicMessages,
+            "anthropic",
+            ".response.json",
+            8,
         );
-        for (name, stream, response) in &pairs {
-            let expected = WireFormat::AnthropicMessages.parse_response(response);
-            let expected = expected.unwrap_or_else(|error| panic!("{name}: {error}"));
+        for (name, stream, expected) in &golden {
             let (whole, steps) = assemble(&[stream]);
-            assert_eq!(whole, expected, "{name}");
+            assert_eq!(whole, *expected, "{name}");
             assert_eq!(
                 steps.last(),
                 Some(&(Done, false)),

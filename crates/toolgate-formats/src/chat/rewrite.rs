@@ -14,19 +14,27 @@ pub(super) fn replace_arguments(
     wanted: &[Replacement<'_>],
 ) -> Result<bool, ParseError> {
     let mut changed = false;
-    for (position, choice) in items.iter_mut().enumerate() {
-        let index = choice
-            .get("index")
-            .and_then(Value::as_u64)
-            .map_or(position as u32, |index| index as u32);
-        let Some(message) = choice.get_mut("message") else {
-            continue;
-        };
+    for (index, message) in choice_parts(items, "message") {
         for edit in wanted.iter().filter(|edit| edit.choice == index) {
             changed |= set_chat_call(message, edit.call_id, edit.arguments);
         }
     }
     Ok(changed)
+}
+
+/// The `part` (`message`, or a chunk's `delta`) of each choice that has one, with the choice's
+/// index: its `index` field, else its position.
+fn choice_parts<'v>(
+    choices: &'v mut [Value],
+    part: &'static str,
+) -> impl Iterator<Item = (u32, &'v mut Value)> + 'v {
+    (choices.iter_mut().enumerate()).filter_map(move |(position, choice)| {
+        let index = choice
+            .get("index")
+            .and_then(Value::as_u64)
+            .map_or(position as u32, |index| index as u32);
+        Some((index, choice.get_mut(part)?))
+    })
 }
 
 /// A chat message's call: `tool_calls[]` by id (function `arguments` or custom `input`), or the
@@ -80,14 +88,7 @@ impl StreamRewriter {
             return false;
         };
         let mut changed = false;
-        for (position, choice) in choices.iter_mut().enumerate() {
-            let index = choice
-                .get("index")
-                .and_then(Value::as_u64)
-                .map_or(position as u32, |index| index as u32);
-            let Some(delta) = choice.get_mut("delta") else {
-                continue;
-            };
+        for (index, delta) in choice_parts(choices, "delta") {
             if let Some(calls) = delta.get_mut("tool_calls").and_then(Value::as_array_mut) {
                 for (slot_position, call) in calls.iter_mut().enumerate() {
                     let slot = call

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::format::ParseError;
 use crate::on_block::{
-    BlockNotice, CallFeedback, append_to_field, array_items, call_id, named_event,
+    BlockNotice, CallFeedback, append_to_field, array_items, call_id, named_events,
 };
 use crate::tool::ToolKind;
 
@@ -22,23 +22,10 @@ pub(crate) fn retry_request(
     for (position, item) in feedback.iter().enumerate() {
         let call = item.call;
         let id = call_id(call, position);
-        match call.kind {
-            ToolKind::Function | ToolKind::LegacyFunction => {
-                items.push(
-                    json!({"type": "function_call", "call_id": id, "name": call.name,
-                                  "arguments": call.arguments}),
-                );
-                items.push(json!({"type": "function_call_output", "call_id": id,
-                                  "output": item.result}));
-            }
-            ToolKind::Custom => {
-                items.push(
-                    json!({"type": "custom_tool_call", "call_id": id, "name": call.name,
-                                  "input": call.arguments}),
-                );
-                items.push(json!({"type": "custom_tool_call_output", "call_id": id,
-                                  "output": item.result}));
-            }
+        // A custom tool's call carries its text as `input`, a function's as `arguments`.
+        let (call_type, arguments_field) = match call.kind {
+            ToolKind::Function | ToolKind::LegacyFunction => ("function_call", "arguments"),
+            ToolKind::Custom => ("custom_tool_call", "input"),
             // The provider runs its own tools: no result of toolgate's can stand in for one.
             ToolKind::Builtin => {
                 return Err(ParseError::new(format!(
@@ -46,7 +33,11 @@ pub(crate) fn retry_request(
                     call.name
                 )));
             }
-        }
+        };
+        items.push(json!({"type": call_type, "call_id": id, "name": call.name,
+                          arguments_field: call.arguments}));
+        items.push(json!({"type": format!("{call_type}_output"), "call_id": id,
+                          "output": item.result}));
     }
     append_to_field(body, "input", input_items, &items)
 }
@@ -151,13 +142,7 @@ pub(crate) fn block_message_stream(notice: &BlockNotice<'_>) -> Bytes {
         ),
         ("response.completed", json!({"response": completed(notice)})),
     ];
-    let mut text = String::new();
-    for (number, (name, mut data)) in events.into_iter().enumerate() {
-        data["type"] = json!(name);
-        data["sequence_number"] = json!(number);
-        text.push_str(&named_event(name, &data));
-    }
-    Bytes::from(text)
+    named_events(events, Some("sequence_number"))
 }
 
 #[cfg(test)]
@@ -186,6 +171,30 @@ mod tests {
             json!({"type": "function_call_output", "call_id": "call_1", "output": "not declared"})
         );
         assert_eq!(retried["stream"], true);
+    }
+
+    #[test]
+    fn a_custom_call_is_replayed_with_its_input_and_answered_by_its_own_output_item() {
+        let call = ToolCall {
+            kind: ToolKind::Custom,
+            ..ToolCall::function(Some("call_7".into()), "run_sql", "DROP TABLE t".into())
+        };
+        let feedback = [CallFeedback {
+            call: &call,
+            result: "not allowed".into(),
+        }];
+        let retried: Value = serde_json::from_slice(
+            &retry_request(br#"{"input":[]}"#, &feedback).expect("rewrites"),
+        )
+        .expect("json");
+        assert_eq!(
+            retried["input"],
+            json!([
+                {"type": "custom_tool_call", "call_id": "call_7", "name": "run_sql",
+                 "input": "DROP TABLE t"},
+                {"type": "custom_tool_call_output", "call_id": "call_7", "output": "not allowed"}
+            ])
+        );
     }
 
     #[test]

@@ -15,13 +15,9 @@ pub(super) fn replace_arguments(
     items: &mut [Value],
     wanted: &[Replacement<'_>],
 ) -> Result<bool, ParseError> {
-    let mut changed = false;
-    for item in items.iter_mut() {
-        for edit in wanted {
-            changed |= set_responses_item(item, edit);
-        }
-    }
-    Ok(changed)
+    response_edits::offer_to_each_item(items, wanted, |item, edit| {
+        Ok(set_responses_item(item, edit))
+    })
 }
 
 /// The id a Responses item's call is known by: its `call_id`, else its `id` (as the adapter).

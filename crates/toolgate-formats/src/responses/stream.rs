@@ -449,7 +449,7 @@ mod tests {
     use crate::format::ToolResponse;
     use crate::sse::SseParser;
     use crate::sse::tests::chunkings;
-    use crate::stream::tests::fixture_pairs;
+    use crate::stream::tests::golden_streams;
     use StreamStep::*;
 
     /// What the gateway does: observe every event, take the calls whenever they are ready and
@@ -475,17 +475,10 @@ mod tests {
 
     #[test]
     fn every_fixture_stream_yields_the_calls_of_its_unstreamed_twin_however_it_is_chunked() {
-        let pairs = fixture_pairs("responses", ".response.json");
-        assert!(
-            pairs.len() >= 9,
-            "fixtures/responses holds the golden pairs"
-        );
-        for (name, stream, response) in &pairs {
-            let expected = WireFormat::Responses
-                .parse_response(response)
-                .unwrap_or_else(|error| panic!("{name}.response.json: {error}"));
+        let golden = golden_streams(WireFormat::Responses, "responses", ".response.json", 9);
+        for (name, stream, expected) in &golden {
             let (whole, steps, takes) = assemble(&[stream]);
-            assert_eq!(whole, expected, "{name}");
+            assert_eq!(whole, *expected, "{name}");
             assert!(!steps.contains(&Unrecognized), "{name}");
             assert_eq!(
                 steps.contains(&ToolFragment),

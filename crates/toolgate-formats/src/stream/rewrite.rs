@@ -160,18 +160,15 @@ mod tests {
     use crate::sse::SseParser;
     use crate::stream::reassemble;
 
-    fn edit(call_id: &str, arguments: &str) -> Vec<Edit> {
-        vec![Edit::ReplaceArguments {
+    /// Rewrites a whole stream with one edit, `call_id`'s new `arguments`, and returns the text a
+    /// client would get.
+    fn rewritten(format: WireFormat, stream: &str, call_id: &str, arguments: &str) -> String {
+        let mut rewriter = StreamRewriter::new(format);
+        rewriter.add_edits(&[Edit::ReplaceArguments {
             choice: 0,
             call_id: Some(call_id.to_owned()),
             arguments: arguments.to_owned(),
-        }]
-    }
-
-    /// Rewrites a whole stream with `edits` and returns the bytes a client would get.
-    fn rewrite_all(format: WireFormat, stream: &str, edits: &[Edit]) -> Vec<u8> {
-        let mut rewriter = StreamRewriter::new(format);
-        rewriter.add_edits(edits);
+        }]);
         let mut parser = SseParser::new();
         let mut events = parser.push(stream.as_bytes());
         events.extend(parser.finish());
@@ -182,7 +179,7 @@ mod tests {
                 None => out.extend_from_slice(&event.raw),
             }
         }
-        out
+        String::from_utf8(out).expect("a rewritten stream is UTF-8")
     }
 
     #[test]
@@ -195,14 +192,14 @@ mod tests {
             "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n",
             "data: [DONE]\n\n",
         );
-        let out = rewrite_all(
+        let text = rewritten(
             WireFormat::ChatCompletions,
             stream,
-            &edit("c1", r#"{"k":"[REDACTED]"}"#),
+            "c1",
+            r#"{"k":"[REDACTED]"}"#,
         );
-        let text = String::from_utf8(out.clone()).unwrap();
         assert!(!text.contains("secret"), "{text}");
-        let calls = reassemble(WireFormat::ChatCompletions, [out.as_slice()])
+        let calls = reassemble(WireFormat::ChatCompletions, [text.as_bytes()])
             .response
             .calls;
         assert_eq!(calls[0].arguments, r#"{"k":"[REDACTED]"}"#);
@@ -218,12 +215,7 @@ mod tests {
             "event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\",\"output_index\":0,\"item\":{\"type\":\"function_call\",\"id\":\"fc_1\",\"call_id\":\"call_1\",\"name\":\"a\",\"arguments\":\"{\\\"k\\\":\\\"secret\\\"}\"}}\n\n",
             "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"output\":[{\"type\":\"function_call\",\"id\":\"fc_1\",\"call_id\":\"call_1\",\"name\":\"a\",\"arguments\":\"{\\\"k\\\":\\\"secret\\\"}\"}]}}\n\n",
         );
-        let out = rewrite_all(
-            WireFormat::Responses,
-            stream,
-            &edit("call_1", r#"{"k":"x"}"#),
-        );
-        let text = String::from_utf8(out).unwrap();
+        let text = rewritten(WireFormat::Responses, stream, "call_1", r#"{"k":"x"}"#);
         assert!(!text.contains("secret"), "{text}");
         assert_eq!(text.matches("event: ").count(), 5, "event names are kept");
 
@@ -233,12 +225,12 @@ mod tests {
             "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"ret\\\"}\"}}\n\n",
             "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":1}\n\n",
         );
-        let out = rewrite_all(
+        let text = rewritten(
             WireFormat::AnthropicMessages,
             stream,
-            &edit("toolu_1", r#"{"k":"x"}"#),
+            "toolu_1",
+            r#"{"k":"x"}"#,
         );
-        let text = String::from_utf8(out).unwrap();
         assert!(!text.contains("sec"), "{text}");
         assert!(text.contains(r#""partial_json":"{\"k\":\"x\"}""#), "{text}");
     }

@@ -169,30 +169,30 @@ mod tests {
 
     #[test]
     fn the_client_reads_the_sum_of_every_attempt() {
-        assert_eq!(
-            summed(
+        // Each row: a stream, the usage of the attempts before it, and the sum the client reads.
+        let attempts = [
+            (
                 WireFormat::ChatCompletions,
                 CHAT,
-                json!({"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15})
+                json!({"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}),
+                json!({"prompt_tokens": 20, "completion_tokens": 8, "total_tokens": 28}),
             ),
-            Some(json!({"prompt_tokens": 20, "completion_tokens": 8, "total_tokens": 28}))
-        );
-        assert_eq!(
-            summed(
+            (
                 WireFormat::Responses,
                 RESPONSES,
-                json!({"input_tokens": 20, "output_tokens": 2, "total_tokens": 22})
+                json!({"input_tokens": 20, "output_tokens": 2, "total_tokens": 22}),
+                json!({"input_tokens": 40, "output_tokens": 6, "total_tokens": 46}),
             ),
-            Some(json!({"input_tokens": 40, "output_tokens": 6, "total_tokens": 46}))
-        );
-        assert_eq!(
-            summed(
+            (
                 WireFormat::AnthropicMessages,
                 ANTHROPIC,
-                json!({"input_tokens": 30, "output_tokens": 9})
+                json!({"input_tokens": 30, "output_tokens": 9}),
+                json!({"input_tokens": 60, "output_tokens": 15}),
             ),
-            Some(json!({"input_tokens": 60, "output_tokens": 15}))
-        );
+        ];
+        for (format, stream, earlier, sum) in attempts {
+            assert_eq!(summed(format, stream, earlier), Some(sum), "{format:?}");
+        }
     }
 
     #[test]
