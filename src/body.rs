@@ -18,6 +18,23 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// Every body toolgate writes, to a client or to an upstream.
 pub type ProxyBody = BoxBody<Bytes, BoxError>;
 
+/// What polling one of toolgate's bodies for its next frame gives.
+pub type FramePoll = Poll<Option<Result<Frame<Bytes>, BoxError>>>;
+
+/// An error and its causes in one line. hyper's errors say little at the top ("error reading a
+/// body from connection", "client error"); the cause (a bad chunk size line, a refused
+/// connection) is what tells the reader what went wrong.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
 pub fn full(bytes: impl Into<Bytes>) -> ProxyBody {
     Full::new(bytes.into())
         .map_err(|never| match never {})
@@ -151,10 +168,7 @@ where
     type Data = Bytes;
     type Error = BoxError;
 
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> FramePoll {
         let this = self.get_mut();
         match std::mem::replace(&mut this.after, After::Nothing) {
             After::Nothing => {}
@@ -286,10 +300,7 @@ where
     type Data = Bytes;
     type Error = BoxError;
 
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> FramePoll {
         let this = self.get_mut();
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(frame) => {

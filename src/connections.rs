@@ -17,13 +17,13 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body::{Body, Frame, SizeHint};
+use http_body::{Body, SizeHint};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::{AcquireError, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-use crate::body::{BoxError, ProxyBody};
+use crate::body::{BoxError, FramePoll, ProxyBody};
 use crate::config::ServerConfig;
 
 /// How long a connection must have been idle to be closed for a new client. A connection just
@@ -366,10 +366,7 @@ impl Body for BusyBody {
     type Data = Bytes;
     type Error = BoxError;
 
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> FramePoll {
         Pin::new(&mut self.get_mut().inner).poll_frame(cx)
     }
 

@@ -78,12 +78,13 @@ pub struct StageOutcome {
 
 impl StageOutcome {
     /// An observed plugin's edits change nothing, but its audit fields record what it saw.
-    fn keep_annotations<'a>(
-        &mut self,
-        annotations: impl Iterator<Item = (&'a String, &'a serde_json::Value)>,
-    ) {
-        self.annotations
-            .extend(annotations.map(|(key, value)| (key.clone(), value.clone())));
+    /// An observe-mode plugin's edits: its annotations are kept (they record what was seen and
+    /// change nothing), the rest is only logged.
+    fn observe<E: StageEdit>(&mut self, entry: &ChainEntry, edits: &[E]) {
+        for (key, value) in edits.iter().filter_map(StageEdit::annotation) {
+            self.annotations.push((key.clone(), value.clone()));
+        }
+        tracing::info!(plugin = %entry.name, ?edits, "observe mode: would have modified the {}", E::TARGET);
     }
 
     fn record(&mut self, entry: &ChainEntry, rejection: Rejection) {
@@ -217,11 +218,7 @@ impl Chain {
                     }
                 }
                 Verdict::Modify(edits) if entry.mode == Mode::Observe => {
-                    outcome.keep_annotations(edits.iter().filter_map(|edit| match edit {
-                        RequestEdit::Annotate(key, value) => Some((key, value)),
-                        _ => None,
-                    }));
-                    tracing::info!(plugin = %entry.name, ?edits, "observe mode: would have modified the request");
+                    outcome.observe(entry, &edits);
                 }
                 Verdict::Modify(edits) => {
                     let mut body_edits = Vec::new();
@@ -295,11 +292,7 @@ impl Chain {
                 Verdict::Continue => {}
                 Verdict::Block(rejection) => outcome.record(entry, rejection),
                 Verdict::Modify(edits) if entry.mode == Mode::Observe => {
-                    outcome.keep_annotations(edits.iter().filter_map(|edit| match edit {
-                        ResponseEdit::Annotate(key, value) => Some((key, value)),
-                        _ => None,
-                    }));
-                    tracing::info!(plugin = %entry.name, ?edits, "observe mode: would have modified the response");
+                    outcome.observe(entry, &edits);
                 }
                 Verdict::Modify(edits) => {
                     for edit in edits {
@@ -366,5 +359,33 @@ impl Chain {
                 .map(|entry| entry.plugin.post_response(exchange)),
         )
         .await;
+    }
+}
+
+/// What the chain does alike with the edits of either stage.
+trait StageEdit: std::fmt::Debug {
+    /// What the edits would have changed, for the observe-mode log line.
+    const TARGET: &'static str;
+    /// The audit field this edit adds, if it is an annotation.
+    fn annotation(&self) -> Option<(&String, &serde_json::Value)>;
+}
+
+impl StageEdit for RequestEdit {
+    const TARGET: &'static str = "request";
+    fn annotation(&self) -> Option<(&String, &serde_json::Value)> {
+        match self {
+            RequestEdit::Annotate(key, value) => Some((key, value)),
+            _ => None,
+        }
+    }
+}
+
+impl StageEdit for ResponseEdit {
+    const TARGET: &'static str = "response";
+    fn annotation(&self) -> Option<(&String, &serde_json::Value)> {
+        match self {
+            ResponseEdit::Annotate(key, value) => Some((key, value)),
+            _ => None,
+        }
     }
 }

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use tokio::time::{Instant, Sleep};
 
-use crate::body::{BoxError, collect_limited};
+use crate::body::{BoxError, FramePoll, collect_limited, error_chain};
 use crate::config::ServerConfig;
 use crate::error::GatewayError;
 
@@ -143,10 +143,7 @@ where
     type Data = Bytes;
     type Error = BoxError;
 
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> FramePoll {
         let this = self.get_mut();
         if this.fault.get().is_some() {
             return Poll::Ready(None);
@@ -193,19 +190,6 @@ where
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
     }
-}
-
-/// hyper's body error says only "error reading a body from connection"; the cause (a bad
-/// chunk size line) is what tells the client what it did wrong.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use tokio::sync::watch;
 use toolgate_plugin::WireFormat;
 use toolgate_plugin::sse::SseBoundary;
 
-use crate::body::{BoxError, ProxyBody};
+use crate::body::{BoxError, FramePoll, ProxyBody};
 use crate::error::GatewayError;
 
 /// Fired by the listener when the grace period runs out with exchanges still in flight.
@@ -83,10 +83,7 @@ impl Body for CutAtGraceEnd {
     type Data = Bytes;
     type Error = BoxError;
 
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> FramePoll {
         let this = self.get_mut();
         if this.ended {
             return Poll::Ready(None);

@@ -185,28 +185,22 @@ impl Relay {
             let flow = self
                 .relay(&mut body, &mut parser, read_timeout, &mut grace_over)
                 .await;
+            // A blocked attempt is billed, whether its place is taken by a retry or a notice.
+            if let Flow::Retry(_) | Flow::Notice(_) = flow {
+                Box::pin(self.bill_blocked_attempt(
+                    &mut body,
+                    &mut parser,
+                    read_timeout,
+                    &mut grace_over,
+                ))
+                .await;
+            }
             match flow {
-                Flow::Retry(request) => {
-                    Box::pin(self.bill_blocked_attempt(
-                        &mut body,
-                        &mut parser,
-                        read_timeout,
-                        &mut grace_over,
-                    ))
-                    .await;
-                    match Box::pin(self.retry(request)).await {
-                        Some(next) => body = Coalesce::new(next),
-                        None => break,
-                    }
-                }
+                Flow::Retry(request) => match Box::pin(self.retry(request)).await {
+                    Some(next) => body = Coalesce::new(next),
+                    None => break,
+                },
                 Flow::Notice(rejection) => {
-                    Box::pin(self.bill_blocked_attempt(
-                        &mut body,
-                        &mut parser,
-                        read_timeout,
-                        &mut grace_over,
-                    ))
-                    .await;
                     self.notice(&rejection);
                     break;
                 }

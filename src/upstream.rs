@@ -16,7 +16,7 @@ use hyper_util::rt::TokioExecutor;
 use toolgate_plugin::WireFormat;
 use toolgate_plugin::header_rules::HOP_BY_HOP;
 
-use crate::body::ProxyBody;
+use crate::body::{ProxyBody, error_chain};
 
 /// What the configuration says about one upstream.
 #[derive(Clone)]
@@ -226,18 +226,6 @@ impl Upstream {
             Ok(Err(error)) => Err(UpstreamError::Failed(error_chain(&error))),
         }
     }
-}
-
-/// The error and its causes in one line: the top-level client error alone says too little.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// Whether an answer's head says it is an event stream.
