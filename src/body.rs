@@ -274,7 +274,9 @@ impl Body for ChannelBody {
 pub struct IdleTimeout<B> {
     inner: B,
     timeout: Duration,
-    deadline: Pin<Box<tokio::time::Sleep>>,
+    /// When the last frame came (or the body was made).
+    last_frame: tokio::time::Instant,
+    deadline: WaitDeadline,
 }
 
 impl<B> IdleTimeout<B> {
@@ -282,8 +284,31 @@ impl<B> IdleTimeout<B> {
         IdleTimeout {
             inner,
             timeout,
-            deadline: Box::pin(tokio::time::sleep(timeout)),
+            last_frame: tokio::time::Instant::now(),
+            deadline: WaitDeadline::default(),
         }
+    }
+}
+
+/// The deadline of a body's wait on its source, as a timer armed only while the body waits.
+/// Moved on every frame, a timer would be registered with the runtime's timer wheel (a lock)
+/// once per frame; most frames come without a wait, and for them this costs nothing.
+#[derive(Default)]
+pub struct WaitDeadline(Option<Pin<Box<tokio::time::Sleep>>>);
+
+impl WaitDeadline {
+    /// Ready once `at` has passed; until then the task is woken at `at`.
+    pub fn poll_at(&mut self, at: tokio::time::Instant, cx: &mut Context<'_>) -> Poll<()> {
+        let timer = match &mut self.0 {
+            Some(timer) => {
+                if timer.deadline() != at {
+                    timer.as_mut().reset(at);
+                }
+                timer
+            }
+            None => self.0.insert(Box::pin(tokio::time::sleep_until(at))),
+        };
+        timer.as_mut().poll(cx)
     }
 }
 
@@ -304,11 +329,10 @@ where
         let this = self.get_mut();
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(frame) => {
-                let next = tokio::time::Instant::now() + this.timeout;
-                this.deadline.as_mut().reset(next);
+                this.last_frame = tokio::time::Instant::now();
                 Poll::Ready(frame.map(|result| result.map_err(Into::into)))
             }
-            Poll::Pending => match this.deadline.as_mut().poll(cx) {
+            Poll::Pending => match this.deadline.poll_at(this.last_frame + this.timeout, cx) {
                 Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(IdleTimeoutError(this.timeout))))),
                 Poll::Pending => Poll::Pending,
             },

@@ -73,8 +73,8 @@ pub struct ConnectionState {
     idle_since: AtomicU64,
     /// Chosen to make room for a new client: closed as soon as it is idle.
     reclaimed: AtomicBool,
-    /// Wakes the connection's task when its deadline moved nearer (it went idle, or was
-    /// reclaimed).
+    /// Wakes the connection's task when it is reclaimed: the one change that moves its
+    /// deadline nearer than the time its task looks again.
     wake: Notify,
     registry: Arc<Connections>,
 }
@@ -242,7 +242,12 @@ impl Drop for Busy {
         if connection.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
             let now = millis_between(connection.epoch, Instant::now());
             connection.idle_since.store(now, Ordering::Release);
-            connection.wake.notify_one();
+            // Only a reclaimed connection's deadline moves nearer when it goes idle (to now);
+            // an idle deadline is never earlier than the time `drive` looks again, so the
+            // task is not woken after every exchange for it.
+            if connection.is_reclaimed() {
+                connection.wake.notify_one();
+            }
         }
     }
 }
@@ -264,8 +269,15 @@ pub async fn drive<C, E>(
 {
     let state = registered.state().clone();
     loop {
-        let deadline = state.deadline(&phases);
+        // Whenever the connection goes idle from now on, its deadline is at least `idle` after
+        // that: looking again by then is never late, though the deadline in force (if any, as
+        // none while an exchange is in flight) may be later.
+        let idle_bound = Instant::now() + phases.idle;
+        let look_again = state
+            .deadline(&phases)
+            .map_or(idle_bound, |(at, _)| at.min(idle_bound));
         tokio::select! {
+            biased;
             result = connection.as_mut() => {
                 if let Err(error) = result {
                     tracing::debug!(%peer, %error, "connection ended with an error");
@@ -273,9 +285,7 @@ pub async fn drive<C, E>(
                 break;
             }
             () = state.wake.notified() => {}
-            () = tokio::time::sleep_until(deadline.map_or_else(Instant::now, |(at, _)| at)),
-                if deadline.is_some() =>
-            {
+            () = tokio::time::sleep_until(look_again) => {
                 // The deadline is read again: the connection may have moved on meanwhile.
                 if let Some((at, reason)) = state.deadline(&phases)
                     && at <= Instant::now()

@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
-use tokio::time::{Instant, Sleep};
+use tokio::time::Instant;
 
-use crate::body::{BoxError, FramePoll, collect_limited, error_chain};
+use crate::body::{BoxError, FramePoll, WaitDeadline, collect_limited, error_chain};
 use crate::config::ServerConfig;
 use crate::error::GatewayError;
 
@@ -60,8 +60,10 @@ pub struct ClientBody<B> {
     silence: Duration,
     /// When the whole body must have arrived, and the deadline it was given.
     complete_by: Option<(Instant, Duration)>,
-    /// The nearer of the silence timeout and the whole body's deadline.
-    timer: Pin<Box<Sleep>>,
+    /// When the last frame came (or the body was made): the silence is counted from here.
+    last_progress: Instant,
+    /// The nearer of the silence timeout and the whole body's deadline, while the body waits.
+    timer: WaitDeadline,
     fault: FaultRecord,
 }
 
@@ -75,18 +77,16 @@ where
         let complete_by = server
             .request_body_deadline
             .map(|deadline| (now + deadline, deadline));
-        let mut body = ClientBody {
+        ClientBody {
             inner,
             limit: server.max_request_body_bytes,
             received: 0,
             silence: server.request_body_timeout,
             complete_by,
-            timer: Box::pin(tokio::time::sleep_until(now)),
+            last_progress: now,
+            timer: WaitDeadline::default(),
             fault: FaultRecord::default(),
-        };
-        let first = body.next_deadline(now);
-        body.timer.as_mut().reset(first);
-        body
+        }
     }
 
     /// Where this body's fault, if it has one, will be found.
@@ -114,8 +114,9 @@ where
         }
     }
 
-    fn next_deadline(&self, now: Instant) -> Instant {
-        let silent_at = now + self.silence;
+    /// When the body fails if nothing more comes.
+    fn next_deadline(&self) -> Instant {
+        let silent_at = self.last_progress + self.silence;
         match self.complete_by {
             Some((complete_by, _)) => silent_at.min(complete_by),
             None => silent_at,
@@ -163,15 +164,14 @@ where
                         return this.fail(ClientBodyFault::TooLarge(this.limit));
                     }
                 }
-                let next = this.next_deadline(now);
-                this.timer.as_mut().reset(next);
+                this.last_progress = now;
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(error))) => {
                 this.fail(ClientBodyFault::Unreadable(error_chain(&error)))
             }
             Poll::Ready(None) => Poll::Ready(None),
-            Poll::Pending => match this.timer.as_mut().poll(cx) {
+            Poll::Pending => match this.timer.poll_at(this.next_deadline(), cx) {
                 Poll::Ready(()) => {
                     let fault = this
                         .late(Instant::now())
