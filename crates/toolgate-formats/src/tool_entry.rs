@@ -18,7 +18,7 @@ use crate::tools_cache::ToolFields;
 ///
 /// `Tools` is how `tools` is read: kept as its JSON text by default, so a cached reading of the
 /// same text skips its entries (`tools_cache`); read entry by entry in the same pass as the rest
-/// (`Vec<ToolEntry>`) by the exact reader, whose result is the reference (see
+/// (`Vec<ToolEntry>`) without a cache, the reading that is the reference (see
 /// [`RequestHead::declared_tools`]).
 #[derive(serde::Deserialize)]
 // The bound in place of derive's `Tools: Default`, which `Option` does not need.
@@ -51,11 +51,12 @@ impl<'a> RequestHead<'a> {
 impl RequestHead<'_, Vec<ToolEntry<'_>>> {
     /// The declared tools, their schemas sharing `body`, the buffer this head was read from.
     ///
-    /// This one-pass reading is the reference the two-pass one (head, then the entries of the
-    /// `tools` text) must equal: a format falls back to it whenever the two-pass reading fails,
-    /// so an error is reported exactly as one pass finds it (which error comes first decides
-    /// whether a body is refused as ambiguous), and a body the raw text cannot be taken from
-    /// (invalid UTF-8 inside `tools`) is read as before.
+    /// This one-pass reading is a request read without a cache, and the reference the cached
+    /// two-pass one (head, then the entries of the `tools` text unless the cache has them) must
+    /// equal: a format falls back to it whenever the two-pass reading fails, so an error is
+    /// reported exactly as one pass finds it (which error comes first decides whether a body is
+    /// refused as ambiguous), and a body the raw text cannot be taken from (invalid UTF-8 inside
+    /// `tools`) is read as without a cache.
     pub(crate) fn declared_tools(&mut self, body: &Bytes) -> Result<Vec<DeclaredTool>, ParseError> {
         declared_tools(self.tools.take().unwrap_or_default(), body)
     }

@@ -72,19 +72,6 @@ impl<'a> ToolFields<'a> {
 pub(crate) type ReadTools =
     fn(source: &Bytes, fields: &ToolFields<'_>) -> Result<Vec<DeclaredTool>, ParseError>;
 
-/// The declared tools of `fields` (which lie in `body`), from `cache` when it has them.
-pub(crate) fn declared_tools(
-    cache: Option<&DeclaredToolsCache>,
-    body: &Bytes,
-    fields: &ToolFields<'_>,
-    read: ReadTools,
-) -> Result<Vec<DeclaredTool>, ParseError> {
-    match cache {
-        Some(cache) => cache.declared_tools(body, fields, read),
-        None => read(body, fields),
-    }
-}
-
 /// A reading of one pair of arrays, with its own copy of their text, which the schemas share.
 struct Entry {
     hash: u64,
@@ -166,7 +153,9 @@ impl DeclaredToolsCache {
         self.misses.load(Ordering::Relaxed)
     }
 
-    fn declared_tools(
+    /// The declared tools of `fields` (which lie in `body`), from the cache when it has them,
+    /// else read by `read` and kept.
+    pub(crate) fn declared_tools(
         &self,
         body: &Bytes,
         fields: &ToolFields<'_>,

@@ -16,7 +16,7 @@ use crate::format::{
 use crate::raw_object::RawObject;
 use crate::tool::{CallOutcome, DeclaredTool, HistoryCall, ToolCall, ToolKind};
 use crate::tool_entry::{RequestHead, ToolEntry, declared_tools_of_text, without_tools};
-use crate::tools_cache::{self, DeclaredToolsCache, ToolFields};
+use crate::tools_cache::{DeclaredToolsCache, ToolFields};
 
 /// The names a declared `code_execution` server tool (version 20250825 and later) answers
 /// under: it runs as `server_tool_use` calls of its bash and file-editing halves, so declaring
@@ -27,18 +27,23 @@ pub(crate) fn parse_request(
     body: Bytes,
     cache: Option<&DeclaredToolsCache>,
 ) -> Result<ToolRequest, ParseError> {
+    // Without a cache, one pass: reading the tools apart from the head costs a second scan of
+    // them, which only a cache hit pays back.
+    let Some(cache) = cache else {
+        return parse_request_exact(body);
+    };
     let Ok(head) = read_json::<RequestHead>(&body) else {
         return parse_request_exact(body);
     };
     let fields = head.tool_fields(WireFormat::AnthropicMessages);
-    match tools_cache::declared_tools(cache, &body, &fields, read_declared_tools) {
+    match cache.declared_tools(&body, &fields, read_declared_tools) {
         Ok(declared_tools) => Ok(request(head, declared_tools, &body)),
         Err(_) => parse_request_exact(body),
     }
 }
 
-/// [`parse_request`] in one pass, the reference it falls back to (`RequestHead::declared_tools`
-/// says why).
+/// [`parse_request`] in one pass: the reading without a cache, and the reference a cached
+/// reading falls back to (`RequestHead::declared_tools` says why).
 pub(crate) fn parse_request_exact(body: Bytes) -> Result<ToolRequest, ParseError> {
     let mut head: RequestHead<Vec<ToolEntry>> = read_json(&body)?;
     let mut declared_tools = head.declared_tools(&body)?;

@@ -14,7 +14,7 @@ use crate::tool::{CallOutcome, DeclaredTool, HistoryCall, ToolCall, ToolKind};
 use crate::tool_entry::{
     ToolEntry, declared_tools as read_tools, declared_tools_of_text, schema_text, without_tools,
 };
-use crate::tools_cache::{self, DeclaredToolsCache, ToolFields};
+use crate::tools_cache::{DeclaredToolsCache, ToolFields};
 
 /// A chat request as the checks read it. `Tools` and `Functions` are how the two arrays are read:
 /// kept as their JSON text by default, for the declared-tools cache; entry by entry in the
@@ -50,18 +50,23 @@ pub(crate) fn parse_request(
     body: Bytes,
     cache: Option<&DeclaredToolsCache>,
 ) -> Result<ToolRequest, ParseError> {
+    // Without a cache, one pass: reading the tools apart from the head costs a second scan of
+    // them, which only a cache hit pays back.
+    let Some(cache) = cache else {
+        return parse_request_exact(body);
+    };
     let Ok(wire) = read_json::<RequestWire>(&body) else {
         return parse_request_exact(body);
     };
     let fields = ToolFields::new(WireFormat::ChatCompletions, wire.tools, wire.functions);
-    match tools_cache::declared_tools(cache, &body, &fields, read_declared_tools) {
+    match cache.declared_tools(&body, &fields, read_declared_tools) {
         Ok(declared_tools) => Ok(request(wire, declared_tools, &body)),
         Err(_) => parse_request_exact(body),
     }
 }
 
-/// [`parse_request`] in one pass, the reference it falls back to (`RequestHead::declared_tools`
-/// says why).
+/// [`parse_request`] in one pass: the reading without a cache, and the reference a cached
+/// reading falls back to (`RequestHead::declared_tools` says why).
 pub(crate) fn parse_request_exact(body: Bytes) -> Result<ToolRequest, ParseError> {
     let mut wire: RequestWire<Vec<ToolEntry>, Vec<FunctionWire>> = read_json(&body)?;
     let mut declared_tools = read_tools(wire.tools.take().unwrap_or_default(), &body)?;
