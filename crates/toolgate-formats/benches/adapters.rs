@@ -1,6 +1,7 @@
 //! Micro-benchmarks of the wire-format adapters on the load benchmark's own traffic: reading the
 //! declared tools of a chat request (10 and 1,000 tools), uncached and from the declared-tools
-//! cache (a hit: the same `tools` array as an earlier request), the calls of a 2-call answer,
+//! cache (a hit: the same `tools` array as an earlier request; misses: a new array each time),
+//! the calls of a 2-call answer,
 //! and the SSE parser plus chat stream assembler over the same answer streamed.
 //! Run: `cargo bench -p toolgate-formats --bench adapters`.
 
@@ -34,6 +35,35 @@ fn parse_request(c: &mut Criterion) {
         });
         bench_cached_hit(&mut group, &format!("{tools}_tools_cached"), &body);
     }
+    // Every read a first sight: 1,024 requests whose `tools` differ by an 11th tool, read in
+    // turn, 4 times as many arrays as the cache has entries, so each read misses and evicts
+    // (what a client sending a new array every time costs), against the same reads uncached.
+    let body = workload::request_body(RequestSpec::default());
+    let bodies: Vec<bytes::Bytes> = (0..1024)
+        .map(|n| {
+            let text = String::from_utf8(body.to_vec()).expect("the workload is text");
+            let tool =
+                format!(r#""tools":[{{"type":"function","function":{{"name":"tool_{n}"}}}},"#);
+            bytes::Bytes::from(text.replacen(r#""tools":["#, &tool, 1))
+        })
+        .collect();
+    group.throughput(Throughput::Bytes(bodies[0].len() as u64));
+    let mut turn = 0;
+    group.bench_function("11_tools_rotating", |b| {
+        b.iter(|| {
+            turn = (turn + 1) % bodies.len();
+            WireFormat::ChatCompletions.parse_request(black_box(bodies[turn].clone()))
+        })
+    });
+    let cache = DeclaredToolsCache::new();
+    group.bench_function("11_tools_rotating_cached_miss", |b| {
+        b.iter(|| {
+            turn = (turn + 1) % bodies.len();
+            WireFormat::ChatCompletions
+                .parse_request_cached(black_box(bodies[turn].clone()), &cache)
+        })
+    });
+    assert_eq!(cache.hits(), 0, "every read missed");
     group.finish();
 }
 
