@@ -21,7 +21,7 @@ const WAYS: usize = 2;
 /// The most memory one entry may hold: its copy of the arrays' text, the names read from it and
 /// the list of tools. Larger arrays are read on every request, as without a cache, so the whole
 /// cache holds at most `SETS * WAYS * MAX_ENTRY_BYTES` (32 MiB).
-pub(crate) const MAX_ENTRY_BYTES: usize = 128 * 1024;
+const MAX_ENTRY_BYTES: usize = 128 * 1024;
 
 /// The fields of a request body that declare its tools, as the JSON text the body holds them in.
 /// An absent field and a `null` one are both `""`: both declare nothing, and no JSON value is
@@ -104,9 +104,9 @@ type Set = Mutex<[Option<Arc<Entry>>; WAYS]>;
 /// is hidden in the crate and tests get caches of their own.
 ///
 /// Bounded and cheap whatever clients send: a fixed table of `SETS` sets of `WAYS` entries,
-/// each entry at most [`MAX_ENTRY_BYTES`]; a lookup hashes the arrays once (a seeded hash, so a
-/// client cannot aim at another's set), locks one set for a few pointer copies and compares the
-/// bytes of at most one candidate per way. A miss replaces the least recently used entry of its
+/// each entry at most `MAX_ENTRY_BYTES`; a lookup hashes the arrays once (seeded per cache, so
+/// clients do not know which set an array lands in), locks one set for a few pointer copies and
+/// compares the bytes of at most one candidate. A miss replaces the least recently used entry of its
 /// set; a client sending a new array on every request only evicts, which costs the others a
 /// read they would have made without the cache, never more.
 pub struct DeclaredToolsCache {
@@ -700,6 +700,35 @@ mod tests {
                     prop_assert_eq!(cache.hits(), hits, "{:?}: a changed array hit", format);
                 }
             }
+        }
+    }
+
+    #[test]
+    fn every_format_hands_out_schemas_of_the_cache_copy_not_of_a_body() {
+        let body = |history: &str| {
+            Bytes::from(format!(
+                r#"{{"messages":[{{"role":"user","content":"{history}"}}],"tools":[{{"name":"f","input_schema":{{"type":"object"}}}}]}}"#
+            ))
+        };
+        for format in WireFormat::ALL {
+            let cache = DeclaredToolsCache::new();
+            let (first, second) = (body("hi"), body("hi again"));
+            let schema = |body: &Bytes| {
+                let read = format.parse_request_cached(body.clone(), &cache);
+                let tool = read.expect("reads").declared_tools.remove(0);
+                tool.parameters.expect("a schema")
+            };
+            let (from_first, from_second) = (schema(&first), schema(&second));
+            assert_eq!(&*from_second, r#"{"type":"object"}"#);
+            assert_eq!(
+                from_first.as_ptr(),
+                from_second.as_ptr(),
+                "{format:?}: one copy"
+            );
+            for body in [&first, &second] {
+                assert!(!body.as_ptr_range().contains(&from_second.as_ptr()));
+            }
+            assert_eq!((cache.hits(), cache.misses()), (1, 1), "{format:?}");
         }
     }
 
