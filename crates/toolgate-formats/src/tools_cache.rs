@@ -5,7 +5,7 @@
 
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use bytes::Bytes;
 use bytestring::ByteString;
@@ -22,6 +22,13 @@ const WAYS: usize = 2;
 /// the list of tools. Larger arrays are read on every request, as without a cache, so the whole
 /// cache holds at most `SETS * WAYS * MAX_ENTRY_BYTES` (32 MiB).
 const MAX_ENTRY_BYTES: usize = 128 * 1024;
+
+/// How many leading bytes of a `tools` array find its entry again from a body, before the head
+/// is read (the shortcut). Shorter arrays are cheap to skip and have no shortcut.
+const PREFIX: usize = 256;
+/// The largest body a shortcut is tried on: it searches the body for the key and copies the body
+/// without its array, which must stay cheaper than the skip it saves.
+const MAX_SHORTCUT_BODY: usize = 64 * 1024;
 
 /// The fields of a request body that declare its tools, as the JSON text the body holds them in.
 /// An absent field and a `null` one are both `""`: both declare nothing, and no JSON value is
@@ -111,6 +118,9 @@ type Set = Mutex<[Option<Arc<Entry>>; WAYS]>;
 /// read they would have made without the cache, never more.
 pub struct DeclaredToolsCache {
     sets: Box<[Set]>,
+    /// The entries again, by the first `PREFIX` bytes of their `tools` text, for the shortcut.
+    /// Weak: an entry evicted from `sets` is gone from here too.
+    by_prefix: Box<[Mutex<Weak<Entry>>]>,
     hasher: foldhash::fast::RandomState,
     hits: AtomicU64,
     misses: AtomicU64,
@@ -136,6 +146,7 @@ impl DeclaredToolsCache {
     pub fn new() -> Self {
         DeclaredToolsCache {
             sets: (0..SETS).map(|_| Mutex::new([None, None])).collect(),
+            by_prefix: (0..SETS * WAYS).map(|_| Mutex::new(Weak::new())).collect(),
             hasher: foldhash::fast::RandomState::default(),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
@@ -200,17 +211,104 @@ impl DeclaredToolsCache {
             text,
         };
         if footprint(&entry) <= MAX_ENTRY_BYTES {
-            insert(set, Arc::new(entry));
+            let entry = Arc::new(entry);
+            // Shorter arrays are cheap to skip: they get no shortcut.
+            if tools_len >= PREFIX {
+                let slot = self.prefix_slot(fields.format, &entry.text.as_bytes()[..PREFIX]);
+                *lock(slot) = Arc::downgrade(&entry);
+            }
+            insert(set, entry);
         }
         Ok(declared)
+    }
+
+    fn prefix_slot(&self, format: WireFormat, prefix: &[u8]) -> &Mutex<Weak<Entry>> {
+        let hash = self.hasher.hash_one((format, prefix));
+        &self.by_prefix[(hash >> (u64::BITS - (SETS * WAYS).trailing_zeros())) as usize]
+    }
+
+    /// The shortcut for a body whose `tools` array an entry holds: found by the last `"tools"`
+    /// key of the body and the first bytes after it, confirmed by comparing the whole array, and
+    /// the body copied with the array written as `0`, so the head is read without skipping the
+    /// array again. `None` when there is no such entry or the body is too large to copy cheaply;
+    /// the reader then reads the body as it is. Where the key was found proves nothing yet: see
+    /// [`Shortcut::declared_tools`]. A hit this way leaves the entry's place in its set as it
+    /// was: moving it needs the hash of the whole array, the work the shortcut saves, and an
+    /// entry evicted meanwhile costs one miss.
+    pub(crate) fn shortcut(&self, format: WireFormat, body: &[u8]) -> Option<Shortcut> {
+        if body.len() > MAX_SHORTCUT_BODY {
+            return None;
+        }
+        const KEY: &[u8] = b"\"tools\"";
+        let colon = skip_whitespace(body, memchr::memmem::rfind(body, KEY)? + KEY.len());
+        if body.get(colon) != Some(&b':') {
+            return None;
+        }
+        let at = skip_whitespace(body, colon + 1);
+        let prefix = body.get(at..at.checked_add(PREFIX)?)?;
+        let entry = lock(self.prefix_slot(format, prefix)).upgrade()?;
+        let tools = entry.text.as_bytes().get(..entry.tools_len)?;
+        if entry.format != format || body.get(at..at + tools.len())? != tools {
+            return None;
+        }
+        let mut head = Vec::with_capacity(body.len() - tools.len() + 1);
+        head.extend_from_slice(&body[..at]);
+        head.push(b'0');
+        head.extend_from_slice(&body[at + tools.len()..]);
+        Some(Shortcut { head, at, entry })
+    }
+}
+
+/// The first position from `at` that is not JSON whitespace.
+fn skip_whitespace(body: &[u8], mut at: usize) -> usize {
+    while body
+        .get(at)
+        .is_some_and(|byte| matches!(byte, b' ' | b'\t' | b'\n' | b'\r'))
+    {
+        at += 1;
+    }
+    at
+}
+
+/// A body whose `tools` array (at `at`) a cache entry holds, rewritten for its head to be read
+/// without the array: `head` is the body with the array's text replaced by `0`.
+pub(crate) struct Shortcut {
+    head: Vec<u8>,
+    at: usize,
+    entry: Arc<Entry>,
+}
+
+impl Shortcut {
+    /// The body to read the head from.
+    pub(crate) fn head(&self) -> &[u8] {
+        &self.head
+    }
+
+    /// The entry's declared tools, if `fields` (read from [`Shortcut::head`]) prove the array
+    /// was the request's top-level `tools`: the head has its `tools` at exactly the place the
+    /// array was, so the body is the head with that value in place of `0`, and reading the body
+    /// gives the same head (a value is skipped whatever it holds) with the entry's tools. The
+    /// other fields (chat's `functions`) must match the entry too.
+    pub(crate) fn declared_tools(
+        &self,
+        cache: &DeclaredToolsCache,
+        fields: &ToolFields<'_>,
+    ) -> Option<Vec<DeclaredTool>> {
+        let offset = (fields.tools.as_ptr() as usize).checked_sub(self.head.as_ptr() as usize)?;
+        let entry = &self.entry;
+        let in_place = offset == self.at && fields.tools == "0";
+        let functions = entry.text.get(entry.tools_len..);
+        if !in_place || entry.format != fields.format || functions != Some(fields.functions) {
+            return None;
+        }
+        cache.hits.fetch_add(1, Ordering::Relaxed);
+        Some(entry.declared.clone())
     }
 }
 
 /// The entry of `set` that is the reading of `fields`, made the most recently used.
 fn find(set: &Set, hash: u64, fields: &ToolFields<'_>) -> Option<Arc<Entry>> {
-    // A panic cannot leave a set half-written (every write is one whole slot), so a poisoned
-    // lock still guards a consistent set.
-    let mut ways = set.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut ways = lock(set);
     let way = ways
         .iter()
         .position(|entry| entry.as_ref().is_some_and(|entry| entry.hash == hash))?;
@@ -224,7 +322,7 @@ fn find(set: &Set, hash: u64, fields: &ToolFields<'_>) -> Option<Arc<Entry>> {
 
 /// Makes `entry` the most recently used of `set`, evicting the least recently used.
 fn insert(set: &Set, entry: Arc<Entry>) {
-    let mut ways = set.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut ways = lock(set);
     // Two requests that missed together read the same arrays: one entry is enough.
     if ways.iter().flatten().any(|kept| kept.hash == entry.hash) {
         return;
@@ -234,6 +332,12 @@ fn insert(set: &Set, entry: Arc<Entry>) {
     drop(ways);
     // Freed outside the lock.
     drop(evicted);
+}
+
+/// Locks `mutex`. A panic cannot leave what it guards half-written (every write is one whole
+/// value), so a poisoned lock still guards a consistent value.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The memory an entry holds, to keep it under [`MAX_ENTRY_BYTES`].
@@ -536,7 +640,7 @@ mod tests {
     /// The text of a `tools` or `functions` field: an array of entries, empty, null, or not an
     /// array.
     fn array(entry: impl Strategy<Value = String>) -> impl Strategy<Value = String> {
-        (0..8u8, prop::collection::vec(entry, 0..6), any::<bool>()).prop_map(
+        (0..8u8, prop::collection::vec(entry, 0..8), any::<bool>()).prop_map(
             |(kind, entries, spaced)| match kind {
                 0 => "null".to_owned(),
                 1 => "[]".to_owned(),
@@ -565,22 +669,32 @@ mod tests {
         others: Vec<String>,
         order: Vec<usize>,
         latin1: u8,
+        /// `"tools": [` as Python writes it, not `"tools":[`.
+        spaced_key: bool,
+        /// The text of a `tools` key a message carries of its own.
+        echo: Option<String>,
     }
 
     impl Request {
         /// The body, with `history` as its conversation.
         fn body(&self, history: &str) -> Vec<u8> {
             let mut fields: Vec<Vec<u8>> = Vec::new();
+            let colon = if self.spaced_key { ": " } else { ":" };
             if let Some(tools) = &self.tools {
-                fields.push(format!(r#""tools":{tools}"#).into_bytes());
+                fields.push(format!(r#""tools"{colon}{tools}"#).into_bytes());
             }
             if let Some(functions) = &self.functions {
-                fields.push(format!(r#""functions":{functions}"#).into_bytes());
+                fields.push(format!(r#""functions"{colon}{functions}"#).into_bytes());
             }
             fields.extend(self.others.iter().map(|field| field.clone().into_bytes()));
+            let echo = (self.echo.as_ref())
+                .map(|tools| format!(r#","tools"{colon}{tools}"#))
+                .unwrap_or_default();
             fields.push(
-                format!(r#""messages":[{{"role":"user","content":"{history}"}}],"input":"hi""#)
-                    .into_bytes(),
+                format!(
+                    r#""messages":[{{"role":"user","content":"{history}"{echo}}}],"input":"hi""#
+                )
+                .into_bytes(),
             );
             let mut ordered: Vec<Vec<u8>> = Vec::new();
             for &at in &self.order {
@@ -628,21 +742,30 @@ mod tests {
             prop::collection::vec(other.prop_map(str::to_owned), 0..4),
             prop::collection::vec(0..8usize, 0..8),
             0..6u8,
+            any::<bool>(),
+            prop::bool::weighted(0.2),
         )
-            .prop_map(|(tools, functions, others, order, latin1)| Request {
-                tools,
-                functions,
-                others,
-                order,
-                latin1,
-            })
+            .prop_map(
+                |(tools, functions, others, order, latin1, spaced_key, echo)| Request {
+                    echo: tools.clone().filter(|_| echo),
+                    tools,
+                    functions,
+                    others,
+                    order,
+                    latin1,
+                    spaced_key,
+                },
+            )
     }
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(512))]
 
         #[test]
-        fn the_cached_reading_is_the_uncached_and_the_one_pass_reading(request in request()) {
+        fn the_cached_reading_is_the_uncached_and_the_one_pass_reading(
+            request in request(),
+            other_tools in array(tool_entry()),
+        ) {
             let body = request.body("hi");
             let longer = request.body("a conversation that has moved on");
             for format in WireFormat::ALL {
@@ -656,8 +779,20 @@ mod tests {
                 prop_assert_eq!(
                     &cached(format, &longer, &cache), &moved_on, "{:?} other body", format
                 );
+                // Other tools at the top level, the cached ones in a message (the last `tools`
+                // key of the body, where the shortcut looks first).
+                let swapped = Request {
+                    tools: Some(other_tools.clone()),
+                    echo: request.tools.clone(),
+                    ..request.clone()
+                }
+                .body("hi");
+                let swapped_reference = exact(format, Bytes::copy_from_slice(&swapped));
+                prop_assert_eq!(
+                    &cached(format, &swapped, &cache), &swapped_reference, "{:?} swapped", format
+                );
                 let declares = reference.as_ref().is_ok_and(|read| !read.0.is_empty());
-                if declares && request.latin1 == 0 {
+                if declares && request.latin1 == 0 && Some(&other_tools) != request.tools.as_ref() {
                     prop_assert_eq!(cache.hits(), 2, "{:?}: the hits were taken", format);
                 }
             }
@@ -670,11 +805,14 @@ mod tests {
             at in any::<prop::sample::Index>(),
             byte in any::<u8>(),
         ) {
+            // The changed byte must be in the top-level field, not in a message's copy of it.
+            let request = Request { echo: None, ..request };
             let body = request.body("hi");
+            let colon = if request.spaced_key { ": " } else { ":" };
             let (key, field) = if in_functions {
-                ("\"functions\":", &request.functions)
+                (format!("\"functions\"{colon}"), &request.functions)
             } else {
-                ("\"tools\":", &request.tools)
+                (format!("\"tools\"{colon}"), &request.tools)
             };
             let Some(field) = field.as_ref() else { return Ok(()) };
             let written = format!("{key}{field}");
@@ -730,6 +868,62 @@ mod tests {
             }
             assert_eq!((cache.hits(), cache.misses()), (1, 1), "{format:?}");
         }
+    }
+
+    #[test]
+    fn a_hit_reads_the_head_without_the_array_only_where_it_is_the_top_level_tools() {
+        let entries: Vec<String> = (0..8)
+            .map(|n| {
+                format!(
+                    r#"{{"type":"function","function":{{"name":"tool_{n}","parameters":{{"type":"object"}}}}}}"#
+                )
+            })
+            .collect();
+        let tools = format!("[{}]", entries.join(","));
+        assert!(tools.len() > PREFIX);
+        let other = tools.replace("tool_0", "tool_x");
+        let plain = format!(r#"{{"model":"m","messages":[],"tools": {tools},"stream":true}}"#);
+        // The cached array again, in a message after a top-level `tools` that differs: the
+        // shortcut finds the message's copy (the last key), which the head proves is not it.
+        let nested =
+            format!(r#"{{"tools":{other},"messages":[{{"role":"user","tools":{tools}}}]}}"#);
+        for format in WireFormat::ALL {
+            let cache = DeclaredToolsCache::new();
+            assert!(cache.shortcut(format, plain.as_bytes()).is_none(), "empty");
+            let first = cached(format, plain.as_bytes(), &cache);
+            assert!(
+                cache.shortcut(format, plain.as_bytes()).is_some(),
+                "{format:?}"
+            );
+            assert_eq!(cached(format, plain.as_bytes(), &cache), first);
+            assert_eq!(cache.hits(), 1, "{format:?}");
+
+            assert!(
+                cache.shortcut(format, nested.as_bytes()).is_some(),
+                "{format:?}"
+            );
+            let read = cached(format, nested.as_bytes(), &cache);
+            assert_eq!(
+                read,
+                exact(format, Bytes::from(nested.clone())),
+                "{format:?}"
+            );
+            let names = read.expect("reads").0;
+            assert_eq!(names[0].0, "tool_x", "{format:?}");
+            assert_eq!(cache.hits(), 1, "{format:?}: the nested copy is no hit");
+        }
+        // Chat's `functions` are part of the key: the same `tools` with other functions is no hit.
+        let cache = DeclaredToolsCache::new();
+        let chat = WireFormat::ChatCompletions;
+        let with_functions = |name: &str| {
+            format!(r#"{{"messages":[],"tools":{tools},"functions":[{{"name":"{name}"}}]}}"#)
+        };
+        let _ = cached(chat, with_functions("legacy_a").as_bytes(), &cache);
+        let changed = with_functions("legacy_b");
+        assert!(cache.shortcut(chat, changed.as_bytes()).is_some());
+        let read = cached(chat, changed.as_bytes(), &cache).expect("reads");
+        assert_eq!(read.0.last().map(|tool| tool.0.as_str()), Some("legacy_b"));
+        assert_eq!(cache.hits(), 0);
     }
 
     #[test]

@@ -55,6 +55,15 @@ pub(crate) fn parse_request(
     let Some(cache) = cache else {
         return parse_request_exact(body);
     };
+    if let Some(shortcut) = cache.shortcut(WireFormat::ChatCompletions, &body)
+        && let Ok(wire) = read_json::<RequestWire>(shortcut.head())
+        && let Some(declared_tools) = shortcut.declared_tools(
+            cache,
+            &ToolFields::new(WireFormat::ChatCompletions, wire.tools, wire.functions),
+        )
+    {
+        return Ok(request(wire, declared_tools, &body));
+    }
     let Ok(wire) = read_json::<RequestWire>(&body) else {
         return parse_request_exact(body);
     };

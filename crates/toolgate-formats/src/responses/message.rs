@@ -26,6 +26,13 @@ pub(crate) fn parse_request(
     let Some(cache) = cache else {
         return parse_request_exact(body);
     };
+    if let Some(shortcut) = cache.shortcut(WireFormat::Responses, &body)
+        && let Ok(head) = read_json::<RequestHead>(shortcut.head())
+        && let Some(declared_tools) =
+            shortcut.declared_tools(cache, &head.tool_fields(WireFormat::Responses))
+    {
+        return Ok(request(head, declared_tools, &body));
+    }
     let Ok(head) = read_json::<RequestHead>(&body) else {
         return parse_request_exact(body);
     };
