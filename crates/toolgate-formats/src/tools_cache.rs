@@ -115,7 +115,9 @@ type Set = Mutex<[Option<Arc<Entry>>; WAYS]>;
 /// clients do not know which set an array lands in), locks one set for a few pointer copies and
 /// compares the bytes of at most one candidate. A miss replaces the least recently used entry of its
 /// set; a client sending a new array on every request only evicts, which costs the others a
-/// read they would have made without the cache, never more.
+/// read they would have made without the cache, never more. On a body of at most 64 KiB a hit
+/// is found before the head is read ([`DeclaredToolsCache::shortcut`]): one search for the key,
+/// one hash of 256 bytes, one comparison and one copy of the body, each bounded by the body.
 pub struct DeclaredToolsCache {
     sets: Box<[Set]>,
     /// The entries again, by the first `PREFIX` bytes of their `tools` text, for the shortcut.
