@@ -10,7 +10,9 @@ use http::header::{self, HeaderValue};
 use http::{HeaderMap, Request, Response, Version};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use toolgate_plugin::{ExchangeMeta, Parsed, Rejection, ToolCall, ToolRequest, WireFormat};
+use toolgate_plugin::{
+    DeclaredToolsCache, ExchangeMeta, Parsed, Rejection, ToolCall, ToolRequest, WireFormat,
+};
 
 use crate::body::{self, ProxyBody, collect_limited};
 use crate::config::{Config, ServerConfig};
@@ -130,6 +132,7 @@ async fn serve_llm(
                 request,
                 &config.server,
                 &state.grace_over,
+                &state.declared_tools,
             ));
             forwarding.await
         }
@@ -192,6 +195,7 @@ async fn forward(
     request: Request<Incoming>,
     server: &ServerConfig,
     grace_over: &GraceOver,
+    declared_tools: &DeclaredToolsCache,
 ) -> Result<Step, GatewayError> {
     let route = exchange.route.clone();
     let Some(upstream) = route.upstream().cloned() else {
@@ -202,10 +206,11 @@ async fn forward(
     let client_body = ClientBody::new(incoming, server);
     let client_fault = client_body.fault_record();
     // 1. Read the request (only if a plugin needs it) and run `pre_request`.
-    let body = match read_and_screen_request(exchange, &mut headers, client_body).await? {
-        Screened::Forward(body) => body,
-        Screened::Answer(response) => return Ok(Step::Respond(response)),
-    };
+    let body =
+        match read_and_screen_request(exchange, &mut headers, client_body, declared_tools).await? {
+            Screened::Forward(body) => body,
+            Screened::Answer(response) => return Ok(Step::Respond(response)),
+        };
     // 2. Forward it.
     let head = prepare_upstream_head(exchange, &upstream, &mut headers)?;
     if let Some(recovery) = exchange.recovery.as_mut() {
@@ -408,6 +413,7 @@ async fn read_and_screen_request(
     exchange: &mut Exchange,
     headers: &mut HeaderMap,
     client_body: ClientBody<Incoming>,
+    declared_tools: &DeclaredToolsCache,
 ) -> Result<Screened, GatewayError> {
     let route = exchange.route.clone();
     // A body announced too large is refused before the upstream is bothered; one that grows
@@ -432,7 +438,7 @@ async fn read_and_screen_request(
             .next()
             .unwrap_or_default();
         exchange.format = route.format.resolve(path, Some(&bytes));
-        exchange.request = parse_request(exchange.format, headers, &bytes);
+        exchange.request = parse_request(exchange.format, headers, &bytes, declared_tools);
         match &exchange.request {
             Parsed::Unparsable(error) if error.is_ambiguous() => {
                 return Err(GatewayError::ambiguous_request(error));
@@ -603,7 +609,12 @@ async fn check_and_release(
     )))
 }
 
-fn parse_request(format: WireFormat, headers: &HeaderMap, bytes: &Bytes) -> Parsed<ToolRequest> {
+fn parse_request(
+    format: WireFormat,
+    headers: &HeaderMap,
+    bytes: &Bytes,
+    declared_tools: &DeclaredToolsCache,
+) -> Parsed<ToolRequest> {
     let encoded = headers
         .get(header::CONTENT_ENCODING)
         .is_some_and(|encoding| !encoding.as_bytes().eq_ignore_ascii_case(b"identity"));
@@ -612,7 +623,7 @@ fn parse_request(format: WireFormat, headers: &HeaderMap, bytes: &Bytes) -> Pars
             "compressed request bodies are not inspected",
         ));
     }
-    match format.parse_request(bytes.clone()) {
+    match format.parse_request_cached(bytes.clone(), declared_tools) {
         Ok(parsed) => Parsed::Parsed(parsed),
         Err(error) => Parsed::Unparsable(error),
     }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use arc_swap::ArcSwap;
+use toolgate_plugin::DeclaredToolsCache;
 use toolgate_plugin::prometheus_client::registry::Registry;
 
 use crate::config::{Config, PluginRegistry};
@@ -61,4 +62,8 @@ pub struct GatewayState {
     pub mcp_endpoints: Endpoints,
     /// Fires when the shutdown grace runs out: exchanges still running answer with an error.
     pub grace_over: GraceOver,
+    /// The declared tools of `tools` arrays already read. The gateway's, not a route's: an
+    /// entry is a pure function of the array's bytes, so it stays right across reloads and
+    /// routes, and one bound covers the process.
+    pub declared_tools: DeclaredToolsCache,
 }

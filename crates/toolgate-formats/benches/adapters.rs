@@ -1,6 +1,8 @@
 //! Micro-benchmarks of the wire-format adapters on the load benchmark's own traffic: reading the
-//! declared tools of a chat request (10 and 1,000 tools), the calls of a 2-call answer, and the
-//! SSE parser plus chat stream assembler over the same answer streamed.
+//! declared tools of a chat request (10 and 1,000 tools), uncached and from the declared-tools
+//! cache (a hit: the same `tools` array as an earlier request; misses: a new array each time),
+//! the calls of a 2-call answer,
+//! and the SSE parser plus chat stream assembler over the same answer streamed.
 //! Run: `cargo bench -p toolgate-formats --bench adapters`.
 
 use std::hint::black_box;
@@ -8,9 +10,9 @@ use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use toolgate_formats::ChatStreamAssembler;
-use toolgate_formats::WireFormat;
 use toolgate_formats::sse::SseParser;
 use toolgate_formats::stream::StreamAssembler;
+use toolgate_formats::{DeclaredToolsCache, WireFormat};
 
 // The requests and answers of bench/ (one definition of the traffic for load and micro runs);
 // this target uses part of it.
@@ -31,8 +33,53 @@ fn parse_request(c: &mut Criterion) {
         group.bench_function(format!("{tools}_tools"), |b| {
             b.iter(|| WireFormat::ChatCompletions.parse_request(black_box(body.clone())))
         });
+        bench_cached_hit(&mut group, &format!("{tools}_tools_cached"), &body);
     }
+    // Every read a first sight: 1,024 requests whose `tools` differ by an 11th tool, read in
+    // turn, 4 times as many arrays as the cache has entries, so each read misses and evicts
+    // (what a client sending a new array every time costs), against the same reads uncached.
+    let body = workload::request_body(RequestSpec::default());
+    let bodies: Vec<bytes::Bytes> = (0..1024)
+        .map(|n| {
+            let text = String::from_utf8(body.to_vec()).expect("the workload is text");
+            let tool =
+                format!(r#""tools":[{{"type":"function","function":{{"name":"tool_{n}"}}}},"#);
+            bytes::Bytes::from(text.replacen(r#""tools":["#, &tool, 1))
+        })
+        .collect();
+    group.throughput(Throughput::Bytes(bodies[0].len() as u64));
+    let mut turn = 0;
+    group.bench_function("11_tools_rotating", |b| {
+        b.iter(|| {
+            turn = (turn + 1) % bodies.len();
+            WireFormat::ChatCompletions.parse_request(black_box(bodies[turn].clone()))
+        })
+    });
+    let cache = DeclaredToolsCache::new();
+    group.bench_function("11_tools_rotating_cached_miss", |b| {
+        b.iter(|| {
+            turn = (turn + 1) % bodies.len();
+            WireFormat::ChatCompletions
+                .parse_request_cached(black_box(bodies[turn].clone()), &cache)
+        })
+    });
+    assert_eq!(cache.hits(), 0, "every read missed");
     group.finish();
+}
+
+/// A read whose `tools` the cache already holds, as every turn of an agent after its first
+/// (1,000 tools are past the cache's entry size: read as uncached).
+fn bench_cached_hit(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+    body: &bytes::Bytes,
+) {
+    let cache = DeclaredToolsCache::new();
+    let warm = WireFormat::ChatCompletions.parse_request_cached(body.clone(), &cache);
+    assert!(warm.is_ok(), "the benchmark request parses");
+    group.bench_function(name, |b| {
+        b.iter(|| WireFormat::ChatCompletions.parse_request_cached(black_box(body.clone()), &cache))
+    });
 }
 
 /// The guard's read of a request as agents send it: the same 10 tools behind a growing
@@ -49,6 +96,7 @@ fn read_request_history(c: &mut Criterion) {
         group.bench_function(label, |b| {
             b.iter(|| WireFormat::ChatCompletions.parse_request(black_box(body.clone())))
         });
+        bench_cached_hit(&mut group, &format!("{label}_cached"), &body);
     }
     group.finish();
 }

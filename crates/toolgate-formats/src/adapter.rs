@@ -10,6 +10,7 @@ use crate::response_edits::Replacement;
 use crate::stream::usage::UsageSlot;
 use crate::stream::{StreamAssembler, StreamRewriter};
 use crate::tool::HistoryCall;
+use crate::tools_cache::DeclaredToolsCache;
 
 /// One wire format, as its folder implements it: how its request names tools, where its answer
 /// carries calls, and how its stream is rebuilt. A new format is a folder with one of these and
@@ -25,8 +26,13 @@ pub(crate) trait Adapter: Sync {
     fn tool_fields(&self) -> &'static [&'static str];
     /// The top-level answer field that carries its calls (`choices`, `output`, `content`).
     fn calls_field(&self) -> &'static str;
-    /// Reads the declared tools and the stream flag of a request body.
-    fn parse_request(&self, body: Bytes) -> Result<ToolRequest, ParseError>;
+    /// Reads the declared tools and the stream flag of a request body, the tools from `cache`
+    /// when it holds the reading of the same arrays.
+    fn parse_request(
+        &self,
+        body: Bytes,
+        cache: Option<&DeclaredToolsCache>,
+    ) -> Result<ToolRequest, ParseError>;
     /// Reads the tool calls of a complete answer.
     fn parse_response(&self, body: &[u8]) -> Result<ToolResponse, ParseError>;
     /// A fresh assembler for one streamed answer.
@@ -97,8 +103,9 @@ macro_rules! folder_adapter {
             fn parse_request(
                 &self,
                 body: bytes::Bytes,
+                cache: Option<&crate::tools_cache::DeclaredToolsCache>,
             ) -> Result<crate::format::ToolRequest, crate::format::ParseError> {
-                message::parse_request(body)
+                message::parse_request(body, cache)
             }
 
             fn parse_response(

@@ -23,6 +23,8 @@
 //! - `chat/`, `responses/`, `anthropic/`: one folder per format, its `message` (request and
 //!   answer bodies), its `stream` (the assembler of its events) and its `rewrite` (edits
 //!   written back in its shape) side by side.
+//! - `tools_cache`: [`DeclaredToolsCache`], the declared tools of a `tools` array already read,
+//!   keyed by its bytes, for a reader that sees the same array on every turn of an agent.
 //! - [`edits`]: body edits as the adapters apply them; `response_edits` and
 //!   `stream::StreamRewriter` write them into answers and streams.
 //! - [`answer`]: how a guard reads an answer — by its own shape, closed on doubt.
@@ -41,6 +43,7 @@ mod registry;
 mod response_edits;
 mod responses;
 mod tool_entry;
+mod tools_cache;
 
 // The items below are documented with their formats; `missing_docs` is the plugin API's lint.
 pub mod answer;
@@ -62,3 +65,4 @@ pub use format::{ErrorShape, ParseError, ParseErrorKind, ToolRequest, ToolRespon
 pub use identity::ToolKey;
 pub use responses::ResponsesStreamAssembler;
 pub use tool::{CallOutcome, DeclaredTool, HistoryCall, ToolCall, ToolKind};
+pub use tools_cache::DeclaredToolsCache;

@@ -11,6 +11,7 @@ use crate::format::{ErrorShape, ParseError, ToolRequest, ToolResponse, WireForma
 use crate::on_block::{BlockNotice, CallFeedback};
 use crate::raw_object::RawObject;
 use crate::stream::StreamAssembler;
+use crate::tools_cache::DeclaredToolsCache;
 use crate::{anthropic, chat, response_edits, responses};
 
 impl WireFormat {
@@ -93,7 +94,19 @@ impl WireFormat {
 
     /// Reads the declared tools and the stream flag of a request body.
     pub fn parse_request(self, body: Bytes) -> Result<ToolRequest, ParseError> {
-        self.adapter().parse_request(body)
+        self.adapter().parse_request(body, None)
+    }
+
+    /// [`WireFormat::parse_request`], with the declared tools taken from `cache` when it holds
+    /// the reading of the same `tools` (and chat `functions`) bytes, and kept there otherwise.
+    /// The result is the one `parse_request` gives, its schemas sharing the cache's copy of the
+    /// arrays instead of the body.
+    pub fn parse_request_cached(
+        self,
+        body: Bytes,
+        cache: &DeclaredToolsCache,
+    ) -> Result<ToolRequest, ParseError> {
+        self.adapter().parse_request(body, Some(cache))
     }
 
     /// Reads the tool calls of a complete (non-streamed) response body.

@@ -9,16 +9,23 @@ use bytestring::ByteString;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::format::ParseError;
+use crate::format::{ParseError, WireFormat};
 use crate::tool::{DeclaredTool, ToolKind};
+use crate::tools_cache::ToolFields;
 
 /// The top-level request fields the Responses and Anthropic formats share: tools of any shape,
 /// the stream flag and the model. (Chat adds its legacy `functions[]` and reads its own.)
+///
+/// `Tools` is how `tools` is read: kept as its JSON text by default, so a cached reading of the
+/// same text skips its entries (`tools_cache`); read entry by entry in the same pass as the rest
+/// (`Vec<ToolEntry>`) without a cache, the reading that is the reference (see
+/// [`RequestHead::declared_tools`]).
 #[derive(serde::Deserialize)]
-pub(crate) struct RequestHead<'a> {
-    /// Read in the same pass as the rest of the body: no second scan of the tools.
-    #[serde(borrow, default)]
-    tools: Option<Vec<ToolEntry<'a>>>,
+// The bound in place of derive's `Tools: Default`, which `Option` does not need.
+#[serde(bound(deserialize = "Tools: Deserialize<'de>"))]
+pub(crate) struct RequestHead<'a, Tools = &'a RawValue> {
+    #[serde(default)]
+    tools: Option<Tools>,
     #[serde(default)]
     pub stream: Option<bool>,
     #[serde(default)]
@@ -34,8 +41,22 @@ pub(crate) struct RequestHead<'a> {
     pub background: Option<bool>,
 }
 
-impl RequestHead<'_> {
+impl<'a> RequestHead<'a> {
+    /// The text of the tools this head declares, as the cache keys it.
+    pub(crate) fn tool_fields(&self, format: WireFormat) -> ToolFields<'a> {
+        ToolFields::new(format, self.tools, None)
+    }
+}
+
+impl RequestHead<'_, Vec<ToolEntry<'_>>> {
     /// The declared tools, their schemas sharing `body`, the buffer this head was read from.
+    ///
+    /// This one-pass reading is a request read without a cache, and the reference the cached
+    /// two-pass one (head, then the entries of the `tools` text unless the cache has them) must
+    /// equal: a format falls back to it whenever the two-pass reading fails, so an error is
+    /// reported exactly as one pass finds it (which error comes first decides whether a body is
+    /// refused as ambiguous), and a body the raw text cannot be taken from (invalid UTF-8 inside
+    /// `tools`) is read as without a cache.
     pub(crate) fn declared_tools(&mut self, body: &Bytes) -> Result<Vec<DeclaredTool>, ParseError> {
         declared_tools(self.tools.take().unwrap_or_default(), body)
     }
@@ -152,6 +173,15 @@ pub(crate) fn declared_tools(
                 .map_err(|error| ParseError::new(format!("tools[{index}]: {error}")))
         })
         .collect()
+}
+
+/// The tools of a `tools` array's JSON text (`""`: none declared), their schemas sharing
+/// `source`, the buffer the text lies in.
+pub(crate) fn declared_tools_of_text(
+    source: &Bytes,
+    text: &str,
+) -> Result<Vec<DeclaredTool>, ParseError> {
+    declared_tools(ToolFields::entries(text)?, source)
 }
 
 /// Returns `tools` without the entries named in `removed`, or `None` when nothing was removed.

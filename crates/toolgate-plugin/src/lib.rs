@@ -134,6 +134,7 @@ pub use service::{BreakerSettings, ConfigParam, ServiceDescriptor};
 pub use store::{MemoryStore, StateStore, StoreError, StoreFailMode};
 pub use tenant::Tenant;
 pub use tool::{CallOutcome, DeclaredTool, HistoryCall, ToolCall, ToolKind};
+pub use toolgate_formats::DeclaredToolsCache;
 pub use unavailable::{FailureStatus, Unavailable};
 pub use verdict::{Check, Rejection, RequestEdit, ResponseEdit, Verdict, Violation};
 

@@ -146,3 +146,36 @@ async fn the_legacy_functions_and_function_call_fields_are_checked() {
     let body = blocked_envelope(gateway.post_chat(&request).await).await;
     assert_eq!(body["error"]["code"], "undeclared_tool");
 }
+
+/// Each turn is checked against the tools that turn declares, though the gateway reads a
+/// `tools` array it has seen before from its cache: the same bytes are the same tools, and a
+/// byte changed (a tool dropped, a schema tightened) is read anew.
+#[tokio::test]
+async fn each_turn_is_checked_against_its_own_tools_when_earlier_turns_sent_others() {
+    let (upstream, gateway) = start_guarded("").await;
+    let mail = [(
+        "call_1",
+        "send_email",
+        r#"{"to":"a","subject":"b","body":"c"}"#,
+    )];
+    for turn in 0..2 {
+        upstream.push(Reply::chat_calls(&mail));
+        let status = gateway
+            .post_status("/v1/chat/completions", &request_with_tools())
+            .await;
+        assert_eq!(status, 200, "turn {turn}: send_email is declared");
+    }
+    let mut dropped = request_with_tools();
+    let tools = dropped["tools"].as_array_mut().expect("tools");
+    tools.retain(|tool| tool["function"]["name"] != "send_email");
+    upstream.push(Reply::chat_calls(&mail));
+    let body = blocked_envelope(gateway.post_chat(&dropped).await).await;
+    assert_eq!(body["error"]["code"], "undeclared_tool");
+
+    let mut tightened = request_with_tools();
+    tightened["tools"][1]["function"]["parameters"]["properties"]["to"]["pattern"] =
+        json!("@example\\.com$");
+    upstream.push(Reply::chat_calls(&mail));
+    let body = blocked_envelope(gateway.post_chat(&tightened).await).await;
+    assert_eq!(body["error"]["violations"][0]["keyword"], "pattern");
+}

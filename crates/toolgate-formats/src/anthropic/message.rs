@@ -15,16 +15,59 @@ use crate::format::{
 };
 use crate::raw_object::RawObject;
 use crate::tool::{CallOutcome, DeclaredTool, HistoryCall, ToolKind};
-use crate::tool_entry::{RequestHead, without_tools};
+use crate::tool_entry::{RequestHead, ToolEntry, declared_tools_of_text, without_tools};
+use crate::tools_cache::{DeclaredToolsCache, ToolFields};
 
 /// The names a declared `code_execution` server tool (version 20250825 and later) answers
 /// under: it runs as `server_tool_use` calls of its bash and file-editing halves, so declaring
 /// it declares them.
 const CODE_EXECUTION_PARTS: [&str; 2] = ["bash_code_execution", "text_editor_code_execution"];
 
-pub(crate) fn parse_request(body: Bytes) -> Result<ToolRequest, ParseError> {
-    let mut wire: RequestHead = read_json(&body)?;
-    let mut declared_tools = wire.declared_tools(&body)?;
+pub(crate) fn parse_request(
+    body: Bytes,
+    cache: Option<&DeclaredToolsCache>,
+) -> Result<ToolRequest, ParseError> {
+    // Without a cache, one pass: reading the tools apart from the head costs a second scan of
+    // them, which only a cache hit pays back.
+    let Some(cache) = cache else {
+        return parse_request_exact(body);
+    };
+    if let Some(shortcut) = cache.shortcut(WireFormat::AnthropicMessages, &body)
+        && let Ok(head) = read_json::<RequestHead>(shortcut.head())
+        && let Some(declared_tools) =
+            shortcut.declared_tools(cache, &head.tool_fields(WireFormat::AnthropicMessages))
+    {
+        return Ok(request(head, declared_tools, &body));
+    }
+    let Ok(head) = read_json::<RequestHead>(&body) else {
+        return parse_request_exact(body);
+    };
+    let fields = head.tool_fields(WireFormat::AnthropicMessages);
+    match cache.declared_tools(&body, &fields, read_declared_tools) {
+        Ok(declared_tools) => Ok(request(head, declared_tools, &body)),
+        Err(_) => parse_request_exact(body),
+    }
+}
+
+/// [`parse_request`] in one pass: the reading without a cache, and the reference a cached
+/// reading falls back to (`RequestHead::declared_tools` says why).
+pub(crate) fn parse_request_exact(body: Bytes) -> Result<ToolRequest, ParseError> {
+    let mut head: RequestHead<Vec<ToolEntry>> = read_json(&body)?;
+    let mut declared_tools = head.declared_tools(&body)?;
+    declare_code_execution_parts(&mut declared_tools);
+    Ok(request(head, declared_tools, &body))
+}
+
+fn read_declared_tools(
+    source: &Bytes,
+    fields: &ToolFields<'_>,
+) -> Result<Vec<DeclaredTool>, ParseError> {
+    let mut declared_tools = declared_tools_of_text(source, fields.tools)?;
+    declare_code_execution_parts(&mut declared_tools);
+    Ok(declared_tools)
+}
+
+fn declare_code_execution_parts(declared_tools: &mut Vec<DeclaredTool>) {
     let runs_code = declared_tools
         .iter()
         .any(|tool| tool.kind == ToolKind::Builtin && tool.name == "code_execution");
@@ -37,15 +80,22 @@ pub(crate) fn parse_request(body: Bytes) -> Result<ToolRequest, ParseError> {
             });
         }
     }
-    Ok(ToolRequest {
+}
+
+fn request<Tools>(
+    head: RequestHead<'_, Tools>,
+    declared_tools: Vec<DeclaredTool>,
+    body: &Bytes,
+) -> ToolRequest {
+    ToolRequest {
         format: Some(WireFormat::AnthropicMessages),
         declared_tools,
-        stream: wire.stream.unwrap_or(false),
+        stream: head.stream.unwrap_or(false),
         background: false,
-        model: wire.model,
-        directives: wire.toolgate.map(RawValue::to_owned),
-        body,
-    })
+        model: head.model,
+        directives: head.toolgate.map(RawValue::to_owned),
+        body: body.clone(),
+    }
 }
 
 #[derive(Deserialize)]
@@ -247,7 +297,7 @@ mod tests {
     use crate::tool::ToolCall;
 
     fn request(json: &str) -> ToolRequest {
-        parse_request(Bytes::from(json.to_owned())).expect("request parses")
+        parse_request(Bytes::from(json.to_owned()), None).expect("request parses")
     }
 
     /// `id name kind arguments`, one line per call.
@@ -291,7 +341,13 @@ mod tests {
         assert!(parsed.stream);
         assert_eq!(parsed.model.as_deref(), Some("claude-x"));
         assert!(!request(r#"{"messages":[],"tools":null}"#).declares_tools());
-        assert!(parse_request(Bytes::from_static(br#"{"tools":[{"type":"custom"}]}"#)).is_err());
+        assert!(
+            parse_request(
+                Bytes::from_static(br#"{"tools":[{"type":"custom"}]}"#),
+                None
+            )
+            .is_err()
+        );
     }
 
     #[test]
@@ -440,7 +496,7 @@ mod tests {
             let body = Bytes::from(read(format!("{name}.request.json")));
             let format = WireFormat::from_body(&body);
             assert_eq!(format, Some(WireFormat::AnthropicMessages), "{name}");
-            let request = parse_request(body).expect(name);
+            let request = parse_request(body, None).expect(name);
             let response = parse_response(&read(format!("{name}.response.json"))).expect(name);
             let declared = |call: &&ToolCall| request.declared_tool(&call.name).is_some();
             let undeclared: Vec<&ToolCall> =

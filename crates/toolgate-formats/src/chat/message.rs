@@ -11,14 +11,22 @@ use crate::format::{
 };
 use crate::raw_object::RawObject;
 use crate::tool::{CallOutcome, DeclaredTool, HistoryCall, ToolCall, ToolKind};
-use crate::tool_entry::{ToolEntry, declared_tools as read_tools, schema_text, without_tools};
+use crate::tool_entry::{
+    ToolEntry, declared_tools as read_tools, declared_tools_of_text, schema_text, without_tools,
+};
+use crate::tools_cache::{DeclaredToolsCache, ToolFields};
 
+/// A chat request as the checks read it. `Tools` and `Functions` are how the two arrays are read:
+/// kept as their JSON text by default, for the declared-tools cache; entry by entry in the
+/// exact one-pass reader (`RequestHead::declared_tools` says why both exist).
 #[derive(Deserialize)]
-struct RequestWire<'a> {
-    #[serde(borrow, default)]
-    tools: Option<Vec<ToolEntry<'a>>>,
-    #[serde(borrow, default)]
-    functions: Option<Vec<FunctionWire<'a>>>,
+// The bounds in place of derive's `Tools: Default`, which `Option` does not need.
+#[serde(bound(deserialize = "Tools: Deserialize<'de>, Functions: Deserialize<'de>"))]
+struct RequestWire<'a, Tools = &'a RawValue, Functions = &'a RawValue> {
+    #[serde(default)]
+    tools: Option<Tools>,
+    #[serde(default)]
+    functions: Option<Functions>,
     #[serde(default)]
     stream: Option<bool>,
     #[serde(default)]
@@ -38,25 +46,88 @@ struct FunctionWire<'a> {
     parameters: Option<&'a RawValue>,
 }
 
-pub(crate) fn parse_request(body: Bytes) -> Result<ToolRequest, ParseError> {
-    let wire: RequestWire = read_json(&body)?;
-    let mut declared_tools = read_tools(wire.tools.unwrap_or_default(), &body)?;
-    for function in wire.functions.into_iter().flatten() {
+pub(crate) fn parse_request(
+    body: Bytes,
+    cache: Option<&DeclaredToolsCache>,
+) -> Result<ToolRequest, ParseError> {
+    // Without a cache, one pass: reading the tools apart from the head costs a second scan of
+    // them, which only a cache hit pays back.
+    let Some(cache) = cache else {
+        return parse_request_exact(body);
+    };
+    if let Some(shortcut) = cache.shortcut(WireFormat::ChatCompletions, &body)
+        && let Ok(wire) = read_json::<RequestWire>(shortcut.head())
+        && let Some(declared_tools) = shortcut.declared_tools(
+            cache,
+            &ToolFields::new(WireFormat::ChatCompletions, wire.tools, wire.functions),
+        )
+    {
+        return Ok(request(wire, declared_tools, &body));
+    }
+    let Ok(wire) = read_json::<RequestWire>(&body) else {
+        return parse_request_exact(body);
+    };
+    let fields = ToolFields::new(WireFormat::ChatCompletions, wire.tools, wire.functions);
+    match cache.declared_tools(&body, &fields, read_declared_tools) {
+        Ok(declared_tools) => Ok(request(wire, declared_tools, &body)),
+        Err(_) => parse_request_exact(body),
+    }
+}
+
+/// [`parse_request`] in one pass: the reading without a cache, and the reference a cached
+/// reading falls back to (`RequestHead::declared_tools` says why).
+pub(crate) fn parse_request_exact(body: Bytes) -> Result<ToolRequest, ParseError> {
+    let mut wire: RequestWire<Vec<ToolEntry>, Vec<FunctionWire>> = read_json(&body)?;
+    let mut declared_tools = read_tools(wire.tools.take().unwrap_or_default(), &body)?;
+    let functions = wire.functions.take().unwrap_or_default();
+    declare_functions(&mut declared_tools, functions, &body);
+    Ok(request(wire, declared_tools, &body))
+}
+
+fn read_declared_tools(
+    source: &Bytes,
+    fields: &ToolFields<'_>,
+) -> Result<Vec<DeclaredTool>, ParseError> {
+    let mut declared_tools = declared_tools_of_text(source, fields.tools)?;
+    declare_functions(
+        &mut declared_tools,
+        ToolFields::entries(fields.functions)?,
+        source,
+    );
+    Ok(declared_tools)
+}
+
+/// Adds the legacy `functions[]`, their schemas sharing `source`.
+fn declare_functions(
+    declared_tools: &mut Vec<DeclaredTool>,
+    functions: Vec<FunctionWire<'_>>,
+    source: &Bytes,
+) {
+    for function in functions {
         declared_tools.push(DeclaredTool {
             name: function.name,
             kind: ToolKind::LegacyFunction,
-            parameters: function.parameters.map(|schema| schema_text(&body, schema)),
+            parameters: function
+                .parameters
+                .map(|schema| schema_text(source, schema)),
         });
     }
-    Ok(ToolRequest {
+}
+
+fn request<Tools, Functions>(
+    wire: RequestWire<'_, Tools, Functions>,
+    declared_tools: Vec<DeclaredTool>,
+    body: &Bytes,
+) -> ToolRequest {
+    ToolRequest {
         format: Some(WireFormat::ChatCompletions),
         declared_tools,
         stream: wire.stream.unwrap_or(false),
         background: false,
         model: wire.model,
         directives: wire.toolgate.map(RawValue::to_owned),
-        body,
-    })
+        body: body.clone(),
+    }
 }
 
 #[derive(Deserialize)]
@@ -397,7 +468,7 @@ mod tests {
     use super::*;
 
     fn request(json: &str) -> ToolRequest {
-        parse_request(Bytes::from(json.to_owned())).expect("request parses")
+        parse_request(Bytes::from(json.to_owned()), None).expect("request parses")
     }
 
     #[test]
@@ -483,7 +554,7 @@ mod tests {
     fn not_a_chat_completion_is_a_parse_error() {
         assert!(parse_response(b"{\"data\":[]}").is_err());
         assert!(parse_response(b"not json").is_err());
-        assert!(parse_request(Bytes::from_static(b"[1,2]")).is_err());
+        assert!(parse_request(Bytes::from_static(b"[1,2]"), None).is_err());
     }
 
     #[test]

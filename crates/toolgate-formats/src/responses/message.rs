@@ -14,23 +14,73 @@ use crate::format::{
 };
 use crate::raw_object::RawObject;
 use crate::tool::{CallOutcome, DeclaredTool, HistoryCall, ToolCall, ToolKind, builtin_tool_name};
-use crate::tool_entry::{RequestHead, ToolEntry, without_tools};
+use crate::tool_entry::{RequestHead, ToolEntry, declared_tools_of_text, without_tools};
+use crate::tools_cache::{DeclaredToolsCache, ToolFields};
 
-pub(crate) fn parse_request(body: Bytes) -> Result<ToolRequest, ParseError> {
-    let mut wire: RequestHead = read_json(&body)?;
-    let mut declared_tools = wire.declared_tools(&body)?;
-    for tool in &mut declared_tools {
+pub(crate) fn parse_request(
+    body: Bytes,
+    cache: Option<&DeclaredToolsCache>,
+) -> Result<ToolRequest, ParseError> {
+    // Without a cache, one pass: reading the tools apart from the head costs a second scan of
+    // them, which only a cache hit pays back.
+    let Some(cache) = cache else {
+        return parse_request_exact(body);
+    };
+    if let Some(shortcut) = cache.shortcut(WireFormat::Responses, &body)
+        && let Ok(head) = read_json::<RequestHead>(shortcut.head())
+        && let Some(declared_tools) =
+            shortcut.declared_tools(cache, &head.tool_fields(WireFormat::Responses))
+    {
+        return Ok(request(head, declared_tools, &body));
+    }
+    let Ok(head) = read_json::<RequestHead>(&body) else {
+        return parse_request_exact(body);
+    };
+    let fields = head.tool_fields(WireFormat::Responses);
+    match cache.declared_tools(&body, &fields, read_declared_tools) {
+        Ok(declared_tools) => Ok(request(head, declared_tools, &body)),
+        Err(_) => parse_request_exact(body),
+    }
+}
+
+/// [`parse_request`] in one pass: the reading without a cache, and the reference a cached
+/// reading falls back to (`RequestHead::declared_tools` says why).
+pub(crate) fn parse_request_exact(body: Bytes) -> Result<ToolRequest, ParseError> {
+    let mut head: RequestHead<Vec<ToolEntry>> = read_json(&body)?;
+    let mut declared_tools = head.declared_tools(&body)?;
+    report_builtins(&mut declared_tools);
+    Ok(request(head, declared_tools, &body))
+}
+
+fn read_declared_tools(
+    source: &Bytes,
+    fields: &ToolFields<'_>,
+) -> Result<Vec<DeclaredTool>, ParseError> {
+    let mut declared_tools = declared_tools_of_text(source, fields.tools)?;
+    report_builtins(&mut declared_tools);
+    Ok(declared_tools)
+}
+
+fn report_builtins(declared_tools: &mut [DeclaredTool]) {
+    for tool in declared_tools {
         tool.name = reported_name(tool).to_owned();
     }
-    Ok(ToolRequest {
+}
+
+fn request<Tools>(
+    head: RequestHead<'_, Tools>,
+    declared_tools: Vec<DeclaredTool>,
+    body: &Bytes,
+) -> ToolRequest {
+    ToolRequest {
         format: Some(WireFormat::Responses),
         declared_tools,
-        stream: wire.stream.unwrap_or(false),
-        background: wire.background.unwrap_or(false),
-        model: wire.model,
-        directives: wire.toolgate.map(RawValue::to_owned),
-        body,
-    })
+        stream: head.stream.unwrap_or(false),
+        background: head.background.unwrap_or(false),
+        model: head.model,
+        directives: head.toolgate.map(RawValue::to_owned),
+        body: body.clone(),
+    }
 }
 
 /// The name a declared tool is known by to the checks: built-ins by the tool they belong to.
@@ -373,7 +423,7 @@ mod tests {
     use super::*;
 
     fn request(json: &str) -> ToolRequest {
-        parse_request(Bytes::from(json.to_owned())).expect("request parses")
+        parse_request(Bytes::from(json.to_owned()), None).expect("request parses")
     }
 
     /// One line per call: `id name kind arguments`.
@@ -423,7 +473,13 @@ mod tests {
         assert_eq!(parsed.model.as_deref(), Some("gpt-4.1"));
         let bare = request(r#"{"input":"hi","tools":null}"#);
         assert!(!bare.declares_tools() && !bare.stream && bare.model.is_none());
-        assert!(parse_request(Bytes::from_static(br#"{"tools":[{"type":"function"}]}"#)).is_err());
+        assert!(
+            parse_request(
+                Bytes::from_static(br#"{"tools":[{"type":"function"}]}"#),
+                None
+            )
+            .is_err()
+        );
     }
 
     #[test]
