@@ -18,7 +18,6 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use toolgate_plugin::DeclaredToolsCache;
 
 use crate::admin;
 use crate::config::{Config, ServerConfig};
@@ -80,7 +79,7 @@ impl Gateway {
             mcp,
             mcp_endpoints: Endpoints::default(),
             grace_over,
-            declared_tools: DeclaredToolsCache::new(),
+            declared_tools: runtime.declared_tools,
         });
         Ok(Gateway {
             state,

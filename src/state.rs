@@ -15,11 +15,13 @@ use crate::mcp::services::Endpoints;
 use crate::shutdown::GraceOver;
 use crate::telemetry::{AuditLog, Metrics};
 
-/// What lives as long as the process: the plugin factories and the metrics they registered.
+/// What lives as long as the process: the plugin factories and the metrics they registered,
+/// and the declared tools already read.
 pub struct Runtime {
     pub plugins: PluginRegistry,
     pub(crate) registry: Registry,
     pub(crate) metrics: Metrics,
+    pub(crate) declared_tools: Arc<DeclaredToolsCache>,
 }
 
 impl Runtime {
@@ -33,10 +35,13 @@ impl Runtime {
         let mut registry = Registry::default();
         let plugins = plugins(&mut registry);
         let metrics = Metrics::new(&mut registry);
+        let declared_tools = Arc::new(DeclaredToolsCache::new());
+        crate::telemetry::register_declared_tools_cache(&mut registry, declared_tools.clone());
         Runtime {
             plugins,
             registry,
             metrics,
+            declared_tools,
         }
     }
 }
@@ -65,5 +70,5 @@ pub struct GatewayState {
     /// The declared tools of `tools` arrays already read. The gateway's, not a route's: an
     /// entry is a pure function of the array's bytes, so it stays right across reloads and
     /// routes, and one bound covers the process.
-    pub declared_tools: DeclaredToolsCache,
+    pub declared_tools: Arc<DeclaredToolsCache>,
 }

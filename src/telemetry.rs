@@ -4,16 +4,19 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use serde::Serialize;
 use tokio::sync::mpsc;
-use toolgate_plugin::{ToolCall, Violation, prometheus_client, registered};
+use toolgate_plugin::{DeclaredToolsCache, ToolCall, Violation, prometheus_client, registered};
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
@@ -60,6 +63,41 @@ struct McpCallLabels {
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReloadLabels {
     result: String,
+}
+
+/// Makes the declared-tools cache's hits and misses part of `/metrics`, read at each scrape from
+/// the cache's own counts (the formats crate knows nothing of Prometheus).
+pub fn register_declared_tools_cache(registry: &mut Registry, cache: Arc<DeclaredToolsCache>) {
+    registry.register_collector(Box::new(DeclaredToolsCacheCounts(cache)));
+}
+
+#[derive(Debug)]
+struct DeclaredToolsCacheCounts(Arc<DeclaredToolsCache>);
+
+impl Collector for DeclaredToolsCacheCounts {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        for (name, help, count) in [
+            (
+                "toolgate_declared_tools_cache_hits",
+                "Requests whose declared tools came from the cache (the same tools array as before)",
+                self.0.hits(),
+            ),
+            (
+                "toolgate_declared_tools_cache_misses",
+                "Requests whose tools array was read (new, changed, or evicted)",
+                self.0.misses(),
+            ),
+        ] {
+            let counter = ConstCounter::new(count);
+            counter.encode(encoder.encode_descriptor(
+                name,
+                help,
+                None,
+                counter.metric_type(),
+            )?)?;
+        }
+        Ok(())
+    }
 }
 
 impl Metrics {

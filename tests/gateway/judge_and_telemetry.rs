@@ -152,6 +152,9 @@ async fn the_admin_listener_reports_health_readiness_and_metrics() {
             "toolgate_judge_calls_total{outcome=\"allow\"} 1",
             "toolgate_judge_latency_seconds_count 1",
             "toolgate_request_duration_seconds_bucket",
+            // Both requests declare the same tools: read once, then taken from the cache.
+            "toolgate_declared_tools_cache_misses_total 1",
+            "toolgate_declared_tools_cache_hits_total 1",
         ])
         .await;
     assert_eq!(gateway.admin_get("/nope").await.status(), 404);
