@@ -2,23 +2,27 @@
 //! and the built-in access levels with the categories each one opens. The config loader checks
 //! every name against these lists, so a typo is a load error and never a silent widening.
 
-/// Tool categories, in snake_case as they are written in `gateway.toml`.
+/// Tool categories, in snake_case as they are written in `gateway.toml`, in the order the
+/// built-in access levels open them: each level opens a prefix of this list.
 pub const CATEGORIES: &[&str] = &[
     "file_system",
     "code_execution",
     "version_control",
+    "memory",
+    // restricted
     "web",
+    "analytics",
+    "design",
+    "browser",
+    // standard
     "database",
     "terminal",
-    "design",
     "communication",
-    "analytics",
-    "deployment",
-    "memory",
-    "browser",
     "external_data",
     "desktop",
     "mcp",
+    // elevated
+    "deployment",
 ];
 
 /// The built-in action types, `category:action`.
@@ -69,42 +73,9 @@ pub const ACTION_TYPES: &[&str] = &[
 /// The built-in access levels, lowest first, with the categories each opens. Each level opens
 /// what the one below it does and more; `custom` opens nothing until the config defines it.
 pub const ACCESS_LEVELS: &[(&str, &[&str])] = &[
-    (
-        "sandboxed",
-        &["file_system", "code_execution", "version_control", "memory"],
-    ),
-    (
-        "restricted",
-        &[
-            "file_system",
-            "code_execution",
-            "version_control",
-            "memory",
-            "web",
-            "analytics",
-            "design",
-            "browser",
-        ],
-    ),
-    (
-        "standard",
-        &[
-            "file_system",
-            "code_execution",
-            "version_control",
-            "memory",
-            "web",
-            "analytics",
-            "design",
-            "browser",
-            "database",
-            "terminal",
-            "communication",
-            "external_data",
-            "desktop",
-            "mcp",
-        ],
-    ),
+    ("sandboxed", CATEGORIES.split_at(4).0),
+    ("restricted", CATEGORIES.split_at(8).0),
+    ("standard", CATEGORIES.split_at(14).0),
     ("elevated", CATEGORIES),
     ("custom", &[]),
 ];
