@@ -3,7 +3,6 @@
 
 use bytes::Bytes;
 
-use crate::edits::Edit;
 use crate::format::{ErrorShape, ParseError, ToolRequest, ToolResponse};
 use crate::on_block::{BlockNotice, CallFeedback};
 use crate::response_edits::Replacement;
@@ -37,9 +36,9 @@ pub(crate) trait Adapter: Sync {
     fn parse_response(&self, body: &[u8]) -> Result<ToolResponse, ParseError>;
     /// A fresh assembler for one streamed answer.
     fn stream_assembler(&self) -> Box<dyn StreamAssembler>;
-    /// Removes declared tools from a request body; `None` when nothing changed.
-    fn apply_request_edits(&self, body: &[u8], edits: &[Edit])
-    -> Result<Option<Bytes>, ParseError>;
+    /// Removes the tools named in `removed` (never empty) from a request body, and what would
+    /// refer to them; `None` when nothing changed.
+    fn remove_tools(&self, body: &[u8], removed: &[&str]) -> Result<Option<Bytes>, ParseError>;
     /// The text of the latest user turn.
     fn latest_user_text(&self, body: &[u8]) -> Option<String>;
     /// The tool calls of the conversation so far.
@@ -105,7 +104,7 @@ macro_rules! folder_adapter {
                 body: bytes::Bytes,
                 cache: Option<&crate::tools_cache::DeclaredToolsCache>,
             ) -> Result<crate::format::ToolRequest, crate::format::ParseError> {
-                message::parse_request(body, cache)
+                crate::request_reader::read_request::<$adapter>(body, cache)
             }
 
             fn parse_response(
@@ -119,12 +118,12 @@ macro_rules! folder_adapter {
                 Box::new($assembler::new())
             }
 
-            fn apply_request_edits(
+            fn remove_tools(
                 &self,
                 body: &[u8],
-                edits: &[crate::edits::Edit],
+                removed: &[&str],
             ) -> Result<Option<bytes::Bytes>, crate::format::ParseError> {
-                message::apply_request_edits(body, edits)
+                message::remove_tools(body, removed)
             }
 
             fn latest_user_text(&self, body: &[u8]) -> Option<String> {

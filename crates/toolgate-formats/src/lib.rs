@@ -23,8 +23,10 @@
 //! - `chat/`, `responses/`, `anthropic/`: one folder per format, its `message` (request and
 //!   answer bodies), its `stream` (the assembler of its events) and its `rewrite` (edits
 //!   written back in its shape) side by side.
-//! - `tools_cache`: [`DeclaredToolsCache`], the declared tools of a `tools` array already read,
-//!   keyed by its bytes, for a reader that sees the same array on every turn of an agent.
+//! - `request_reader`: how every format's request is read, in one pass or with the
+//!   declared tools from `tools_cache`: [`DeclaredToolsCache`], the declared tools of a `tools`
+//!   array already read, keyed by its bytes, for a reader that sees the same array on every
+//!   turn of an agent.
 //! - [`edits`]: body edits as the adapters apply them; `response_edits` and
 //!   `stream::StreamRewriter` write them into answers and streams.
 //! - [`answer`]: how a guard reads an answer — by its own shape, closed on doubt.
@@ -40,6 +42,7 @@ mod anthropic;
 mod chat;
 mod raw_object;
 mod registry;
+mod request_reader;
 mod response_edits;
 mod responses;
 mod tool_entry;

@@ -141,7 +141,11 @@ impl WireFormat {
         if edits.contains(&Edit::StripToolFields) {
             return strip_fields(body, self.adapter().tool_fields());
         }
-        self.adapter().apply_request_edits(body, edits)
+        let removed = crate::format::removed_tool_names(edits);
+        if removed.is_empty() {
+            return Ok(None);
+        }
+        self.adapter().remove_tools(body, &removed)
     }
 
     /// The request `body` continued with the model's blocked turn and, as each blocked call's

@@ -9,58 +9,9 @@ use bytestring::ByteString;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::format::{ParseError, WireFormat};
+use crate::format::ParseError;
 use crate::tool::{DeclaredTool, ToolKind};
 use crate::tools_cache::ToolFields;
-
-/// The top-level request fields the Responses and Anthropic formats share: tools of any shape,
-/// the stream flag and the model. (Chat adds its legacy `functions[]` and reads its own.)
-///
-/// `Tools` is how `tools` is read: kept as its JSON text by default, so a cached reading of the
-/// same text skips its entries (`tools_cache`); read entry by entry in the same pass as the rest
-/// (`Vec<ToolEntry>`) without a cache, the reading that is the reference (see
-/// [`RequestHead::declared_tools`]).
-#[derive(serde::Deserialize)]
-// The bound in place of derive's `Tools: Default`, which `Option` does not need.
-#[serde(bound(deserialize = "Tools: Deserialize<'de>"))]
-pub(crate) struct RequestHead<'a, Tools = &'a RawValue> {
-    #[serde(default)]
-    tools: Option<Tools>,
-    #[serde(default)]
-    pub stream: Option<bool>,
-    #[serde(default)]
-    pub model: Option<String>,
-    #[serde(
-        borrow,
-        default,
-        deserialize_with = "crate::directives::present_even_if_null"
-    )]
-    pub toolgate: Option<&'a RawValue>,
-    /// Responses: run in the background, the answer fetched later by id.
-    #[serde(default)]
-    pub background: Option<bool>,
-}
-
-impl<'a> RequestHead<'a> {
-    /// The text of the tools this head declares, as the cache keys it.
-    pub(crate) fn tool_fields(&self, format: WireFormat) -> ToolFields<'a> {
-        ToolFields::new(format, self.tools, None)
-    }
-}
-
-impl RequestHead<'_, Vec<ToolEntry<'_>>> {
-    /// The declared tools, their schemas sharing `body`, the buffer this head was read from.
-    ///
-    /// This one-pass reading is a request read without a cache, and the reference the cached
-    /// two-pass one (head, then the entries of the `tools` text unless the cache has them) must
-    /// equal: a format falls back to it whenever the two-pass reading fails, so an error is
-    /// reported exactly as one pass finds it (which error comes first decides whether a body is
-    /// refused as ambiguous), and a body the raw text cannot be taken from (invalid UTF-8 inside
-    /// `tools`) is read as without a cache.
-    pub(crate) fn declared_tools(&mut self, body: &Bytes) -> Result<Vec<DeclaredTool>, ParseError> {
-        declared_tools(self.tools.take().unwrap_or_default(), body)
-    }
-}
 
 #[derive(Deserialize)]
 pub(crate) struct ToolEntry<'a> {

@@ -528,6 +528,7 @@ mod tests {
     use proptest::prelude::*;
 
     use crate::format::ToolRequest;
+    use crate::request_reader::read_exact;
 
     /// What a reading of a request gives the checks, comparable: the declared tools (name,
     /// kind, schema text) and the other fields, or the error.
@@ -566,9 +567,9 @@ mod tests {
 
     fn exact(format: WireFormat, body: Bytes) -> Reading {
         reading(match format {
-            WireFormat::ChatCompletions => crate::chat::message::parse_request_exact(body),
-            WireFormat::Responses => crate::responses::message::parse_request_exact(body),
-            WireFormat::AnthropicMessages => crate::anthropic::message::parse_request_exact(body),
+            WireFormat::ChatCompletions => read_exact::<crate::chat::Chat>(body),
+            WireFormat::Responses => read_exact::<crate::responses::Responses>(body),
+            WireFormat::AnthropicMessages => read_exact::<crate::anthropic::Anthropic>(body),
         })
     }
 

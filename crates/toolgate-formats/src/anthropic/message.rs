@@ -9,92 +9,34 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::PartWire;
-use crate::edits::Edit;
-use crate::format::{
-    ParseError, ToolRequest, ToolResponse, WireFormat, read_json, text_or_raw_json,
-};
+
+use crate::format::{ParseError, ToolResponse, WireFormat, read_json, text_or_raw_json};
 use crate::raw_object::RawObject;
+use crate::request_reader::RequestReader;
 use crate::tool::{CallOutcome, DeclaredTool, HistoryCall, ToolKind};
-use crate::tool_entry::{RequestHead, ToolEntry, declared_tools_of_text, without_tools};
-use crate::tools_cache::{DeclaredToolsCache, ToolFields};
+use crate::tool_entry::without_tools;
 
 /// The names a declared `code_execution` server tool (version 20250825 and later) answers
 /// under: it runs as `server_tool_use` calls of its bash and file-editing halves, so declaring
 /// it declares them.
 const CODE_EXECUTION_PARTS: [&str; 2] = ["bash_code_execution", "text_editor_code_execution"];
 
-pub(crate) fn parse_request(
-    body: Bytes,
-    cache: Option<&DeclaredToolsCache>,
-) -> Result<ToolRequest, ParseError> {
-    // Without a cache, one pass: reading the tools apart from the head costs a second scan of
-    // them, which only a cache hit pays back.
-    let Some(cache) = cache else {
-        return parse_request_exact(body);
-    };
-    if let Some(shortcut) = cache.shortcut(WireFormat::AnthropicMessages, &body)
-        && let Ok(head) = read_json::<RequestHead>(shortcut.head())
-        && let Some(declared_tools) =
-            shortcut.declared_tools(cache, &head.tool_fields(WireFormat::AnthropicMessages))
-    {
-        return Ok(request(head, declared_tools, &body));
-    }
-    let Ok(head) = read_json::<RequestHead>(&body) else {
-        return parse_request_exact(body);
-    };
-    let fields = head.tool_fields(WireFormat::AnthropicMessages);
-    match cache.declared_tools(&body, &fields, read_declared_tools) {
-        Ok(declared_tools) => Ok(request(head, declared_tools, &body)),
-        Err(_) => parse_request_exact(body),
-    }
-}
+impl RequestReader for super::Anthropic {
+    const FORMAT: WireFormat = WireFormat::AnthropicMessages;
 
-/// [`parse_request`] in one pass: the reading without a cache, and the reference a cached
-/// reading falls back to (`RequestHead::declared_tools` says why).
-pub(crate) fn parse_request_exact(body: Bytes) -> Result<ToolRequest, ParseError> {
-    let mut head: RequestHead<Vec<ToolEntry>> = read_json(&body)?;
-    let mut declared_tools = head.declared_tools(&body)?;
-    declare_code_execution_parts(&mut declared_tools);
-    Ok(request(head, declared_tools, &body))
-}
-
-fn read_declared_tools(
-    source: &Bytes,
-    fields: &ToolFields<'_>,
-) -> Result<Vec<DeclaredTool>, ParseError> {
-    let mut declared_tools = declared_tools_of_text(source, fields.tools)?;
-    declare_code_execution_parts(&mut declared_tools);
-    Ok(declared_tools)
-}
-
-fn declare_code_execution_parts(declared_tools: &mut Vec<DeclaredTool>) {
-    let runs_code = declared_tools
-        .iter()
-        .any(|tool| tool.kind == ToolKind::Builtin && tool.name == "code_execution");
-    for part in CODE_EXECUTION_PARTS.into_iter().filter(|_| runs_code) {
-        if !declared_tools.iter().any(|tool| tool.name == part) {
-            declared_tools.push(DeclaredTool {
-                name: part.to_owned(),
-                kind: ToolKind::Builtin,
-                parameters: None,
-            });
+    fn complete_tools(declared_tools: &mut Vec<DeclaredTool>) {
+        let runs_code = declared_tools
+            .iter()
+            .any(|tool| tool.kind == ToolKind::Builtin && tool.name == "code_execution");
+        for part in CODE_EXECUTION_PARTS.into_iter().filter(|_| runs_code) {
+            if !declared_tools.iter().any(|tool| tool.name == part) {
+                declared_tools.push(DeclaredTool {
+                    name: part.to_owned(),
+                    kind: ToolKind::Builtin,
+                    parameters: None,
+                });
+            }
         }
-    }
-}
-
-fn request<Tools>(
-    head: RequestHead<'_, Tools>,
-    declared_tools: Vec<DeclaredTool>,
-    body: &Bytes,
-) -> ToolRequest {
-    ToolRequest {
-        format: Some(WireFormat::AnthropicMessages),
-        declared_tools,
-        stream: head.stream.unwrap_or(false),
-        background: false,
-        model: head.model,
-        directives: head.toolgate.map(RawValue::to_owned),
-        body: body.clone(),
     }
 }
 
@@ -252,14 +194,7 @@ struct ToolChoiceWire<'a> {
 /// (`{"type":"tool","name":…}`), or any `tool_choice` once no tool is left, is dropped too:
 /// Anthropic rejects a choice naming an absent tool, and `any` / `tool` / `none` without tools,
 /// and the default it falls back to (`auto`) lets the model answer without the removed tool.
-pub(crate) fn apply_request_edits(
-    body: &[u8],
-    edits: &[Edit],
-) -> Result<Option<Bytes>, ParseError> {
-    let removed = crate::format::removed_tool_names(edits);
-    if removed.is_empty() {
-        return Ok(None);
-    }
+pub(crate) fn remove_tools(body: &[u8], removed: &[&str]) -> Result<Option<Bytes>, ParseError> {
     let object: RawObject = read_json(body)?;
     let field = |name: &str| {
         object
@@ -271,7 +206,7 @@ pub(crate) fn apply_request_edits(
     let Some(tools) = field("tools").filter(|raw| raw.get() != "null") else {
         return Ok(None);
     };
-    let Some(kept) = without_tools(tools, &removed)? else {
+    let Some(kept) = without_tools(tools, removed)? else {
         return Ok(None);
     };
     let drop_choice = field("tool_choice").is_some_and(|raw| {
@@ -294,10 +229,14 @@ mod tests {
     use std::path::PathBuf;
 
     use super::*;
+    use crate::edits::Edit;
+    use crate::format::ToolRequest;
     use crate::tool::ToolCall;
 
     fn request(json: &str) -> ToolRequest {
-        parse_request(Bytes::from(json.to_owned()), None).expect("request parses")
+        WireFormat::AnthropicMessages
+            .parse_request(Bytes::from(json.to_owned()))
+            .expect("request parses")
     }
 
     /// `id name kind arguments`, one line per call.
@@ -342,11 +281,9 @@ mod tests {
         assert_eq!(parsed.model.as_deref(), Some("claude-x"));
         assert!(!request(r#"{"messages":[],"tools":null}"#).declares_tools());
         assert!(
-            parse_request(
-                Bytes::from_static(br#"{"tools":[{"type":"custom"}]}"#),
-                None
-            )
-            .is_err()
+            WireFormat::AnthropicMessages
+                .parse_request(Bytes::from_static(br#"{"tools":[{"type":"custom"}]}"#))
+                .is_err()
         );
     }
 
@@ -454,7 +391,8 @@ mod tests {
 
     fn edit(body: &str, names: &[&str]) -> Option<String> {
         let names = names.iter().map(|name| name.to_string()).collect();
-        let edited = apply_request_edits(body.as_bytes(), &[Edit::RemoveDeclaredTools(names)]);
+        let edited = WireFormat::AnthropicMessages
+            .apply_request_edits(body.as_bytes(), &[Edit::RemoveDeclaredTools(names)]);
         let edited = edited.expect("edits apply");
         edited.map(|bytes| String::from_utf8(bytes.to_vec()).expect("utf-8"))
     }
@@ -481,7 +419,10 @@ mod tests {
             "nothing removed: the original bytes"
         );
         assert_eq!(edit(r#"{"messages":[]}"#, &["a"]), None);
-        assert_eq!(apply_request_edits(b"not json", &[]), Ok(None));
+        assert_eq!(
+            WireFormat::AnthropicMessages.apply_request_edits(b"not json", &[]),
+            Ok(None)
+        );
     }
 
     #[test]
@@ -496,7 +437,9 @@ mod tests {
             let body = Bytes::from(read(format!("{name}.request.json")));
             let format = WireFormat::from_body(&body);
             assert_eq!(format, Some(WireFormat::AnthropicMessages), "{name}");
-            let request = parse_request(body, None).expect(name);
+            let request = WireFormat::AnthropicMessages
+                .parse_request(body)
+                .expect(name);
             let response = parse_response(&read(format!("{name}.response.json"))).expect(name);
             let declared = |call: &&ToolCall| request.declared_tool(&call.name).is_some();
             let undeclared: Vec<&ToolCall> =

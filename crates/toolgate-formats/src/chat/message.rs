@@ -5,129 +5,15 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::edits::Edit;
-use crate::format::{
-    ParseError, ToolRequest, ToolResponse, WireFormat, read_json, text_or_raw_json,
-};
+use crate::format::{ParseError, ToolResponse, WireFormat, read_json, text_or_raw_json};
 use crate::raw_object::RawObject;
-use crate::tool::{CallOutcome, DeclaredTool, HistoryCall, ToolCall, ToolKind};
-use crate::tool_entry::{
-    ToolEntry, declared_tools as read_tools, declared_tools_of_text, schema_text, without_tools,
-};
-use crate::tools_cache::{DeclaredToolsCache, ToolFields};
+use crate::request_reader::RequestReader;
+use crate::tool::{CallOutcome, HistoryCall, ToolCall, ToolKind};
+use crate::tool_entry::without_tools;
 
-/// A chat request as the checks read it. `Tools` and `Functions` are how the two arrays are read:
-/// kept as their JSON text by default, for the declared-tools cache; entry by entry in the
-/// exact one-pass reader (`RequestHead::declared_tools` says why both exist).
-#[derive(Deserialize)]
-// The bounds in place of derive's `Tools: Default`, which `Option` does not need.
-#[serde(bound(deserialize = "Tools: Deserialize<'de>, Functions: Deserialize<'de>"))]
-struct RequestWire<'a, Tools = &'a RawValue, Functions = &'a RawValue> {
-    #[serde(default)]
-    tools: Option<Tools>,
-    #[serde(default)]
-    functions: Option<Functions>,
-    #[serde(default)]
-    stream: Option<bool>,
-    #[serde(default)]
-    model: Option<String>,
-    #[serde(
-        borrow,
-        default,
-        deserialize_with = "crate::directives::present_even_if_null"
-    )]
-    toolgate: Option<&'a RawValue>,
-}
-
-#[derive(Deserialize)]
-struct FunctionWire<'a> {
-    name: String,
-    #[serde(borrow, default)]
-    parameters: Option<&'a RawValue>,
-}
-
-pub(crate) fn parse_request(
-    body: Bytes,
-    cache: Option<&DeclaredToolsCache>,
-) -> Result<ToolRequest, ParseError> {
-    // Without a cache, one pass: reading the tools apart from the head costs a second scan of
-    // them, which only a cache hit pays back.
-    let Some(cache) = cache else {
-        return parse_request_exact(body);
-    };
-    if let Some(shortcut) = cache.shortcut(WireFormat::ChatCompletions, &body)
-        && let Ok(wire) = read_json::<RequestWire>(shortcut.head())
-        && let Some(declared_tools) = shortcut.declared_tools(
-            cache,
-            &ToolFields::new(WireFormat::ChatCompletions, wire.tools, wire.functions),
-        )
-    {
-        return Ok(request(wire, declared_tools, &body));
-    }
-    let Ok(wire) = read_json::<RequestWire>(&body) else {
-        return parse_request_exact(body);
-    };
-    let fields = ToolFields::new(WireFormat::ChatCompletions, wire.tools, wire.functions);
-    match cache.declared_tools(&body, &fields, read_declared_tools) {
-        Ok(declared_tools) => Ok(request(wire, declared_tools, &body)),
-        Err(_) => parse_request_exact(body),
-    }
-}
-
-/// [`parse_request`] in one pass: the reading without a cache, and the reference a cached
-/// reading falls back to (`RequestHead::declared_tools` says why).
-pub(crate) fn parse_request_exact(body: Bytes) -> Result<ToolRequest, ParseError> {
-    let mut wire: RequestWire<Vec<ToolEntry>, Vec<FunctionWire>> = read_json(&body)?;
-    let mut declared_tools = read_tools(wire.tools.take().unwrap_or_default(), &body)?;
-    let functions = wire.functions.take().unwrap_or_default();
-    declare_functions(&mut declared_tools, functions, &body);
-    Ok(request(wire, declared_tools, &body))
-}
-
-fn read_declared_tools(
-    source: &Bytes,
-    fields: &ToolFields<'_>,
-) -> Result<Vec<DeclaredTool>, ParseError> {
-    let mut declared_tools = declared_tools_of_text(source, fields.tools)?;
-    declare_functions(
-        &mut declared_tools,
-        ToolFields::entries(fields.functions)?,
-        source,
-    );
-    Ok(declared_tools)
-}
-
-/// Adds the legacy `functions[]`, their schemas sharing `source`.
-fn declare_functions(
-    declared_tools: &mut Vec<DeclaredTool>,
-    functions: Vec<FunctionWire<'_>>,
-    source: &Bytes,
-) {
-    for function in functions {
-        declared_tools.push(DeclaredTool {
-            name: function.name,
-            kind: ToolKind::LegacyFunction,
-            parameters: function
-                .parameters
-                .map(|schema| schema_text(source, schema)),
-        });
-    }
-}
-
-fn request<Tools, Functions>(
-    wire: RequestWire<'_, Tools, Functions>,
-    declared_tools: Vec<DeclaredTool>,
-    body: &Bytes,
-) -> ToolRequest {
-    ToolRequest {
-        format: Some(WireFormat::ChatCompletions),
-        declared_tools,
-        stream: wire.stream.unwrap_or(false),
-        background: false,
-        model: wire.model,
-        directives: wire.toolgate.map(RawValue::to_owned),
-        body: body.clone(),
-    }
+impl RequestReader for super::Chat {
+    const FORMAT: WireFormat = WireFormat::ChatCompletions;
+    const HAS_FUNCTIONS: bool = true;
 }
 
 #[derive(Deserialize)]
@@ -355,14 +241,7 @@ pub(crate) fn latest_user_text(body: &[u8]) -> Option<String> {
     (!texts.is_empty()).then(|| texts.join("\n"))
 }
 
-pub(crate) fn apply_request_edits(
-    body: &[u8],
-    edits: &[Edit],
-) -> Result<Option<Bytes>, ParseError> {
-    let removed = crate::format::removed_tool_names(edits);
-    if removed.is_empty() {
-        return Ok(None);
-    }
+pub(crate) fn remove_tools(body: &[u8], removed: &[&str]) -> Result<Option<Bytes>, ParseError> {
     let object: RawObject = read_json(body)?;
     let mut replacements: Vec<(&str, Option<String>)> = Vec::new();
     for field in ["tools", "functions"] {
@@ -372,7 +251,7 @@ pub(crate) fn apply_request_edits(
         if raw.get() == "null" {
             continue;
         }
-        if let Some(kept) = without_tools(raw, &removed)? {
+        if let Some(kept) = without_tools(raw, removed)? {
             replacements.push((field, Some(kept)));
         }
     }
@@ -428,7 +307,8 @@ mod tests {
     #[test]
     fn removing_every_tool_drops_the_choices_that_need_one() {
         let body = br#"{"model":"m","tools":[{"type":"function","function":{"name":"a"}}],"tool_choice":"required","parallel_tool_calls":false}"#;
-        let edited = apply_request_edits(body, &[Edit::RemoveDeclaredTools(vec!["a".into()])])
+        let edited = WireFormat::ChatCompletions
+            .apply_request_edits(body, &[Edit::RemoveDeclaredTools(vec!["a".into()])])
             .expect("edits")
             .expect("changed");
         assert_eq!(edited.as_ref(), br#"{"model":"m","tools":[]}"#);
@@ -437,7 +317,8 @@ mod tests {
     #[test]
     fn a_choice_forcing_a_removed_tool_is_dropped_and_others_are_kept() {
         let body = br#"{"tools":[{"type":"function","function":{"name":"a"}},{"type":"function","function":{"name":"b"}}],"tool_choice":{"type":"function","function":{"name":"b"}}}"#;
-        let edited = apply_request_edits(body, &[Edit::RemoveDeclaredTools(vec!["b".into()])])
+        let edited = WireFormat::ChatCompletions
+            .apply_request_edits(body, &[Edit::RemoveDeclaredTools(vec!["b".into()])])
             .expect("edits")
             .expect("changed");
         assert_eq!(
@@ -445,7 +326,8 @@ mod tests {
             br#"{"tools":[{"type":"function","function":{"name":"a"}}]}"#
         );
         let body = br#"{"tools":[{"type":"function","function":{"name":"a"}},{"type":"function","function":{"name":"b"}}],"tool_choice":{"type":"function","function":{"name":"a"}}}"#;
-        let edited = apply_request_edits(body, &[Edit::RemoveDeclaredTools(vec!["b".into()])])
+        let edited = WireFormat::ChatCompletions
+            .apply_request_edits(body, &[Edit::RemoveDeclaredTools(vec!["b".into()])])
             .expect("edits")
             .expect("changed");
         assert!(
@@ -466,9 +348,13 @@ mod tests {
     }
 
     use super::*;
+    use crate::edits::Edit;
+    use crate::format::ToolRequest;
 
     fn request(json: &str) -> ToolRequest {
-        parse_request(Bytes::from(json.to_owned()), None).expect("request parses")
+        WireFormat::ChatCompletions
+            .parse_request(Bytes::from(json.to_owned()))
+            .expect("request parses")
     }
 
     #[test]
@@ -554,7 +440,11 @@ mod tests {
     fn not_a_chat_completion_is_a_parse_error() {
         assert!(parse_response(b"{\"data\":[]}").is_err());
         assert!(parse_response(b"not json").is_err());
-        assert!(parse_request(Bytes::from_static(b"[1,2]"), None).is_err());
+        assert!(
+            WireFormat::ChatCompletions
+                .parse_request(Bytes::from_static(b"[1,2]"))
+                .is_err()
+        );
     }
 
     #[test]
@@ -599,15 +489,17 @@ mod tests {
     #[test]
     fn removing_tools_rewrites_only_the_tools_field() {
         let body = br#"{"model":"m",  "tools":[{"type":"function","function":{"name":"keep"}},{"type":"function","function":{"name":"drop"}}],"temperature":0.50}"#;
-        let edited = apply_request_edits(body, &[Edit::RemoveDeclaredTools(vec!["drop".into()])])
+        let edited = WireFormat::ChatCompletions
+            .apply_request_edits(body, &[Edit::RemoveDeclaredTools(vec!["drop".into()])])
             .unwrap()
             .expect("a tool was removed");
         assert_eq!(
             std::str::from_utf8(&edited).unwrap(),
             r#"{"model":"m","tools":[{"type":"function","function":{"name":"keep"}}],"temperature":0.50}"#
         );
-        let untouched =
-            apply_request_edits(body, &[Edit::RemoveDeclaredTools(vec!["absent".into()])]).unwrap();
+        let untouched = WireFormat::ChatCompletions
+            .apply_request_edits(body, &[Edit::RemoveDeclaredTools(vec!["absent".into()])])
+            .unwrap();
         assert!(
             untouched.is_none(),
             "nothing removed means the original bytes are kept"

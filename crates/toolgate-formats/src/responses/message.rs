@@ -8,78 +8,20 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::edits::Edit;
-use crate::format::{
-    ParseError, ToolRequest, ToolResponse, WireFormat, name_text, read_json, text_or_raw_json,
-};
+use crate::format::{ParseError, ToolResponse, WireFormat, name_text, read_json, text_or_raw_json};
 use crate::raw_object::RawObject;
+use crate::request_reader::RequestReader;
 use crate::tool::{CallOutcome, DeclaredTool, HistoryCall, ToolCall, ToolKind, builtin_tool_name};
-use crate::tool_entry::{RequestHead, ToolEntry, declared_tools_of_text, without_tools};
-use crate::tools_cache::{DeclaredToolsCache, ToolFields};
+use crate::tool_entry::{ToolEntry, without_tools};
 
-pub(crate) fn parse_request(
-    body: Bytes,
-    cache: Option<&DeclaredToolsCache>,
-) -> Result<ToolRequest, ParseError> {
-    // Without a cache, one pass: reading the tools apart from the head costs a second scan of
-    // them, which only a cache hit pays back.
-    let Some(cache) = cache else {
-        return parse_request_exact(body);
-    };
-    if let Some(shortcut) = cache.shortcut(WireFormat::Responses, &body)
-        && let Ok(head) = read_json::<RequestHead>(shortcut.head())
-        && let Some(declared_tools) =
-            shortcut.declared_tools(cache, &head.tool_fields(WireFormat::Responses))
-    {
-        return Ok(request(head, declared_tools, &body));
-    }
-    let Ok(head) = read_json::<RequestHead>(&body) else {
-        return parse_request_exact(body);
-    };
-    let fields = head.tool_fields(WireFormat::Responses);
-    match cache.declared_tools(&body, &fields, read_declared_tools) {
-        Ok(declared_tools) => Ok(request(head, declared_tools, &body)),
-        Err(_) => parse_request_exact(body),
-    }
-}
+impl RequestReader for super::Responses {
+    const FORMAT: WireFormat = WireFormat::Responses;
+    const HAS_BACKGROUND: bool = true;
 
-/// [`parse_request`] in one pass: the reading without a cache, and the reference a cached
-/// reading falls back to (`RequestHead::declared_tools` says why).
-pub(crate) fn parse_request_exact(body: Bytes) -> Result<ToolRequest, ParseError> {
-    let mut head: RequestHead<Vec<ToolEntry>> = read_json(&body)?;
-    let mut declared_tools = head.declared_tools(&body)?;
-    report_builtins(&mut declared_tools);
-    Ok(request(head, declared_tools, &body))
-}
-
-fn read_declared_tools(
-    source: &Bytes,
-    fields: &ToolFields<'_>,
-) -> Result<Vec<DeclaredTool>, ParseError> {
-    let mut declared_tools = declared_tools_of_text(source, fields.tools)?;
-    report_builtins(&mut declared_tools);
-    Ok(declared_tools)
-}
-
-fn report_builtins(declared_tools: &mut [DeclaredTool]) {
-    for tool in declared_tools {
-        tool.name = reported_name(tool).to_owned();
-    }
-}
-
-fn request<Tools>(
-    head: RequestHead<'_, Tools>,
-    declared_tools: Vec<DeclaredTool>,
-    body: &Bytes,
-) -> ToolRequest {
-    ToolRequest {
-        format: Some(WireFormat::Responses),
-        declared_tools,
-        stream: head.stream.unwrap_or(false),
-        background: head.background.unwrap_or(false),
-        model: head.model,
-        directives: head.toolgate.map(RawValue::to_owned),
-        body: body.clone(),
+    fn complete_tools(declared_tools: &mut Vec<DeclaredTool>) {
+        for tool in declared_tools {
+            tool.name = reported_name(tool).to_owned();
+        }
     }
 }
 
@@ -347,24 +289,17 @@ pub(crate) fn latest_user_text(body: &[u8]) -> Option<String> {
 /// Removes tools by the names `parse_request` reported. A `tool_choice` that forces a removed
 /// tool is dropped (the upstream would refuse a choice of a tool that is not there), an
 /// `allowed_tools` choice loses the removed tools, and no choice is kept once no tool is left.
-pub(crate) fn apply_request_edits(
-    body: &[u8],
-    edits: &[Edit],
-) -> Result<Option<Bytes>, ParseError> {
-    let removed = crate::format::removed_tool_names(edits);
-    if removed.is_empty() {
-        return Ok(None);
-    }
+pub(crate) fn remove_tools(body: &[u8], removed: &[&str]) -> Result<Option<Bytes>, ParseError> {
     let object = Fields(read_json(body)?);
     let Some(tools) = object.raw("tools") else {
         return Ok(None);
     };
-    let Some(kept) = without_declared(tools, &removed)? else {
+    let Some(kept) = without_declared(tools, removed)? else {
         return Ok(None);
     };
     let choice = match object.raw("tool_choice") {
         Some(_) if kept == "[]" => Some(None),
-        Some(choice) => edited_tool_choice(choice, &removed)?,
+        Some(choice) => edited_tool_choice(choice, removed)?,
         None => None,
     };
     let mut replacements = vec![("tools", Some(kept))];
@@ -421,9 +356,13 @@ fn edited_tool_choice(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::edits::Edit;
+    use crate::format::ToolRequest;
 
     fn request(json: &str) -> ToolRequest {
-        parse_request(Bytes::from(json.to_owned()), None).expect("request parses")
+        WireFormat::Responses
+            .parse_request(Bytes::from(json.to_owned()))
+            .expect("request parses")
     }
 
     /// One line per call: `id name kind arguments`.
@@ -474,11 +413,9 @@ mod tests {
         let bare = request(r#"{"input":"hi","tools":null}"#);
         assert!(!bare.declares_tools() && !bare.stream && bare.model.is_none());
         assert!(
-            parse_request(
-                Bytes::from_static(br#"{"tools":[{"type":"function"}]}"#),
-                None
-            )
-            .is_err()
+            WireFormat::Responses
+                .parse_request(Bytes::from_static(br#"{"tools":[{"type":"function"}]}"#))
+                .is_err()
         );
     }
 
@@ -590,7 +527,8 @@ mod tests {
 
     fn edit(body: &str, names: &[&str]) -> Option<String> {
         let names = names.iter().map(|name| name.to_string()).collect();
-        apply_request_edits(body.as_bytes(), &[Edit::RemoveDeclaredTools(names)])
+        WireFormat::Responses
+            .apply_request_edits(body.as_bytes(), &[Edit::RemoveDeclaredTools(names)])
             .expect("edits apply")
             .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
     }
@@ -610,7 +548,9 @@ mod tests {
         );
         assert_eq!(edit(r#"{"input":"x"}"#, &["drop"]), None);
         assert_eq!(
-            apply_request_edits(body.as_bytes(), &[]).expect("no edit"),
+            WireFormat::Responses
+                .apply_request_edits(body.as_bytes(), &[])
+                .expect("no edit"),
             None
         );
     }
