@@ -41,6 +41,17 @@ macro_rules! chat_fixture {
     };
 }
 
+/// A streamed exchange: the model streams some text, then a `get_weather` call.
+fn streamed_scenario(name: &'static str, about: &'static str, request: &'static str) -> Scenario {
+    Scenario {
+        name,
+        about,
+        request,
+        answer: include_str!("../fixtures/streams/text_then_tool_call.sse"),
+        streamed: true,
+    }
+}
+
 fn scenarios() -> Vec<Scenario> {
     vec![
         chat_fixture!(
@@ -63,20 +74,16 @@ fn scenarios() -> Vec<Scenario> {
             "n2_second_choice_bad",
             "n=2, and the second choice calls an undeclared tool"
         ),
-        Scenario {
-            name: "stream_allowed",
-            about: "streamed: text, then a valid get_weather call (held, checked, released)",
-            request: include_str!("../fixtures/chat/weather_allowed.request.json"),
-            answer: include_str!("../fixtures/streams/text_then_tool_call.sse"),
-            streamed: true,
-        },
-        Scenario {
-            name: "stream_blocked",
-            about: "streamed: text, then a call to a tool this request never declared",
-            request: include_str!("../fixtures/chat/undeclared_tool.request.json"),
-            answer: include_str!("../fixtures/streams/text_then_tool_call.sse"),
-            streamed: true,
-        },
+        streamed_scenario(
+            "stream_allowed",
+            "streamed: text, then a valid get_weather call (held, checked, released)",
+            include_str!("../fixtures/chat/weather_allowed.request.json"),
+        ),
+        streamed_scenario(
+            "stream_blocked",
+            "streamed: text, then a call to a tool this request never declared",
+            include_str!("../fixtures/chat/undeclared_tool.request.json"),
+        ),
     ]
 }
 

@@ -140,6 +140,18 @@ pub(crate) fn mark_latest_turn(calls: &mut [HistoryCall], latest: Option<usize>)
 }
 
 impl HistoryCall {
+    /// `call`, made in the model's `turn` of the conversation, with no result read yet.
+    pub(crate) fn pending(call: ToolCall, turn: usize) -> Self {
+        HistoryCall {
+            id: call.id,
+            name: call.name,
+            arguments: call.arguments,
+            outcome: CallOutcome::Pending,
+            turn,
+            latest_turn: false,
+        }
+    }
+
     /// The called tool's identity for policy.
     pub fn key(&self) -> ToolKey {
         ToolKey::new(&self.name)

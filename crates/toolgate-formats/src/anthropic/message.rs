@@ -143,14 +143,7 @@ pub(crate) fn history(body: &[u8]) -> Vec<HistoryCall> {
                 _ if assistant && kind.ends_with("_tool_result") => holds_error(block.content),
                 _ => {
                     if let Some(call) = block.call().filter(|_| assistant) {
-                        calls.push(HistoryCall {
-                            id: call.id,
-                            name: call.name,
-                            arguments: call.arguments,
-                            outcome: CallOutcome::Pending,
-                            turn,
-                            latest_turn: false,
-                        });
+                        calls.push(HistoryCall::pending(call, turn));
                     }
                     continue;
                 }

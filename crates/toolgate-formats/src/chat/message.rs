@@ -165,14 +165,7 @@ pub(crate) fn history(body: &[u8]) -> Vec<HistoryCall> {
                 turns += 1;
                 for (position, call) in message.tool_calls.into_iter().flatten().enumerate() {
                     if let Ok(call) = tool_call(0, position, call) {
-                        calls.push(HistoryCall {
-                            id: call.id,
-                            name: call.name,
-                            arguments: call.arguments,
-                            outcome: CallOutcome::Pending,
-                            turn,
-                            latest_turn: false,
-                        });
+                        calls.push(HistoryCall::pending(call, turn));
                     }
                 }
                 if let Some(function) = message.function_call {

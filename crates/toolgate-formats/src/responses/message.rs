@@ -236,12 +236,8 @@ pub(crate) fn history(body: &[u8]) -> Vec<HistoryCall> {
                 ran,
                 proposal: false,
             }) => calls.push(HistoryCall {
-                id: call.id,
-                name: call.name,
-                arguments: call.arguments,
                 outcome: ran.unwrap_or(CallOutcome::Pending),
-                turn: turns.saturating_sub(1),
-                latest_turn: false,
+                ..HistoryCall::pending(call, turns.saturating_sub(1))
             }),
             Ok(Item::Output {
                 call_id: Some(id),
