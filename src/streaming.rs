@@ -161,6 +161,44 @@ struct Relay {
     retrying: Option<Rejection>,
 }
 
+/// The upstream's stream as the relay reads it, kept across the attempts of one answer: a
+/// retry replaces the body and its events, not the bounds it is read within.
+struct UpstreamEvents<'g, G> {
+    body: Coalesce<Incoming>,
+    parser: SseParser,
+    /// The longest wait for the next bytes.
+    read_timeout: std::time::Duration,
+    /// Resolves when the gateway's shutdown grace is over.
+    grace_over: std::pin::Pin<&'g mut G>,
+}
+
+impl<G> UpstreamEvents<'_, G> {
+    /// Reads a retry's stream from its start.
+    fn restart(&mut self, body: Incoming) {
+        self.body = Coalesce::new(body);
+        self.parser = SseParser::new();
+    }
+}
+
+/// What waiting for the upstream's next frame gave.
+enum Wait {
+    Frame(Option<Result<http_body::Frame<Bytes>, BoxError>>),
+    TimedOut,
+    ShuttingDown,
+}
+
+/// The next frame of `body` within `wait`, unless the shutdown grace ends first.
+async fn next_frame<G: Future<Output = ()>>(
+    body: &mut Coalesce<Incoming>,
+    wait: std::time::Duration,
+    grace_over: &mut std::pin::Pin<&mut G>,
+) -> Wait {
+    tokio::select! {
+        next = tokio::time::timeout(wait, body.frame()) => next.map_or(Wait::TimedOut, Wait::Frame),
+        () = grace_over.as_mut() => Wait::ShuttingDown,
+    }
+}
+
 impl Relay {
     /// The relay task. Steps taken once or rarely (the check, a block, a failure, the closing
     /// audit) are awaited boxed: inline, their futures would be part of the task's state, and
@@ -168,7 +206,7 @@ impl Relay {
     ///
     /// The relay comes boxed: an async fn keeps a by-value `self` twice in its state (the
     /// argument and the local it is moved into), a kilobyte more per open stream.
-    async fn run(mut self: Box<Self>, state: Arc<GatewayState>, mut body: Coalesce<Incoming>) {
+    async fn run(mut self: Box<Self>, state: Arc<GatewayState>, body: Coalesce<Incoming>) {
         // Only LLM routes stream; an MCP route never reaches the relay.
         let read_timeout = self
             .exchange
@@ -180,24 +218,21 @@ impl Relay {
         let upstream_started = Instant::now();
         let grace_over = state.grace_over.arrived();
         tokio::pin!(grace_over);
+        let mut upstream = UpstreamEvents {
+            body,
+            parser: SseParser::new(),
+            read_timeout,
+            grace_over,
+        };
         loop {
-            let mut parser = SseParser::new();
-            let flow = self
-                .relay(&mut body, &mut parser, read_timeout, &mut grace_over)
-                .await;
+            let flow = self.relay(&mut upstream).await;
             // A blocked attempt is billed, whether its place is taken by a retry or a notice.
             if let Flow::Retry(_) | Flow::Notice(_) = flow {
-                Box::pin(self.bill_blocked_attempt(
-                    &mut body,
-                    &mut parser,
-                    read_timeout,
-                    &mut grace_over,
-                ))
-                .await;
+                Box::pin(self.bill_blocked_attempt(&mut upstream)).await;
             }
             match flow {
                 Flow::Retry(request) => match Box::pin(self.retry(request)).await {
-                    Some(next) => body = Coalesce::new(next),
+                    Some(next) => upstream.restart(next),
                     None => break,
                 },
                 Flow::Notice(rejection) => {
@@ -221,22 +256,23 @@ impl Relay {
     /// Relays one upstream stream until it ends, the client leaves, or a block is retried.
     async fn relay<G: Future<Output = ()>>(
         &mut self,
-        body: &mut Coalesce<Incoming>,
-        parser: &mut SseParser,
-        read_timeout: std::time::Duration,
-        grace_over: &mut std::pin::Pin<&mut G>,
+        upstream: &mut UpstreamEvents<'_, G>,
     ) -> Flow {
+        let parser = &mut upstream.parser;
         loop {
-            let next = tokio::select! {
-                next = tokio::time::timeout(read_timeout, body.frame()) => next,
-                () = grace_over.as_mut() => {
+            let next = match next_frame(
+                &mut upstream.body,
+                upstream.read_timeout,
+                &mut upstream.grace_over,
+            )
+            .await
+            {
+                Wait::Frame(next) => next,
+                Wait::ShuttingDown => {
                     Box::pin(self.fail(GatewayError::shutting_down())).await;
                     return Flow::Stop;
                 }
-            };
-            let next = match next {
-                Ok(next) => next,
-                Err(_) => {
+                Wait::TimedOut => {
                     Box::pin(self.fail(GatewayError::upstream_timeout("the stream stalled"))).await;
                     return Flow::Stop;
                 }
@@ -317,31 +353,25 @@ impl Relay {
     /// that stalls here is billed with what it reported rather than waited for.
     async fn bill_blocked_attempt<G: Future<Output = ()>>(
         &mut self,
-        body: &mut Coalesce<Incoming>,
-        parser: &mut SseParser,
-        read_timeout: std::time::Duration,
-        grace_over: &mut std::pin::Pin<&mut G>,
+        upstream: &mut UpstreamEvents<'_, G>,
     ) {
         let Some(mut usage) = self.usage.take() else {
             return;
         };
-        let wait = read_timeout.min(BILLING_READ_TIMEOUT);
+        let wait = upstream.read_timeout.min(BILLING_READ_TIMEOUT);
+        let parser = &mut upstream.parser;
         let mut read = 0usize;
         while !self.upstream_ended {
-            let next = tokio::select! {
-                next = tokio::time::timeout(wait, body.frame()) => next,
-                () = grace_over.as_mut() => break,
-            };
-            let data = match next {
-                Ok(Some(Ok(frame))) => match frame.into_data() {
+            let data = match next_frame(&mut upstream.body, wait, &mut upstream.grace_over).await {
+                Wait::Frame(Some(Ok(frame))) => match frame.into_data() {
                     Ok(data) => data,
                     Err(_) => continue,
                 },
-                Ok(None) => {
+                Wait::Frame(None) => {
                     self.upstream_ended = true;
                     break;
                 }
-                Ok(Some(Err(_))) | Err(_) => break,
+                Wait::Frame(Some(Err(_))) | Wait::TimedOut | Wait::ShuttingDown => break,
             };
             read += data.len();
             if read > self.limit {
