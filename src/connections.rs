@@ -17,10 +17,11 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures_util::task::AtomicWaker;
 use http_body::{Body, SizeHint};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tokio::sync::{AcquireError, Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{AcquireError, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use crate::body::{BoxError, FramePoll, ProxyBody};
@@ -73,9 +74,12 @@ pub struct ConnectionState {
     idle_since: AtomicU64,
     /// Chosen to make room for a new client: closed as soon as it is idle.
     reclaimed: AtomicBool,
-    /// Wakes the connection's task when it is reclaimed: the one change that moves its
-    /// deadline nearer than the time its task looks again.
-    wake: Notify,
+    /// Set, and the connection's task woken, when it is reclaimed: the one change that moves
+    /// its deadline nearer than the time its task looks again.
+    look_again: AtomicBool,
+    /// The connection's task. Not a `Notify`: the task checks for a wake each time it runs,
+    /// after every read and write of its connection, and a `Notify` takes a lock for that.
+    task: AtomicWaker,
     registry: Arc<Connections>,
 }
 
@@ -105,7 +109,8 @@ impl Connections {
             first_request_seen: AtomicBool::new(false),
             idle_since: AtomicU64::new(0),
             reclaimed: AtomicBool::new(false),
-            wake: Notify::new(),
+            look_again: AtomicBool::new(false),
+            task: AtomicWaker::new(),
             registry: self.clone(),
         });
         self.open().insert(id, state.clone());
@@ -133,7 +138,7 @@ impl Connections {
         match idlest {
             Some(connection) => {
                 connection.reclaimed.store(true, Ordering::Release);
-                connection.wake.notify_one();
+                connection.wake();
                 tracing::debug!(
                     connection = connection.id,
                     "reclaiming an idle connection for a new client"
@@ -179,6 +184,12 @@ impl Drop for Registered {
 }
 
 impl ConnectionState {
+    /// Has the connection's task look at its deadline again.
+    fn wake(&self) {
+        self.look_again.store(true, Ordering::Release);
+        self.task.wake();
+    }
+
     fn is_idle(&self) -> bool {
         self.in_flight.load(Ordering::Acquire) == 0
     }
@@ -246,10 +257,18 @@ impl Drop for Busy {
             // an idle deadline is never earlier than the time `drive` looks again, so the
             // task is not woken after every exchange for it.
             if connection.is_reclaimed() {
-                connection.wake.notify_one();
+                connection.wake();
             }
         }
     }
+}
+
+/// Why a connection's task woke.
+enum Woken<R> {
+    Ended(R),
+    /// The connection was reclaimed, or went idle reclaimed.
+    LookAgain,
+    Deadline,
 }
 
 /// Serves `connection` until it ends or one of its phases overruns its deadline; then the
@@ -276,16 +295,29 @@ pub async fn drive<C, E>(
         let look_again = state
             .deadline(&phases)
             .map_or(idle_bound, |(at, _)| at.min(idle_bound));
-        tokio::select! {
-            biased;
-            result = connection.as_mut() => {
+        let sleep = tokio::time::sleep_until(look_again);
+        tokio::pin!(sleep);
+        let woken = std::future::poll_fn(|cx| {
+            if let Poll::Ready(result) = connection.as_mut().poll(cx) {
+                return Poll::Ready(Woken::Ended(result));
+            }
+            state.task.register(cx.waker());
+            if state.look_again.load(Ordering::Acquire) {
+                state.look_again.store(false, Ordering::Release);
+                return Poll::Ready(Woken::LookAgain);
+            }
+            sleep.as_mut().poll(cx).map(|()| Woken::Deadline)
+        })
+        .await;
+        match woken {
+            Woken::Ended(result) => {
                 if let Err(error) = result {
                     tracing::debug!(%peer, %error, "connection ended with an error");
                 }
                 break;
             }
-            () = state.wake.notified() => {}
-            () = tokio::time::sleep_until(look_again) => {
+            Woken::LookAgain => {}
+            Woken::Deadline => {
                 // The deadline is read again: the connection may have moved on meanwhile.
                 if let Some((at, reason)) = state.deadline(&phases)
                     && at <= Instant::now()
