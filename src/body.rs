@@ -274,8 +274,9 @@ impl Body for ChannelBody {
 pub struct IdleTimeout<B> {
     inner: B,
     timeout: Duration,
-    /// When the last frame came (or the body was made).
-    last_frame: tokio::time::Instant,
+    /// Since when the body waits: its first wait after a frame (or ever). `None` while it has
+    /// not waited since, so a frame that comes without a wait reads no clock.
+    waiting_since: Option<tokio::time::Instant>,
     deadline: WaitDeadline,
 }
 
@@ -284,7 +285,7 @@ impl<B> IdleTimeout<B> {
         IdleTimeout {
             inner,
             timeout,
-            last_frame: tokio::time::Instant::now(),
+            waiting_since: None,
             deadline: WaitDeadline::default(),
         }
     }
@@ -329,13 +330,20 @@ where
         let this = self.get_mut();
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(frame) => {
-                this.last_frame = tokio::time::Instant::now();
+                this.waiting_since = None;
                 Poll::Ready(frame.map(|result| result.map_err(Into::into)))
             }
-            Poll::Pending => match this.deadline.poll_at(this.last_frame + this.timeout, cx) {
-                Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(IdleTimeoutError(this.timeout))))),
-                Poll::Pending => Poll::Pending,
-            },
+            Poll::Pending => {
+                let since = *this
+                    .waiting_since
+                    .get_or_insert_with(tokio::time::Instant::now);
+                match this.deadline.poll_at(since + this.timeout, cx) {
+                    Poll::Ready(()) => {
+                        Poll::Ready(Some(Err(Box::new(IdleTimeoutError(this.timeout)))))
+                    }
+                    Poll::Pending => Poll::Pending,
+                }
+            }
         }
     }
 

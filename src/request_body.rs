@@ -58,10 +58,13 @@ pub struct ClientBody<B> {
     limit: usize,
     received: usize,
     silence: Duration,
-    /// When the whole body must have arrived, and the deadline it was given.
-    complete_by: Option<(Instant, Duration)>,
-    /// When the last frame came (or the body was made): the silence is counted from here.
-    last_progress: Instant,
+    /// The whole body's deadline, if it has one, and when it ends: counted from the body's
+    /// first wait, so a body that comes whole with its head reads no clock.
+    deadline: Option<Duration>,
+    complete_by: Option<Instant>,
+    /// Since when the body waits: its first wait after a frame. `None` while it has not
+    /// waited since; the silence is counted from here.
+    waiting_since: Option<Instant>,
     /// The nearer of the silence timeout and the whole body's deadline, while the body waits.
     timer: WaitDeadline,
     fault: FaultRecord,
@@ -73,17 +76,14 @@ where
     B::Error: std::error::Error,
 {
     pub fn new(inner: B, server: &ServerConfig) -> Self {
-        let now = Instant::now();
-        let complete_by = server
-            .request_body_deadline
-            .map(|deadline| (now + deadline, deadline));
         ClientBody {
             inner,
             limit: server.max_request_body_bytes,
             received: 0,
             silence: server.request_body_timeout,
-            complete_by,
-            last_progress: now,
+            deadline: server.request_body_deadline,
+            complete_by: None,
+            waiting_since: None,
             timer: WaitDeadline::default(),
             fault: FaultRecord::default(),
         }
@@ -114,11 +114,11 @@ where
         }
     }
 
-    /// When the body fails if nothing more comes.
-    fn next_deadline(&self) -> Instant {
-        let silent_at = self.last_progress + self.silence;
+    /// When the body fails if nothing more comes, it waiting since `since`.
+    fn next_deadline(&self, since: Instant) -> Instant {
+        let silent_at = since + self.silence;
         match self.complete_by {
-            Some((complete_by, _)) => silent_at.min(complete_by),
+            Some(complete_by) => silent_at.min(complete_by),
             None => silent_at,
         }
     }
@@ -130,9 +130,8 @@ where
     }
 
     fn late(&self, now: Instant) -> Option<ClientBodyFault> {
-        self.complete_by
-            .filter(|(complete_by, _)| now >= *complete_by)
-            .map(|(_, deadline)| ClientBodyFault::TooSlow(deadline))
+        let complete_by = self.complete_by?;
+        (now >= complete_by).then_some(ClientBodyFault::TooSlow(self.deadline?))
     }
 }
 
@@ -154,32 +153,45 @@ where
         }
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
-                let now = Instant::now();
-                if let Some(fault) = this.late(now) {
-                    return this.fail(fault);
-                }
                 if let Some(data) = frame.data_ref() {
                     this.received = this.received.saturating_add(data.len());
                     if this.received > this.limit {
                         return this.fail(ClientBodyFault::TooLarge(this.limit));
                     }
                 }
-                this.last_progress = now;
+                this.waiting_since = None;
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(error))) => {
                 this.fail(ClientBodyFault::Unreadable(error_chain(&error)))
             }
             Poll::Ready(None) => Poll::Ready(None),
-            Poll::Pending => match this.timer.poll_at(this.next_deadline(), cx) {
-                Poll::Ready(()) => {
-                    let fault = this
-                        .late(Instant::now())
-                        .unwrap_or(ClientBodyFault::Silent(this.silence));
-                    this.fail(fault)
+            Poll::Pending => {
+                let since = match this.waiting_since {
+                    Some(since) => since,
+                    // A wait after a frame (or the first): the silence starts now, and a body
+                    // still coming after its whole deadline is cut here, though never silent.
+                    None => {
+                        let now = Instant::now();
+                        if let Some(deadline) = this.deadline {
+                            let complete_by = *this.complete_by.get_or_insert(now + deadline);
+                            if now >= complete_by {
+                                return this.fail(ClientBodyFault::TooSlow(deadline));
+                            }
+                        }
+                        *this.waiting_since.insert(now)
+                    }
+                };
+                match this.timer.poll_at(this.next_deadline(since), cx) {
+                    Poll::Ready(()) => {
+                        let fault = this
+                            .late(Instant::now())
+                            .unwrap_or(ClientBodyFault::Silent(this.silence));
+                        this.fail(fault)
+                    }
+                    Poll::Pending => Poll::Pending,
                 }
-                Poll::Pending => Poll::Pending,
-            },
+            }
         }
     }
 
