@@ -24,8 +24,8 @@ use crate::router::{Route, RouteKind};
 use crate::shutdown::{CutAtGraceEnd, GraceOver};
 use crate::state::GatewayState;
 use crate::streaming;
-use crate::tenants::{authenticate, strip_client_credentials};
-use crate::upstream::{is_event_stream, strip_hop_by_hop};
+use crate::tenants::{authenticate, is_client_credential};
+use crate::upstream::{is_event_stream, strip_hop_by_hop, strip_hop_by_hop_and};
 
 pub const REQUEST_ID: &str = "x-request-id";
 
@@ -509,14 +509,14 @@ fn prepare_upstream_head(
         .map_err(|error| {
             GatewayError::bad_request(format!("the request path cannot be forwarded: {error}"))
         })?;
-    strip_hop_by_hop(headers);
-    toolgate_plugin::directives::strip_headers(headers);
-    if exchange.meta.tenant.is_some() {
-        // The tenant's key is toolgate's business only; the upstream gets its own key.
-        strip_client_credentials(headers);
-    }
-    headers.remove(header::HOST);
-    headers.remove(header::CONTENT_LENGTH);
+    // The tenant's key is toolgate's business only; the upstream gets its own key.
+    let tenant_key = exchange.meta.tenant.is_some();
+    strip_hop_by_hop_and(headers, |name| {
+        name == header::HOST
+            || name == header::CONTENT_LENGTH
+            || toolgate_plugin::directives::is_own_header(name)
+            || (tenant_key && is_client_credential(name))
+    });
     upstream.authorize(
         headers,
         exchange.format,

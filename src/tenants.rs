@@ -182,6 +182,11 @@ pub(crate) fn warn_unauthenticated(request_id: &str, route: &str, path: &str, co
     tracing::warn!(%request_id, %route, %path, %code, "401: no valid tenant key for the route");
 }
 
+/// Whether `name` is a header a client's key may travel in.
+pub fn is_client_credential(name: &HeaderName) -> bool {
+    KEY_HEADERS.contains(name)
+}
+
 /// Removes every header a client's key may travel in, so it never reaches the upstream.
 pub fn strip_client_credentials(headers: &mut HeaderMap) {
     for name in &KEY_HEADERS {

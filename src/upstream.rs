@@ -244,6 +244,12 @@ pub(crate) fn is_event_stream(headers: &HeaderMap) -> bool {
 /// Removes the hop-by-hop headers and the ones the `Connection` header names: they
 /// describe one connection and must not cross the proxy.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    strip_hop_by_hop_and(headers, |_| false);
+}
+
+/// [`strip_hop_by_hop`], and the headers `also` picks, in one look at each name the message
+/// has: a removal by name hashes it, and most messages carry few of the names removed.
+pub fn strip_hop_by_hop_and(headers: &mut HeaderMap, also: impl Fn(&HeaderName) -> bool) {
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
@@ -251,7 +257,12 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
         .flat_map(|value| value.split(','))
         .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
         .collect();
-    for name in named.iter().chain(HOP_BY_HOP.iter()) {
+    let doomed: Vec<HeaderName> = headers
+        .keys()
+        .filter(|name| HOP_BY_HOP.contains(name) || named.contains(name) || also(name))
+        .cloned()
+        .collect();
+    for name in doomed {
         headers.remove(name);
     }
 }

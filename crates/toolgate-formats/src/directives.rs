@@ -74,11 +74,16 @@ pub(crate) fn present_even_if_null<'de: 'a, 'a, D: Deserializer<'de>>(
     <&RawValue>::deserialize(deserializer).map(Some)
 }
 
-/// Removes every `x-toolgate-*` header: they are toolgate's to read, not the upstream's.
+/// Whether `name` is an `x-toolgate-*` header: toolgate's to read, never the upstream's.
+pub fn is_own_header(name: &http::HeaderName) -> bool {
+    name.as_str().starts_with(HEADER_PREFIX)
+}
+
+/// Removes every `x-toolgate-*` header.
 pub fn strip_headers(headers: &mut HeaderMap) {
     let own: Vec<http::HeaderName> = headers
         .keys()
-        .filter(|name| name.as_str().starts_with(HEADER_PREFIX))
+        .filter(|name| is_own_header(name))
         .cloned()
         .collect();
     for name in own {
