@@ -548,7 +548,7 @@ impl Exchange {
             let record = AuditRecord {
                 timestamp: now_rfc3339(),
                 request_id: self.meta.request_id.clone(),
-                route: route_path,
+                route: route_path.to_string(),
                 method: self.meta.method.to_string(),
                 path: self.meta.path_and_query.clone(),
                 tenant: self.meta.tenant.as_ref().map(|tenant| tenant.name.clone()),

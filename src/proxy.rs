@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use http::header::{self, HeaderValue};
+use http::header::{self, HeaderName, HeaderValue};
 use http::{HeaderMap, Request, Response, Version};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
@@ -27,7 +27,7 @@ use crate::streaming;
 use crate::tenants::{authenticate, is_client_credential};
 use crate::upstream::{is_event_stream, strip_hop_by_hop, strip_hop_by_hop_and};
 
-pub const REQUEST_ID: &str = "x-request-id";
+pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// Answers one client request. Never fails: every problem becomes an enveloped answer.
 pub async fn handle(state: Arc<GatewayState>, request: Request<Incoming>) -> Response<ProxyBody> {
@@ -54,9 +54,11 @@ pub async fn handle(state: Arc<GatewayState>, request: Request<Incoming>) -> Res
                 let response = GatewayError::route_not_found(request.uri().path())
                     .report(&request_id)
                     .response(shape);
-                state
-                    .metrics
-                    .record_request("", response.status().as_u16(), started.elapsed());
+                state.metrics.record_request(
+                    &Arc::from(""),
+                    response.status().as_u16(),
+                    started.elapsed(),
+                );
                 response
             }
             Some(route) if matches!(route.kind, RouteKind::Mcp) => {
@@ -110,7 +112,7 @@ async fn serve_llm(
 ) -> Response<ProxyBody> {
     let meta = ExchangeMeta {
         request_id: request_id.to_owned(),
-        route: route.path.clone(),
+        route: route.path.to_string(),
         method: request.method().clone(),
         path_and_query: path_and_query(request.uri()),
         tenant: None,
@@ -517,6 +519,7 @@ fn prepare_upstream_head(
             || toolgate_plugin::directives::is_own_header(name)
             || (tenant_key && is_client_credential(name))
     });
+    headers.insert(header::HOST, upstream.host());
     upstream.authorize(
         headers,
         exchange.format,

@@ -94,7 +94,7 @@ fn plugins(route: &Route) -> String {
 pub fn unguarded(router: &Router) -> Vec<String> {
     let mut endpoints: Vec<&str> = GENERATION_ENDPOINTS.to_vec();
     for route in router.routes() {
-        if is_generation_path(&route.path) && !endpoints.contains(&route.path.as_str()) {
+        if is_generation_path(&route.path) && !endpoints.contains(&&*route.path) {
             endpoints.push(&route.path);
         }
     }
@@ -106,7 +106,7 @@ pub fn unguarded(router: &Router) -> Vec<String> {
         if matches!(route.kind, RouteKind::Mcp) || route.chain.body_needs().response {
             continue;
         }
-        let served_by = if route.path == endpoint {
+        let served_by = if *route.path == *endpoint {
             format!("its route {}", route.path)
         } else {
             format!("it falls through to route {}, which", route.path)

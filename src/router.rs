@@ -12,7 +12,8 @@ use crate::tenants::RouteAuth;
 use crate::upstream::Upstream;
 
 pub struct Route {
-    pub path: String,
+    /// Shared, not copied, with the metrics each of its exchanges records.
+    pub path: Arc<str>,
     pub kind: RouteKind,
     pub chain: Chain,
     /// How bodies on this route are read.
@@ -69,7 +70,7 @@ impl RouteFormat {
 impl Route {
     pub fn new(path: String, upstream: Arc<Upstream>, chain: Chain, format: RouteFormat) -> Self {
         Route {
-            path,
+            path: path.into(),
             kind: RouteKind::Llm(upstream),
             chain,
             format,
@@ -81,7 +82,7 @@ impl Route {
     /// An MCP route: its exchanges are MCP messages, read by the MCP endpoint.
     pub fn mcp(path: String, chain: Chain) -> Self {
         Route {
-            path,
+            path: path.into(),
             kind: RouteKind::Mcp,
             chain,
             format: RouteFormat::Auto,
@@ -99,7 +100,7 @@ impl Route {
     }
 
     fn matches(&self, path: &str) -> bool {
-        match path.strip_prefix(self.path.as_str()) {
+        match path.strip_prefix(&*self.path) {
             Some(rest) => rest.is_empty() || rest.starts_with('/') || self.path.ends_with('/'),
             None => false,
         }

@@ -20,13 +20,13 @@ use toolgate_plugin::{DeclaredToolsCache, ToolCall, Violation, prometheus_client
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
-    route: String,
+    route: Arc<str>,
     status: u16,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RouteLabels {
-    route: String,
+    route: Arc<str>,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -178,8 +178,7 @@ impl Metrics {
             .inc();
     }
 
-    pub fn record_request(&self, route: &str, status: u16, elapsed: Duration) {
-        let route = route.to_owned();
+    pub fn record_request(&self, route: &Arc<str>, status: u16, elapsed: Duration) {
         self.requests
             .get_or_create(&RequestLabels {
                 route: route.clone(),
@@ -187,7 +186,9 @@ impl Metrics {
             })
             .inc();
         self.request_duration
-            .get_or_create(&RouteLabels { route })
+            .get_or_create(&RouteLabels {
+                route: route.clone(),
+            })
             .observe(elapsed.as_secs_f64());
     }
 
@@ -195,7 +196,7 @@ impl Metrics {
         if calls > 0 {
             self.tool_calls_checked
                 .get_or_create(&RouteLabels {
-                    route: route.to_owned(),
+                    route: route.into(),
                 })
                 .inc_by(calls as u64);
         }

@@ -69,22 +69,38 @@ impl UpstreamAuth {
         }
     }
 
-    /// The header carrying `key` this way, marked sensitive so it never shows in debug output.
-    fn header(&self, key: &str) -> Result<(HeaderName, HeaderValue), String> {
-        let (name, text) = match self {
-            UpstreamAuth::Bearer => (header::AUTHORIZATION, format!("Bearer {key}")),
-            UpstreamAuth::Header(name) => (name.clone(), key.to_owned()),
-        };
-        let mut value = HeaderValue::from_str(&text)
-            .map_err(|_| "the key holds characters not allowed in a header".to_owned())?;
-        value.set_sensitive(true);
-        Ok((name, value))
+    /// The header carrying `key` this way.
+    fn header(&self, key: &UpstreamKey) -> (HeaderName, HeaderValue) {
+        match self {
+            UpstreamAuth::Bearer => (header::AUTHORIZATION, key.bearer.clone()),
+            UpstreamAuth::Header(name) => (name.clone(), key.alone.clone()),
+        }
     }
 }
 
-/// A key toolgate presents upstream; its `Debug` never shows it.
+/// A key toolgate presents upstream, as the header values each way of presenting it takes,
+/// made once: marked sensitive, so they never show in debug output; its `Debug` never shows
+/// them either.
 #[derive(Clone)]
-struct UpstreamKey(String);
+struct UpstreamKey {
+    bearer: HeaderValue,
+    alone: HeaderValue,
+}
+
+impl UpstreamKey {
+    fn new(key: &str) -> Result<Self, http::header::InvalidHeaderValue> {
+        let sensitive = |text: &str| {
+            HeaderValue::from_str(text).map(|mut value| {
+                value.set_sensitive(true);
+                value
+            })
+        };
+        Ok(UpstreamKey {
+            bearer: sensitive(&format!("Bearer {key}"))?,
+            alone: sensitive(key)?,
+        })
+    }
+}
 
 impl std::fmt::Debug for UpstreamKey {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -100,6 +116,8 @@ pub struct Upstream {
     authority: http::uri::Authority,
     /// A path prefix from the URL (`http://host/openai` → `/openai`), without a trailing slash.
     base_path: String,
+    /// The `Host` the upstream is sent, made once rather than by the client on every request.
+    host: HeaderValue,
     api_key: Option<UpstreamKey>,
     auth: Option<UpstreamAuth>,
     tenant_keys: BTreeMap<String, UpstreamKey>,
@@ -139,9 +157,7 @@ impl Upstream {
         }
         // Every key is tried in a header now, so a bad one fails the load, not a request.
         let usable = |key: &str, whose: &str| {
-            UpstreamAuth::Bearer
-                .header(key)
-                .map(|_| UpstreamKey(key.to_owned()))
+            UpstreamKey::new(key)
                 .map_err(|_| format!("{whose} holds characters not allowed in a header"))
         };
         let api_key = match settings.api_key.as_deref().filter(|key| !key.is_empty()) {
@@ -153,6 +169,19 @@ impl Upstream {
             let key = usable(key, &format!("tenant '{tenant}''s upstream key"))?;
             tenant_keys.insert(tenant.clone(), key);
         }
+
+        // As the client would write it: the host, and the port unless it is the scheme's own.
+        let default_port = if scheme == http::uri::Scheme::HTTPS {
+            443
+        } else {
+            80
+        };
+        let host = match authority.port_u16().filter(|port| *port != default_port) {
+            Some(port) => format!("{}:{port}", authority.host()),
+            None => authority.host().to_owned(),
+        };
+        let host = HeaderValue::from_str(&host)
+            .map_err(|_| format!("'{}' has a host no header can carry", settings.url))?;
 
         let mut http = HttpConnector::new();
         http.enforce_http(false);
@@ -173,6 +202,7 @@ impl Upstream {
             scheme,
             authority,
             base_path: uri.path().trim_end_matches('/').to_owned(),
+            host,
             api_key,
             auth: settings.auth,
             tenant_keys,
@@ -201,15 +231,17 @@ impl Upstream {
         let Some(key) = key else {
             return;
         };
-        let auth = self
-            .auth
-            .clone()
-            .unwrap_or_else(|| UpstreamAuth::for_format(format));
-        // Checked when the upstream was built; a key that no longer fits is not sent.
-        if let Ok((name, value)) = auth.header(&key.0) {
-            crate::tenants::strip_client_credentials(headers);
-            headers.insert(name, value);
-        }
+        let (name, value) = match &self.auth {
+            Some(auth) => auth.header(key),
+            None => UpstreamAuth::for_format(format).header(key),
+        };
+        crate::tenants::strip_client_credentials(headers);
+        headers.insert(name, value);
+    }
+
+    /// The `Host` header for this upstream.
+    pub fn host(&self) -> HeaderValue {
+        self.host.clone()
     }
 
     /// Sends a request and waits for the response head, within the response timeout.
@@ -230,15 +262,13 @@ impl Upstream {
 
 /// Whether an answer's head says it is an event stream.
 pub(crate) fn is_event_stream(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| {
-            value
-                .trim_start()
-                .to_ascii_lowercase()
-                .starts_with("text/event-stream")
-        })
+    const EVENT_STREAM: &[u8] = b"text/event-stream";
+    headers.get(header::CONTENT_TYPE).is_some_and(|value| {
+        let value = value.as_bytes().trim_ascii_start();
+        value
+            .get(..EVENT_STREAM.len())
+            .is_some_and(|start| start.eq_ignore_ascii_case(EVENT_STREAM))
+    })
 }
 
 /// Removes the hop-by-hop headers and the ones the `Connection` header names: they
@@ -257,12 +287,11 @@ pub fn strip_hop_by_hop_and(headers: &mut HeaderMap, also: impl Fn(&HeaderName) 
         .flat_map(|value| value.split(','))
         .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
         .collect();
-    let doomed: Vec<HeaderName> = headers
-        .keys()
-        .filter(|name| HOP_BY_HOP.contains(name) || named.contains(name) || also(name))
-        .cloned()
-        .collect();
-    for name in doomed {
+    let doomed =
+        |name: &HeaderName| HOP_BY_HOP.contains(name) || named.contains(name) || also(name);
+    // Found afresh after each removal, which moves the others: a message has a few headers,
+    // and this keeps a list of them from being allocated on every request.
+    while let Some(name) = headers.keys().find(|name| doomed(name)).cloned() {
         headers.remove(name);
     }
 }

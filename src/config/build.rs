@@ -1076,7 +1076,7 @@ mod tests {
             .routes()
             .map(|route| {
                 let names = route.chain.names().map(str::to_owned).collect();
-                (route.path.clone(), names)
+                (route.path.to_string(), names)
             })
             .collect())
     }

@@ -285,7 +285,7 @@ fn meta_of(
 ) -> ExchangeMeta {
     ExchangeMeta {
         request_id: request_id.to_owned(),
-        route: route.path.clone(),
+        route: route.path.to_string(),
         method: method.clone(),
         path_and_query: path_and_query(uri),
         tenant,
