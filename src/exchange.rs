@@ -78,13 +78,8 @@ impl Exchange {
         request_headers: HeaderMap,
         started: Instant,
     ) -> Self {
-        let path = meta
-            .path_and_query
-            .split('?')
-            .next()
-            .unwrap_or_default()
-            .to_owned();
-        let format = route.format.resolve(&path, None);
+        let path = meta.path_and_query.split('?').next().unwrap_or_default();
+        let format = route.format.resolve(path, None);
         Exchange {
             meta,
             route,
