@@ -314,6 +314,27 @@ mod tests {
     }
 
     #[test]
+    fn the_host_is_the_urls_with_its_port_unless_the_schemes_own() {
+        let host = |url: &str| upstream(url).map(|upstream| upstream.host());
+        assert_eq!(host("https://api.openai.com").unwrap(), "api.openai.com");
+        assert_eq!(
+            host("https://api.openai.com:443/v1").unwrap(),
+            "api.openai.com"
+        );
+        assert_eq!(host("http://example.com:80").unwrap(), "example.com");
+        assert_eq!(host("http://example.com:443").unwrap(), "example.com:443");
+        assert_eq!(
+            host("http://127.0.0.1:9000/openai/").unwrap(),
+            "127.0.0.1:9000"
+        );
+        assert_eq!(host("http://[::1]:8080").unwrap(), "[::1]:8080");
+        assert_eq!(
+            host("http://user:pw@example.com:8080").unwrap(),
+            "example.com:8080"
+        );
+    }
+
+    #[test]
     fn the_request_path_is_appended_to_the_url() {
         let plain = upstream("https://api.openai.com").unwrap();
         assert_eq!(
