@@ -519,7 +519,9 @@ fn prepare_upstream_head(
             || toolgate_plugin::directives::is_own_header(name)
             || (tenant_key && is_client_credential(name))
     });
-    headers.insert(header::HOST, upstream.host());
+    if let Some(host) = upstream.host() {
+        headers.insert(header::HOST, host);
+    }
     upstream.authorize(
         headers,
         exchange.format,

@@ -116,8 +116,10 @@ pub struct Upstream {
     authority: http::uri::Authority,
     /// A path prefix from the URL (`http://host/openai` → `/openai`), without a trailing slash.
     base_path: String,
-    /// The `Host` the upstream is sent, made once rather than by the client on every request.
-    host: HeaderValue,
+    /// The `Host` a plain-HTTP upstream is sent, made once rather than by the client on every
+    /// request. `None` over TLS, where ALPN may pick HTTP/2, which carries the authority in
+    /// `:authority` instead: the client sets `Host` there for HTTP/1 connections only.
+    host: Option<HeaderValue>,
     api_key: Option<UpstreamKey>,
     auth: Option<UpstreamAuth>,
     tenant_keys: BTreeMap<String, UpstreamKey>,
@@ -170,18 +172,18 @@ impl Upstream {
             tenant_keys.insert(tenant.clone(), key);
         }
 
-        // As the client would write it: the host, and the port unless it is the scheme's own.
-        let default_port = if scheme == http::uri::Scheme::HTTPS {
-            443
+        // As the client writes it for HTTP/1: the host, and the port unless it is 80.
+        let host = if scheme == http::uri::Scheme::HTTP {
+            let text = match authority.port_u16().filter(|port| *port != 80) {
+                Some(port) => format!("{}:{port}", authority.host()),
+                None => authority.host().to_owned(),
+            };
+            let value = HeaderValue::from_str(&text)
+                .map_err(|_| format!("'{}' has a host no header can carry", settings.url))?;
+            Some(value)
         } else {
-            80
+            None
         };
-        let host = match authority.port_u16().filter(|port| *port != default_port) {
-            Some(port) => format!("{}:{port}", authority.host()),
-            None => authority.host().to_owned(),
-        };
-        let host = HeaderValue::from_str(&host)
-            .map_err(|_| format!("'{}' has a host no header can carry", settings.url))?;
 
         let mut http = HttpConnector::new();
         http.enforce_http(false);
@@ -239,8 +241,8 @@ impl Upstream {
         headers.insert(name, value);
     }
 
-    /// The `Host` header for this upstream.
-    pub fn host(&self) -> HeaderValue {
+    /// The `Host` header for this upstream, when it is made here (plain HTTP).
+    pub fn host(&self) -> Option<HeaderValue> {
         self.host.clone()
     }
 
@@ -314,13 +316,9 @@ mod tests {
     }
 
     #[test]
-    fn the_host_is_the_urls_with_its_port_unless_the_schemes_own() {
-        let host = |url: &str| upstream(url).map(|upstream| upstream.host());
-        assert_eq!(host("https://api.openai.com").unwrap(), "api.openai.com");
-        assert_eq!(
-            host("https://api.openai.com:443/v1").unwrap(),
-            "api.openai.com"
-        );
+    fn a_plain_http_upstreams_host_has_its_port_unless_it_is_80() {
+        let host = |url: &str| upstream(url).ok().and_then(|upstream| upstream.host());
+        assert_eq!(host("http://example.com").unwrap(), "example.com");
         assert_eq!(host("http://example.com:80").unwrap(), "example.com");
         assert_eq!(host("http://example.com:443").unwrap(), "example.com:443");
         assert_eq!(
@@ -332,6 +330,8 @@ mod tests {
             host("http://user:pw@example.com:8080").unwrap(),
             "example.com:8080"
         );
+        // Over TLS the connection may be HTTP/2: the client sets `Host` for HTTP/1 only.
+        assert_eq!(host("https://api.openai.com"), None);
     }
 
     #[test]
