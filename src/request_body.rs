@@ -174,10 +174,10 @@ where
                     None => {
                         let now = Instant::now();
                         if let Some(deadline) = this.deadline {
-                            let complete_by = *this.complete_by.get_or_insert(now + deadline);
-                            if now >= complete_by {
-                                return this.fail(ClientBodyFault::TooSlow(deadline));
-                            }
+                            this.complete_by.get_or_insert(now + deadline);
+                        }
+                        if let Some(fault) = this.late(now) {
+                            return this.fail(fault);
                         }
                         *this.waiting_since.insert(now)
                     }
