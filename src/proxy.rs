@@ -24,8 +24,8 @@ use crate::router::{Route, RouteKind};
 use crate::shutdown::{CutAtGraceEnd, GraceOver};
 use crate::state::GatewayState;
 use crate::streaming;
-use crate::tenants::{authenticate, is_client_credential};
-use crate::upstream::{is_event_stream, strip_hop_by_hop, strip_hop_by_hop_and};
+use crate::tenants::authenticate;
+use crate::upstream::{is_event_stream, strip_hop_by_hop};
 
 pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
@@ -511,25 +511,11 @@ fn prepare_upstream_head(
         .map_err(|error| {
             GatewayError::bad_request(format!("the request path cannot be forwarded: {error}"))
         })?;
-    // The tenant's key is toolgate's business only; the upstream gets its own key.
-    let tenant_key = exchange.meta.tenant.is_some();
-    strip_hop_by_hop_and(headers, |name| {
-        name == header::HOST
-            || name == header::CONTENT_LENGTH
-            || toolgate_plugin::directives::is_own_header(name)
-            || (tenant_key && is_client_credential(name))
-    });
-    if let Some(host) = upstream.host() {
-        headers.insert(header::HOST, host);
-    }
-    upstream.authorize(
+    let tenant = exchange.meta.tenant.as_ref();
+    upstream.prepare_headers(
         headers,
         exchange.format,
-        exchange
-            .meta
-            .tenant
-            .as_ref()
-            .map(|tenant| tenant.name.as_str()),
+        tenant.map(|tenant| tenant.name.as_str()),
     );
     if exchange.route.chain.body_needs().response {
         // A compressed answer could not be inspected: ask for it plain.

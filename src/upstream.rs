@@ -223,27 +223,39 @@ impl Upstream {
             .build()
     }
 
-    /// Replaces the client's credentials with the key toolgate holds for this upstream, when
-    /// it holds one: the tenant's own, else the upstream's `api_key`. It goes in the header the
-    /// upstream's `auth` names, else the one `format`'s API expects.
-    pub fn authorize(&self, headers: &mut HeaderMap, format: WireFormat, tenant: Option<&str>) {
+    /// Makes a client's request headers this upstream's, in one look at each name. Gone: what
+    /// describes the client's connection (the hop-by-hop headers, `Host`, `Content-Length`),
+    /// toolgate's own `x-toolgate-*`, and the client's credentials when toolgate presents a key
+    /// of its own or the client came as a tenant (a tenant's key is toolgate's business only).
+    /// Added: this upstream's `Host` when it is made here, and the key toolgate holds: the
+    /// tenant's own, else the upstream's `api_key`, in the header `auth` names, else in the one
+    /// `format`'s API expects.
+    pub fn prepare_headers(
+        &self,
+        headers: &mut HeaderMap,
+        format: WireFormat,
+        tenant: Option<&str>,
+    ) {
         let key = tenant
             .and_then(|tenant| self.tenant_keys.get(tenant))
-            .or(self.api_key.as_ref());
-        let Some(key) = key else {
-            return;
-        };
-        let (name, value) = match &self.auth {
-            Some(auth) => auth.header(key),
-            None => UpstreamAuth::for_format(format).header(key),
-        };
-        crate::tenants::strip_client_credentials(headers);
-        headers.insert(name, value);
-    }
-
-    /// The `Host` header for this upstream, when it is made here (plain HTTP).
-    pub fn host(&self) -> Option<HeaderValue> {
-        self.host.clone()
+            .or(self.api_key.as_ref())
+            .map(|key| match &self.auth {
+                Some(auth) => auth.header(key),
+                None => UpstreamAuth::for_format(format).header(key),
+            });
+        let strip_credentials = tenant.is_some() || key.is_some();
+        strip_hop_by_hop_and(headers, |name| {
+            name == header::HOST
+                || name == header::CONTENT_LENGTH
+                || toolgate_plugin::directives::is_own_header(name)
+                || (strip_credentials && crate::tenants::is_client_credential(name))
+        });
+        if let Some(host) = &self.host {
+            headers.insert(header::HOST, host.clone());
+        }
+        if let Some((name, value)) = key {
+            headers.insert(name, value);
+        }
     }
 
     /// Sends a request and waits for the response head, within the response timeout.
@@ -281,7 +293,7 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
 
 /// [`strip_hop_by_hop`], and the headers `also` picks, in one look at each name the message
 /// has: a removal by name hashes it, and most messages carry few of the names removed.
-pub fn strip_hop_by_hop_and(headers: &mut HeaderMap, also: impl Fn(&HeaderName) -> bool) {
+fn strip_hop_by_hop_and(headers: &mut HeaderMap, also: impl Fn(&HeaderName) -> bool) {
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
@@ -317,7 +329,7 @@ mod tests {
 
     #[test]
     fn a_plain_http_upstreams_host_has_its_port_unless_it_is_80() {
-        let host = |url: &str| upstream(url).ok().and_then(|upstream| upstream.host());
+        let host = |url: &str| upstream(url).ok().and_then(|upstream| upstream.host);
         assert_eq!(host("http://example.com").unwrap(), "example.com");
         assert_eq!(host("http://example.com:80").unwrap(), "example.com");
         assert_eq!(host("http://example.com:443").unwrap(), "example.com:443");
@@ -366,26 +378,27 @@ mod tests {
             header::AUTHORIZATION,
             HeaderValue::from_static("Bearer client-key"),
         );
-        upstream.authorize(&mut headers, WireFormat::ChatCompletions, None);
+        upstream.prepare_headers(&mut headers, WireFormat::ChatCompletions, None);
         assert_eq!(headers[header::AUTHORIZATION], "Bearer sk-secret");
         assert!(!format!("{:?}", headers).contains("sk-secret"));
     }
 
     #[test]
     fn the_key_travels_as_the_format_or_the_auth_setting_says() {
-        let mut upstream = upstream("http://127.0.0.1:1").unwrap();
+        // Over TLS, so that no `Host` is added here and the key is all there is.
+        let mut upstream = upstream("https://127.0.0.1:1").unwrap();
         let mut headers = HeaderMap::new();
         headers.insert(
             header::AUTHORIZATION,
             HeaderValue::from_static("Bearer client-key"),
         );
-        upstream.authorize(&mut headers, WireFormat::AnthropicMessages, None);
+        upstream.prepare_headers(&mut headers, WireFormat::AnthropicMessages, None);
         assert_eq!(headers.len(), 1, "the client's Authorization is gone");
         assert_eq!(headers["x-api-key"], "sk-secret");
 
         upstream.auth = Some(UpstreamAuth::parse("api-key").unwrap());
         let mut headers = HeaderMap::new();
-        upstream.authorize(&mut headers, WireFormat::ChatCompletions, Some("acme"));
+        upstream.prepare_headers(&mut headers, WireFormat::ChatCompletions, Some("acme"));
         assert_eq!(headers["api-key"], "sk-acme-own", "the tenant's own key");
         assert!(!format!("{upstream:?}").contains("sk-"));
 
