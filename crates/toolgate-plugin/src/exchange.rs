@@ -8,6 +8,7 @@ use http::{HeaderMap, Method, StatusCode};
 
 use crate::format::{ParseError, ToolRequest, ToolResponse};
 use crate::tenant::Tenant;
+use crate::tool::{DeclaredTool, ToolCall};
 
 /// Facts about the exchange that every stage shares.
 #[derive(Debug, Clone)]
@@ -60,6 +61,16 @@ pub struct RequestExchange<'a> {
     pub request: &'a Parsed<ToolRequest>,
 }
 
+impl RequestExchange<'_> {
+    /// The tools the request declares; none when it was not read or not understood. A plugin
+    /// that must refuse a request it cannot read matches on `request` instead.
+    pub fn declared_tools(&self) -> &[DeclaredTool] {
+        self.request
+            .as_parsed()
+            .map_or(&[], |request| &request.declared_tools)
+    }
+}
+
 /// The `pre_response` view: the upstream's answer before any byte of it reaches the client.
 /// For a stream, `response` holds the calls reassembled so far that are complete and not yet
 /// released; text already passed through is not repeated.
@@ -79,6 +90,16 @@ pub struct ResponseExchange<'a> {
     pub streamed: bool,
 }
 
+impl ResponseExchange<'_> {
+    /// The calls the answer holds; none when it was not read or not understood. A plugin that
+    /// must refuse an answer it cannot read matches on `response` instead.
+    pub fn calls(&self) -> &[ToolCall] {
+        self.response
+            .as_parsed()
+            .map_or(&[], |response| &response.calls)
+    }
+}
+
 /// The `post_response` view: the exchange after the client got its answer (for accounting).
 #[derive(Debug)]
 pub struct CompletedExchange<'a> {
@@ -91,12 +112,12 @@ pub struct CompletedExchange<'a> {
     /// The status the client received (toolgate's own, when it blocked).
     pub status: StatusCode,
     /// Every call the client received (blocked calls are not here).
-    pub delivered_calls: &'a [crate::ToolCall],
+    pub delivered_calls: &'a [ToolCall],
     /// Calls toolgate executed itself, on the client's behalf, and whose backend answered (an
     /// MCP route's `tools/call`): their results never come back in a history, so accounting
     /// that counts executed calls counts these here. `post_response` then runs before the
     /// answer leaves.
-    pub executed_calls: &'a [crate::ToolCall],
+    pub executed_calls: &'a [ToolCall],
     /// Time from the request's arrival to the end of the answer.
     pub elapsed: Duration,
 }

@@ -324,10 +324,7 @@ impl Plugin for ToolGroups {
     }
 
     async fn pre_response(&self, exchange: &ResponseExchange<'_>) -> Verdict<ResponseEdit> {
-        let Some(response) = exchange.response.as_parsed() else {
-            return Verdict::Continue;
-        };
-        if !response.has_calls() {
+        if exchange.calls().is_empty() {
             return Verdict::Continue;
         }
         // The request passed pre_request, so its selection reads again without a refusal.
@@ -344,7 +341,7 @@ impl Plugin for ToolGroups {
             selection.state = state.clone();
         }
         let mut violations = Vec::new();
-        for call in &response.calls {
+        for call in exchange.calls() {
             let mut fallback = None;
             let entry = entry_of(&self.catalog, &call.name, &mut fallback);
             if !selection.in_groups(entry) {

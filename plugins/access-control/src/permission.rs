@@ -237,13 +237,10 @@ impl Plugin for ToolPermission {
     }
 
     async fn pre_request(&self, exchange: &RequestExchange<'_>) -> Verdict<RequestEdit> {
-        let Some(request) = exchange.request.as_parsed() else {
-            return Verdict::Continue;
-        };
         let tenant = exchange.meta.tenant.as_deref();
         let mut removed = Vec::new();
         let mut reasons = serde_json::Map::new();
-        for tool in &request.declared_tools {
+        for tool in exchange.declared_tools() {
             if let Decision::Denied(reason) = self.decide(&tool.name, tenant) {
                 reasons.insert(tool.name.clone(), json!(reason));
                 removed.push(tool.name.clone());
@@ -260,7 +257,10 @@ impl Plugin for ToolPermission {
         };
         // Untouched when nothing is removed: the body goes upstream as its original bytes.
         tool_removal::verdict(
-            request.declared_tools.iter().map(|tool| tool.name.as_str()),
+            exchange
+                .declared_tools()
+                .iter()
+                .map(|tool| tool.name.as_str()),
             removed,
             self.settings.on_empty,
             Check::Permission,
@@ -269,13 +269,8 @@ impl Plugin for ToolPermission {
     }
 
     async fn pre_response(&self, exchange: &ResponseExchange<'_>) -> Verdict<ResponseEdit> {
-        let Some(response) = exchange.response.as_parsed() else {
-            return Verdict::Continue;
-        };
         let tenant = exchange.meta.tenant.as_deref();
-        let violations: Vec<Violation> = response
-            .calls
-            .iter()
+        let violations: Vec<Violation> = (exchange.calls().iter())
             .filter_map(|call| match self.decide(&call.name, tenant) {
                 Decision::Permitted(_) => None,
                 Decision::Denied(reason) => Some(Violation::on_call(

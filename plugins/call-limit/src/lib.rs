@@ -62,14 +62,12 @@ impl Plugin for CallLimit {
     }
 
     async fn pre_response(&self, exchange: &ResponseExchange<'_>) -> Verdict<ResponseEdit> {
-        let Some(response) = exchange.response.as_parsed() else {
-            return Verdict::Continue;
-        };
-        let made = response.calls.len();
-        if made <= self.max_calls {
+        let calls = exchange.calls();
+        if calls.len() <= self.max_calls {
             return Verdict::Continue;
         }
-        let violations = response.calls[self.max_calls..]
+        let made = calls.len();
+        let violations = calls[self.max_calls..]
             .iter()
             .map(|call| {
                 Violation::on_call(

@@ -215,12 +215,9 @@ impl Plugin for ToolArguments {
     }
 
     async fn pre_response(&self, exchange: &ResponseExchange<'_>) -> Verdict<ResponseEdit> {
-        let Some(response) = exchange.response.as_parsed() else {
-            return Verdict::Continue;
-        };
         let mut violations = Vec::new();
         let mut edits = Vec::new();
-        for call in &response.calls {
+        for call in exchange.calls() {
             let findings = apply_rules(&self.rules, call, Some(&self.metrics));
             violations.extend(findings.violations);
             if let Some(arguments) = findings.redacted {

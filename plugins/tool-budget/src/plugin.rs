@@ -180,18 +180,13 @@ impl Plugin for ToolBudget {
     }
 
     async fn pre_response(&self, exchange: &ResponseExchange<'_>) -> Verdict<ResponseEdit> {
-        let Some(response) = exchange.response.as_parsed() else {
-            return Verdict::Continue;
-        };
-        if response.calls.is_empty() {
+        if exchange.calls().is_empty() {
             return Verdict::Continue;
         }
         let tenant = tenant_of(exchange.meta);
         let mut violations = Vec::new();
         let mut binding: Option<(WindowUsage, String)> = None;
-        let keyed: Vec<(&ToolCall, ToolKey)> = response
-            .calls
-            .iter()
+        let keyed: Vec<(&ToolCall, ToolKey)> = (exchange.calls().iter())
             .map(|call| (call, call.key()))
             .collect();
         for budget in self.budgets_for(tenant) {
