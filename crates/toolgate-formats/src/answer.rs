@@ -197,7 +197,11 @@ pub fn odd_name(response: &ToolResponse) -> Option<&str> {
             name.starts_with(['[', '{'])
                 || matches!(*name, "true" | "false" | "null")
                 || name.chars().any(char::is_control)
-                || serde_json::from_str::<serde_json::Number>(name).is_ok()
+                // The first test spares the usual name a failed parse (and its allocation).
+                || (name
+                    .trim_start()
+                    .starts_with(|first: char| first == '-' || first.is_ascii_digit())
+                    && serde_json::from_str::<serde_json::Number>(name).is_ok())
         })
 }
 
@@ -279,7 +283,12 @@ mod tests {
             );
             read_answer(WireFormat::Responses, body.as_bytes()).expect("readable")
         };
-        for odd in [r#"["x"]"#, r#"{"a":1}"#, "5", "true", r#""a\u0000b""#] {
+        // A string that reads as a number is told apart from none: it is refused too.
+        let numbers = ["5", "-2.5e3", "0.1", r#""12""#, r#"" 7""#];
+        for odd in [r#"["x"]"#, r#"{"a":1}"#, "true", r#""a\u0000b""#]
+            .into_iter()
+            .chain(numbers)
+        {
             assert!(odd_name(&read(odd)).is_some(), "{odd}");
         }
         for plain in [r#""get_weather""#, r#""server:tool""#, r#""search-v2""#] {
