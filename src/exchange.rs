@@ -334,7 +334,7 @@ impl Exchange {
         let declared = self
             .request
             .as_parsed()
-            .map_or(&[][..], |request| request.declared_tools.as_slice());
+            .map_or(&[][..], |request| &*request.declared_tools);
         let feedback = on_block::feedback(&turn, &rejection, declared);
         let Some(recovery) = self.recovery.as_mut() else {
             return AfterBlock::Error(rejection);

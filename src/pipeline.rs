@@ -247,7 +247,7 @@ impl Chain {
                                 if let Parsed::Parsed(parsed) = request
                                     && parsed.format.is_none()
                                 {
-                                    parsed.declared_tools.clear();
+                                    parsed.declared_tools = Arc::new([]);
                                 }
                                 body_edits.push(Edit::StripToolFields);
                             }

@@ -5,6 +5,8 @@
 //! and skips the rest, so the cost is one scan of the body. Edits rewrite only the fields they
 //! touch; every other top-level field keeps its original bytes.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -43,7 +45,9 @@ pub struct ToolRequest {
     /// The wire format the body was read in; `None` for a request built without a body (an MCP
     /// `tools/list` or `tools/call`, whose JSON-RPC the MCP SDK reads).
     pub format: Option<WireFormat>,
-    pub declared_tools: Vec<DeclaredTool>,
+    /// The tools the request declares. Shared with the declared-tools cache, which hands the
+    /// same reading to every request that sends the same array (agents send it every turn).
+    pub declared_tools: Arc<[DeclaredTool]>,
     /// The client asked for a streamed answer.
     pub stream: bool,
     /// The client asked for a background response (Responses `background: true`), whose answer
@@ -64,7 +68,7 @@ impl ToolRequest {
     pub fn from_declared_tools(declared_tools: Vec<DeclaredTool>) -> Self {
         ToolRequest {
             format: None,
-            declared_tools,
+            declared_tools: declared_tools.into(),
             stream: false,
             background: false,
             model: None,
@@ -77,8 +81,10 @@ impl ToolRequest {
     /// adapter); true when one was removed.
     pub fn remove_declared_tools(&mut self, names: &[String]) -> bool {
         let before = self.declared_tools.len();
-        self.declared_tools
-            .retain(|tool| !names.contains(&tool.name));
+        self.declared_tools = (self.declared_tools.iter())
+            .filter(|tool| !names.contains(&tool.name))
+            .cloned()
+            .collect();
         self.declared_tools.len() != before
     }
 

@@ -3,6 +3,8 @@
 //! unless it is new) that must give exactly what the reference gives. A format says only what
 //! differs: which fields of the head it reads, and its step after the tools are read.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -56,7 +58,7 @@ pub(crate) fn read_exact<Reader: RequestReader>(body: Bytes) -> Result<ToolReque
     let functions = ToolFields::new(Reader::FORMAT, None, head.functions_of::<Reader>());
     declare_functions(&mut declared_tools, functions.functions, &body)?;
     Reader::complete_tools(&mut declared_tools);
-    Ok(head.request::<Reader>(declared_tools, &body))
+    Ok(head.request::<Reader>(declared_tools.into(), &body))
 }
 
 /// [`read_request`] with the declared tools from `cache` when it has them (else read and kept);
@@ -154,7 +156,7 @@ impl<'a, Tools> RequestHead<'a, Tools> {
     /// The request of this head as `Reader`'s format reads it.
     fn request<Reader: RequestReader>(
         self,
-        declared_tools: Vec<DeclaredTool>,
+        declared_tools: Arc<[DeclaredTool]>,
         body: &Bytes,
     ) -> ToolRequest {
         ToolRequest {

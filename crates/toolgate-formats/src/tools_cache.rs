@@ -86,7 +86,7 @@ struct Entry {
     /// `text` is the `tools` text followed by the `functions` text; this is where one ends.
     tools_len: usize,
     text: ByteString,
-    declared: Vec<DeclaredTool>,
+    declared: Arc<[DeclaredTool]>,
 }
 
 impl Entry {
@@ -173,15 +173,15 @@ impl DeclaredToolsCache {
         body: &Bytes,
         fields: &ToolFields<'_>,
         read: ReadTools,
-    ) -> Result<Vec<DeclaredTool>, ParseError> {
+    ) -> Result<Arc<[DeclaredTool]>, ParseError> {
         let text_len = fields.tools.len() + fields.functions.len();
         // Nothing declared is read at no cost; what is too large is not kept.
         if text_len == 0 {
-            return read(body, fields);
+            return read(body, fields).map(Arc::from);
         }
         if text_len > MAX_ENTRY_BYTES {
             self.misses.fetch_add(1, Ordering::Relaxed);
-            return read(body, fields);
+            return read(body, fields).map(Arc::from);
         }
         let hash = self
             .hasher
@@ -204,7 +204,7 @@ impl DeclaredToolsCache {
             tools: &text[..tools_len],
             functions: &text[tools_len..],
         };
-        let declared = read(text.as_bytes(), &in_copy)?;
+        let declared: Arc<[DeclaredTool]> = read(text.as_bytes(), &in_copy)?.into();
         let entry = Entry {
             hash,
             format: fields.format,
@@ -295,7 +295,7 @@ impl Shortcut {
         &self,
         cache: &DeclaredToolsCache,
         fields: &ToolFields<'_>,
-    ) -> Option<Vec<DeclaredTool>> {
+    ) -> Option<Arc<[DeclaredTool]>> {
         let offset = (fields.tools.as_ptr() as usize).checked_sub(self.head.as_ptr() as usize)?;
         let entry = &self.entry;
         let in_place = offset == self.at && fields.tools == "0";
@@ -348,7 +348,7 @@ fn footprint(entry: &Entry) -> usize {
     std::mem::size_of::<Entry>()
         + entry.text.len()
         + names
-        + entry.declared.capacity() * std::mem::size_of::<DeclaredTool>()
+        + entry.declared.len() * std::mem::size_of::<DeclaredTool>()
 }
 
 #[cfg(test)]
@@ -391,8 +391,8 @@ mod tests {
         cache
             .declared_tools(&body, &fields, read_names)
             .expect("reads")
-            .into_iter()
-            .map(|tool| tool.name)
+            .iter()
+            .map(|tool| tool.name.clone())
             .collect()
     }
 
@@ -856,8 +856,8 @@ mod tests {
             let (first, second) = (body("hi"), body("hi again"));
             let schema = |body: &Bytes| {
                 let read = format.parse_request_cached(body.clone(), &cache);
-                let tool = read.expect("reads").declared_tools.remove(0);
-                tool.parameters.expect("a schema")
+                let tools = read.expect("reads").declared_tools;
+                tools[0].parameters.clone().expect("a schema")
             };
             let (from_first, from_second) = (schema(&first), schema(&second));
             assert_eq!(&*from_second, r#"{"type":"object"}"#);
@@ -940,8 +940,8 @@ mod tests {
         let names = |request: ToolRequest| -> Vec<String> {
             request
                 .declared_tools
-                .into_iter()
-                .map(|tool| tool.name)
+                .iter()
+                .map(|tool| tool.name.clone())
                 .collect()
         };
         let format = WireFormat::ChatCompletions;

@@ -271,12 +271,7 @@ impl Plugin for ToolGroups {
 
         let mut available = Vec::new();
         let (mut filtered_by_group, mut filtered_by_state) = (Vec::new(), Vec::new());
-        let declared = exchange
-            .request
-            .as_parsed()
-            .map(|request| request.declared_tools.as_slice())
-            .unwrap_or_default();
-        for tool in declared {
+        for tool in exchange.declared_tools() {
             let mut fallback = None;
             let entry = entry_of(&self.catalog, &tool.name, &mut fallback);
             if !selection.in_groups(entry) {
@@ -315,7 +310,10 @@ impl Plugin for ToolGroups {
             .chain(filtered_by_state)
             .collect();
         tool_removal::verdict(
-            declared.iter().map(|tool| tool.name.as_str()),
+            exchange
+                .declared_tools()
+                .iter()
+                .map(|tool| tool.name.as_str()),
             removed,
             self.settings.on_empty,
             Check::Group,
