@@ -6,6 +6,7 @@
 
 use serde::Deserialize;
 
+use crate::tool::DeclaredTool;
 use crate::verdict::{Check, Rejection, RequestEdit, Verdict, Violation};
 
 /// What to send upstream when every declared tool was removed.
@@ -21,10 +22,10 @@ pub enum OnEmpty {
     StripToolsField,
 }
 
-/// The verdict for a request declaring `declared` (names as the body spells them) of which
-/// `removed` may not be seen; `edits` (annotations, headers) are kept whatever happens.
-pub fn verdict<'a>(
-    declared: impl IntoIterator<Item = &'a str>,
+/// The verdict for a request declaring `declared` of which `removed` (names as the body spells
+/// them) may not be seen; `edits` (annotations, headers) are kept whatever happens.
+pub fn verdict(
+    declared: &[DeclaredTool],
     removed: Vec<String>,
     on_empty: OnEmpty,
     check: Check,
@@ -37,9 +38,9 @@ pub fn verdict<'a>(
             Verdict::Modify(edits)
         };
     }
-    let declared: Vec<&str> = declared.into_iter().collect();
     let named = removed.join(", ");
-    match removal(declared.iter().copied(), removed, on_empty) {
+    let names = declared.iter().map(|tool| tool.name.as_str());
+    match removal(names, removed, on_empty) {
         Some(edit) => {
             edits.push(edit);
             Verdict::Modify(edits)
@@ -95,9 +96,9 @@ mod tests {
 
     #[test]
     fn emptying_the_list_follows_on_empty_and_a_partial_removal_removes() {
-        let declared = ["pay", "search", "pay"];
+        let declared = ["pay", "search", "pay"].map(|name| DeclaredTool::function(name, None));
         let all = || names(&["search", "pay"]);
-        let with = |removed, on_empty| verdict(declared, removed, on_empty, Check::Budget, vec![]);
+        let with = |removed, on_empty| verdict(&declared, removed, on_empty, Check::Budget, vec![]);
         assert_eq!(
             edits(with(all(), OnEmpty::StripToolsField)),
             Some(vec![RequestEdit::StripToolFields])

@@ -310,10 +310,7 @@ impl Plugin for ToolGroups {
             .chain(filtered_by_state)
             .collect();
         tool_removal::verdict(
-            exchange
-                .declared_tools()
-                .iter()
-                .map(|tool| tool.name.as_str()),
+            exchange.declared_tools(),
             removed,
             self.settings.on_empty,
             Check::Group,

@@ -257,10 +257,7 @@ impl Plugin for ToolPermission {
         };
         // Untouched when nothing is removed: the body goes upstream as its original bytes.
         tool_removal::verdict(
-            exchange
-                .declared_tools()
-                .iter()
-                .map(|tool| tool.name.as_str()),
+            exchange.declared_tools(),
             removed,
             self.settings.on_empty,
             Check::Permission,

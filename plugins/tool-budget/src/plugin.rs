@@ -171,7 +171,7 @@ impl Plugin for ToolBudget {
         stripped.sort();
         stripped.dedup();
         tool_removal::verdict(
-            declared_keys.iter().map(|(name, _)| *name),
+            &request.declared_tools,
             stripped,
             self.settings.on_empty,
             Check::Budget,
