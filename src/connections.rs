@@ -1,5 +1,6 @@
 //! The proxy listener's connections: every phase of one bounded (the first byte, the handshake
-//! up to its first request head, idleness between exchanges), and at `max_connections` the
+//! up to its first request head, each HTTP/1 request head, idleness between exchanges), and at
+//! `max_connections` the
 //! connection idle the longest closed for a new client, so sockets that do no work — a
 //! slowloris, forgotten keep-alives — never lock out a client that would.
 //!
@@ -35,12 +36,19 @@ const RECLAIMABLE_AFTER: Duration = Duration::from_millis(500);
 /// How often a new client waiting at the cap looks again for a connection idle long enough.
 const RECLAIM_RETRY: Duration = Duration::from_millis(100);
 
+/// What an HTTP/2 client sends first; anything else is HTTP/1 (the auto server's own rule).
+const HTTP2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
 /// The deadlines of a connection's phases.
 #[derive(Debug, Clone, Copy)]
 pub struct PhaseDeadlines {
     pub first_byte: Duration,
     pub handshake: Duration,
     pub idle: Duration,
+    /// `header_read_timeout`: an HTTP/1 head, counted from the first byte of the connection or
+    /// from the end of the exchange before it. Kept here rather than by hyper, which arms a
+    /// timer of its own for every head; this task's one timer bounds every phase.
+    pub head: Duration,
 }
 
 impl PhaseDeadlines {
@@ -49,6 +57,20 @@ impl PhaseDeadlines {
             first_byte: server.first_byte_timeout,
             handshake: server.handshake_timeout,
             idle: server.idle_timeout,
+            head: server.header_read_timeout,
+        }
+    }
+
+    /// How long a connection may wait for its next exchange, the one bound `drive` looks again
+    /// by: an HTTP/1 connection's wait for a head is the shorter of the two.
+    fn between_exchanges(&self, http1: bool) -> (Duration, &'static str) {
+        if http1 && self.head < self.idle {
+            (
+                self.head,
+                "sent no complete request head within header_read_timeout_ms",
+            )
+        } else {
+            (self.idle, "idle longer than idle_timeout_ms")
         }
     }
 }
@@ -69,6 +91,10 @@ pub struct ConnectionState {
     /// Exchanges whose answer is not yet wholly handed to hyper.
     in_flight: AtomicUsize,
     first_byte_seen: AtomicBool,
+    /// Milliseconds from `epoch` to the first byte, once `first_byte_seen`.
+    first_byte_at: AtomicU64,
+    /// The client's first bytes were not HTTP/2's preface: its heads are bounded.
+    http1: AtomicBool,
     first_request_seen: AtomicBool,
     /// Milliseconds from `epoch` to when the last exchange ended.
     idle_since: AtomicU64,
@@ -106,6 +132,8 @@ impl Connections {
             epoch: self.epoch,
             in_flight: AtomicUsize::new(0),
             first_byte_seen: AtomicBool::new(false),
+            first_byte_at: AtomicU64::new(0),
+            http1: AtomicBool::new(false),
             first_request_seen: AtomicBool::new(false),
             idle_since: AtomicU64::new(0),
             reclaimed: AtomicBool::new(false),
@@ -229,14 +257,26 @@ impl ConnectionState {
                 "sent nothing within first_byte_timeout_ms",
             ));
         }
+        let http1 = self.http1.load(Ordering::Acquire);
         if !self.first_request_seen.load(Ordering::Acquire) {
-            return Some((
+            let handshake = (
                 self.accepted + phases.handshake,
                 "sent no complete request head within handshake_timeout_ms",
-            ));
+            );
+            let first_byte_at = self.first_byte_at.load(Ordering::Acquire);
+            let head = (
+                self.epoch + Duration::from_millis(first_byte_at) + phases.head,
+                "sent no complete request head within header_read_timeout_ms",
+            );
+            return Some(if http1 && head.0 < handshake.0 {
+                head
+            } else {
+                handshake
+            });
         }
         let idle_since = self.epoch + Duration::from_millis(self.idle_since_millis());
-        Some((idle_since + phases.idle, "idle longer than idle_timeout_ms"))
+        let (wait, reason) = phases.between_exchanges(http1);
+        Some((idle_since + wait, reason))
     }
 }
 
@@ -291,7 +331,7 @@ pub async fn drive<C, E>(
         // Whenever the connection goes idle from now on, its deadline is at least `idle` after
         // that: looking again by then is never late, though the deadline in force (if any, as
         // none while an exchange is in flight) may be later.
-        let idle_bound = Instant::now() + phases.idle;
+        let idle_bound = Instant::now() + phases.between_exchanges(true).0;
         let look_again = state
             .deadline(&phases)
             .map_or(idle_bound, |(at, _)| at.min(idle_bound));
@@ -331,10 +371,13 @@ pub async fn drive<C, E>(
     drop(registered);
 }
 
-/// The client's socket, noting its first byte for the first-byte deadline.
+/// The client's socket, noting its first byte for the first-byte deadline and whether it
+/// speaks HTTP/1, whose heads have a deadline of their own.
 pub struct WatchedStream {
     inner: TcpStream,
     state: Arc<ConnectionState>,
+    /// How many of the first bytes matched HTTP/2's preface; `None` once the protocol is known.
+    preface_matched: Option<usize>,
 }
 
 impl WatchedStream {
@@ -342,6 +385,26 @@ impl WatchedStream {
         WatchedStream {
             inner,
             state: registered.state().clone(),
+            preface_matched: Some(0),
+        }
+    }
+
+    /// Reads the protocol from the connection's first bytes, `read` being the latest of them.
+    fn learn_protocol(&mut self, read: &[u8]) {
+        let Some(matched) = self.preface_matched else {
+            return;
+        };
+        let expected = &HTTP2_PREFACE[matched..];
+        let compared = read.len().min(expected.len());
+        if read[..compared] != expected[..compared] {
+            self.preface_matched = None;
+            self.state.http1.store(true, Ordering::Release);
+            // The head's deadline may be nearer than the one the task sleeps until.
+            self.state.look_again.store(true, Ordering::Release);
+        } else if matched + compared == HTTP2_PREFACE.len() {
+            self.preface_matched = None;
+        } else {
+            self.preface_matched = Some(matched + compared);
         }
     }
 }
@@ -355,8 +418,13 @@ impl AsyncRead for WatchedStream {
         let this = self.get_mut();
         let before = buf.filled().len();
         let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
-        if buf.filled().len() > before && !this.state.first_byte_seen.load(Ordering::Relaxed) {
-            this.state.first_byte_seen.store(true, Ordering::Release);
+        if buf.filled().len() > before && this.preface_matched.is_some() {
+            if !this.state.first_byte_seen.load(Ordering::Relaxed) {
+                let at = millis_between(this.state.epoch, Instant::now());
+                this.state.first_byte_at.store(at, Ordering::Release);
+                this.state.first_byte_seen.store(true, Ordering::Release);
+            }
+            this.learn_protocol(&buf.filled()[before..]);
         }
         polled
     }

@@ -215,13 +215,12 @@ async fn admit(
     Some((stream, peer, permit))
 }
 
-/// HTTP/1.1 and HTTP/2 as the server settings bound them.
+/// HTTP/1.1 and HTTP/2 as the server settings bound them (with `connections::PhaseDeadlines`).
 fn connection_builder(server: &ServerConfig) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(server.header_read_timeout);
+    // No timer for HTTP/1: `header_read_timeout` is kept by `connections::drive` with the
+    // connection's other deadlines, instead of a timer hyper would arm for every head.
+    builder.http1().header_read_timeout(None);
     builder
         .http2()
         .timer(TokioTimer::new())

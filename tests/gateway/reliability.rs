@@ -359,8 +359,46 @@ async fn a_client_that_never_finishes_its_head_is_disconnected() {
     let closed = tokio::time::timeout(Duration::from_secs(3), slow.read_to_end(&mut buffer)).await;
     assert!(closed.is_ok(), "the connection was closed by the gateway");
 
-    // A body that stops halfway is cut too.
+    // So is a keep-alive connection whose next head stops halfway, long before idle_timeout.
     upstream.set_default(Reply::json(200, json!({})));
+    let mut kept = TcpStream::connect(addr).await.expect("connects");
+    kept.write_all(b"POST /v1/x HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+        .await
+        .expect("writes");
+    let mut first_answer = Vec::new();
+    while !first_answer.ends_with(b"\r\n\r\n{}") {
+        let mut chunk = [0; 1024];
+        let read = tokio::time::timeout(Duration::from_secs(3), kept.read(&mut chunk))
+            .await
+            .expect("the first exchange is answered")
+            .expect("reads");
+        assert!(read > 0, "closed before the first answer");
+        first_answer.extend_from_slice(&chunk[..read]);
+    }
+    kept.write_all(b"POST /v1/x HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .expect("writes");
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(3), kept.read_to_end(&mut rest)).await;
+    assert!(
+        closed.is_ok(),
+        "the keep-alive connection was closed by the gateway"
+    );
+
+    // HTTP/2 has no heads to bound that way: an idle HTTP/2 connection stays open past it.
+    let mut http2 = TcpStream::connect(addr).await.expect("connects");
+    http2
+        .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+        .await
+        .expect("writes the preface and empty settings");
+    let mut frames = Vec::new();
+    let waited = tokio::time::timeout(Duration::from_millis(800), http2.read_to_end(&mut frames));
+    assert!(
+        waited.await.is_err(),
+        "an idle HTTP/2 connection was closed at header_read_timeout_ms"
+    );
+
+    // A body that stops halfway is cut too.
     let answer = raw_exchange(
         addr,
         b"POST /v1/x HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"partial\"",
