@@ -1,8 +1,7 @@
 //! The proxy listener's connections: every phase of one bounded (the first byte, the handshake
 //! up to its first request head, each HTTP/1 request head, idleness between exchanges), and at
-//! `max_connections` the
-//! connection idle the longest closed for a new client, so sockets that do no work — a
-//! slowloris, forgotten keep-alives — never lock out a client that would.
+//! `max_connections` the connection idle the longest closed for a new client, so sockets that
+//! do no work — a slowloris, forgotten keep-alives — never lock out a client that would.
 //!
 //! Reclaiming rather than a per-peer limit: behind a load balancer or a NAT every client is one
 //! peer, so a per-peer cap would either starve them all or cap nothing, and a spread-out attacker
@@ -328,9 +327,9 @@ pub async fn drive<C, E>(
 {
     let state = registered.state().clone();
     loop {
-        // Whenever the connection goes idle from now on, its deadline is at least `idle` after
-        // that: looking again by then is never late, though the deadline in force (if any, as
-        // none while an exchange is in flight) may be later.
+        // Whenever the connection goes idle from now on, its deadline is at least the shorter
+        // of `idle` and `head` after that: looking again by then is never late, though the
+        // deadline in force (if any, as none while an exchange is in flight) may be later.
         let idle_bound = Instant::now() + phases.between_exchanges(true).0;
         let look_again = state
             .deadline(&phases)
