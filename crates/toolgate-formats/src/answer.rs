@@ -197,12 +197,16 @@ pub fn odd_name(response: &ToolResponse) -> Option<&str> {
             name.starts_with(['[', '{'])
                 || matches!(*name, "true" | "false" | "null")
                 || name.chars().any(char::is_control)
-                // The first test spares the usual name a failed parse (and its allocation).
-                || (name
-                    .trim_start()
-                    .starts_with(|first: char| first == '-' || first.is_ascii_digit())
-                    && serde_json::from_str::<serde_json::Number>(name).is_ok())
+                || reads_as_number(name)
         })
+}
+
+/// Whether `name` is the text of a JSON number. The first test spares the usual name a failed
+/// parse (and the error it allocates): a number starts with `-` or a digit after any white space.
+fn reads_as_number(name: &str) -> bool {
+    name.trim_start()
+        .starts_with(|first: char| first == '-' || first.is_ascii_digit())
+        && serde_json::from_str::<serde_json::Number>(name).is_ok()
 }
 
 impl ParseError {
@@ -271,6 +275,17 @@ mod tests {
                 ),
                 "{error}"
             );
+        }
+    }
+
+    proptest::proptest! {
+        /// The first test never turns away a name the parse alone would read as a number.
+        #[test]
+        fn the_number_test_agrees_with_the_parse_alone(
+            name in "[ \\t\\r\\n\u{a0}]{0,2}[-+.0-9eE a-z]{0,8}[ \\n]{0,2}"
+        ) {
+            let parsed = serde_json::from_str::<serde_json::Number>(&name).is_ok();
+            proptest::prop_assert_eq!(reads_as_number(&name), parsed);
         }
     }
 

@@ -63,10 +63,10 @@ impl Plugin for CallLimit {
 
     async fn pre_response(&self, exchange: &ResponseExchange<'_>) -> Verdict<ResponseEdit> {
         let calls = exchange.calls();
-        if calls.len() <= self.max_calls {
+        let made = calls.len();
+        if made <= self.max_calls {
             return Verdict::Continue;
         }
-        let made = calls.len();
         let violations = calls[self.max_calls..]
             .iter()
             .map(|call| {
