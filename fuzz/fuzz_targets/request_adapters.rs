@@ -1,15 +1,37 @@
 //! Fuzzes every format's request adapter: reading declared tools, the user's request, the
-//! history, and removing a tool must never panic, whatever the body.
+//! history, and removing a tool must never panic, whatever the body; and a reading through the
+//! declared-tools cache (a miss, then a hit) is the reading without it, errors included.
 #![no_main]
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use toolgate_formats::{Edit, WireFormat};
+use toolgate_formats::{DeclaredToolsCache, Edit, ToolRequest, WireFormat};
+
+/// What a reading gives the checks, comparable.
+fn reading(read: &Result<ToolRequest, toolgate_formats::ParseError>) -> Result<String, String> {
+    match read {
+        Ok(request) => Ok(format!(
+            "{:?} {} {} {:?} {:?}",
+            request.declared_tools,
+            request.stream,
+            request.background,
+            request.model,
+            request.directives.as_ref().map(|raw| raw.get())
+        )),
+        Err(error) => Err(error.to_string()),
+    }
+}
 
 fuzz_target!(|data: &[u8]| {
     let _ = WireFormat::from_body(data);
+    let cache = DeclaredToolsCache::new();
     for format in WireFormat::ALL {
-        let Ok(request) = format.parse_request(Bytes::copy_from_slice(data)) else {
+        let read = format.parse_request(Bytes::copy_from_slice(data));
+        for attempt in ["miss", "hit"] {
+            let cached = format.parse_request_cached(Bytes::copy_from_slice(data), &cache);
+            assert_eq!(reading(&cached), reading(&read), "{format:?}, {attempt}");
+        }
+        let Ok(request) = read else {
             continue;
         };
         let _ = request.user_request();

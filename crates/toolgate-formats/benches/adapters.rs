@@ -112,6 +112,12 @@ fn parse_response(c: &mut Criterion) {
         group.bench_function(format!("{calls}_calls"), |b| {
             b.iter(|| WireFormat::ChatCompletions.parse_response(black_box(&body)))
         });
+        // What a guarded route reads: the answer's shape first, then its format.
+        group.bench_function(format!("{calls}_calls_guarded"), |b| {
+            b.iter(|| {
+                toolgate_formats::answer::read_answer(WireFormat::ChatCompletions, black_box(&body))
+            })
+        });
     }
     group.finish();
 }

@@ -23,8 +23,8 @@ const WAYS: usize = 2;
 /// cache holds at most `SETS * WAYS * MAX_ENTRY_BYTES` (32 MiB).
 const MAX_ENTRY_BYTES: usize = 128 * 1024;
 
-/// How many leading bytes of a `tools` array find its entry again from a body, before the head
-/// is read (the shortcut). Shorter arrays are cheap to skip and have no shortcut.
+/// How many bytes at either end of a `tools` array find its entry again from a body, before the
+/// head is read (the shortcut). Shorter arrays are cheap to skip and have no shortcut.
 const PREFIX: usize = 256;
 /// The largest body a shortcut is tried on: it searches the body for the key and copies the body
 /// without its array, which must stay cheaper than the skip it saves.
@@ -98,6 +98,12 @@ impl Entry {
             && self.text.get(..self.tools_len) == Some(fields.tools)
             && self.text.get(self.tools_len..) == Some(fields.functions)
     }
+
+    /// Whether `body` holds this entry's `tools` text at `at`, for `format`.
+    fn holds_at(&self, format: WireFormat, body: &[u8], at: usize) -> bool {
+        let tools = &self.text.as_bytes()[..self.tools_len];
+        self.format == format && body.get(at..at.saturating_add(tools.len())) == Some(tools)
+    }
 }
 
 /// One set of the table: its entries, the most recently used first.
@@ -120,9 +126,9 @@ type Set = Mutex<[Option<Arc<Entry>>; WAYS]>;
 /// one hash of 256 bytes, one comparison and one copy of the body, each bounded by the body.
 pub struct DeclaredToolsCache {
     sets: Box<[Set]>,
-    /// The entries again, by the first `PREFIX` bytes of their `tools` text, for the shortcut.
-    /// Weak: an entry evicted from `sets` is gone from here too.
-    by_prefix: Box<[Mutex<Weak<Entry>>]>,
+    /// The entries again, by the first and by the last `PREFIX` bytes of their `tools` text,
+    /// for the shortcut. Weak: an entry evicted from `sets` is gone from here too.
+    by_edge: Box<[Mutex<Weak<Entry>>]>,
     hasher: foldhash::fast::RandomState,
     hits: AtomicU64,
     misses: AtomicU64,
@@ -148,7 +154,9 @@ impl DeclaredToolsCache {
     pub fn new() -> Self {
         DeclaredToolsCache {
             sets: (0..SETS).map(|_| Mutex::new([None, None])).collect(),
-            by_prefix: (0..SETS * WAYS).map(|_| Mutex::new(Weak::new())).collect(),
+            by_edge: (0..2 * SETS * WAYS)
+                .map(|_| Mutex::new(Weak::new()))
+                .collect(),
             hasher: foldhash::fast::RandomState::default(),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
@@ -216,24 +224,28 @@ impl DeclaredToolsCache {
             let entry = Arc::new(entry);
             // Shorter arrays are cheap to skip: they get no shortcut.
             if tools_len >= PREFIX {
-                let slot = self.prefix_slot(fields.format, &entry.text.as_bytes()[..PREFIX]);
-                *lock(slot) = Arc::downgrade(&entry);
+                let tools = &entry.text.as_bytes()[..tools_len];
+                for edge in [Edge::Start, Edge::End] {
+                    let slot = self.edge_slot(fields.format, edge, edge.of(tools));
+                    *lock(slot) = Arc::downgrade(&entry);
+                }
             }
             insert(set, entry);
         }
         Ok(declared)
     }
 
-    fn prefix_slot(&self, format: WireFormat, prefix: &[u8]) -> &Mutex<Weak<Entry>> {
-        let hash = self.hasher.hash_one((format, prefix));
-        &self.by_prefix[(hash >> (u64::BITS - (SETS * WAYS).trailing_zeros())) as usize]
+    fn edge_slot(&self, format: WireFormat, edge: Edge, bytes: &[u8]) -> &Mutex<Weak<Entry>> {
+        let hash = self.hasher.hash_one((format, edge, bytes));
+        &self.by_edge[(hash >> (u64::BITS - (2 * SETS * WAYS).trailing_zeros())) as usize]
     }
 
-    /// The shortcut for a body whose `tools` array an entry holds: found by the last `"tools"`
-    /// key of the body and the first bytes after it, confirmed by comparing the whole array, and
-    /// the body copied with the array written as `0`, so the head is read without skipping the
-    /// array again. `None` when there is no such entry or the body is too large to copy cheaply;
-    /// the reader then reads the body as it is. Where the key was found proves nothing yet: see
+    /// The shortcut for a body whose `tools` array an entry holds: found where the array ends the
+    /// body (SDKs write `tools` at or near the end), else by the last `"tools"` key of the body
+    /// and the first bytes after it; confirmed by comparing the whole array, and the body copied
+    /// with the array written as `0`, so the head is read without skipping the array again.
+    /// `None` when there is no such entry or the body is too large to copy cheaply; the reader
+    /// then reads the body as it is. Where the array was found proves nothing yet: see
     /// [`Shortcut::declared_tools`]. A hit this way leaves the entry's place in its set as it
     /// was: moving it needs the hash of the whole array, the work the shortcut saves, and an
     /// entry evicted meanwhile costs one miss.
@@ -241,6 +253,41 @@ impl DeclaredToolsCache {
         if body.len() > MAX_SHORTCUT_BODY {
             return None;
         }
+        let (at, entry) = self
+            .array_ending_the_body(format, body)
+            .or_else(|| self.array_after_the_last_key(format, body))?;
+        let tools_len = entry.tools_len;
+        let mut head = Vec::with_capacity(body.len() - tools_len + 1);
+        head.extend_from_slice(&body[..at]);
+        head.push(b'0');
+        head.extend_from_slice(&body[at + tools_len..]);
+        Some(Shortcut { head, at, entry })
+    }
+
+    /// An entry's array as the body's last value, and where it starts: found from the body's
+    /// end without a search.
+    fn array_ending_the_body(
+        &self,
+        format: WireFormat,
+        body: &[u8],
+    ) -> Option<(usize, Arc<Entry>)> {
+        let close = skip_whitespace_back(body, body.len())?;
+        if body[close] != b'}' {
+            return None;
+        }
+        let end = skip_whitespace_back(body, close)? + 1;
+        let suffix = body.get(end.checked_sub(PREFIX)?..end)?;
+        let entry = lock(self.edge_slot(format, Edge::End, suffix)).upgrade()?;
+        let at = end.checked_sub(entry.tools_len)?;
+        entry.holds_at(format, body, at).then_some((at, entry))
+    }
+
+    /// An entry's array as the value of the body's last `"tools"` key, and where it starts.
+    fn array_after_the_last_key(
+        &self,
+        format: WireFormat,
+        body: &[u8],
+    ) -> Option<(usize, Arc<Entry>)> {
         const KEY: &[u8] = b"\"tools\"";
         let colon = skip_whitespace(body, memchr::memmem::rfind(body, KEY)? + KEY.len());
         if body.get(colon) != Some(&b':') {
@@ -248,17 +295,33 @@ impl DeclaredToolsCache {
         }
         let at = skip_whitespace(body, colon + 1);
         let prefix = body.get(at..at.checked_add(PREFIX)?)?;
-        let entry = lock(self.prefix_slot(format, prefix)).upgrade()?;
-        let tools = entry.text.as_bytes().get(..entry.tools_len)?;
-        if entry.format != format || body.get(at..at + tools.len())? != tools {
-            return None;
-        }
-        let mut head = Vec::with_capacity(body.len() - tools.len() + 1);
-        head.extend_from_slice(&body[..at]);
-        head.push(b'0');
-        head.extend_from_slice(&body[at + tools.len()..]);
-        Some(Shortcut { head, at, entry })
+        let entry = lock(self.edge_slot(format, Edge::Start, prefix)).upgrade()?;
+        entry.holds_at(format, body, at).then_some((at, entry))
     }
+}
+
+/// Which end of a `tools` array an edge slot is keyed by.
+#[derive(Debug, Clone, Copy, Hash)]
+enum Edge {
+    Start,
+    End,
+}
+
+impl Edge {
+    /// This end's `PREFIX` bytes of `tools` (at least that long).
+    fn of(self, tools: &[u8]) -> &[u8] {
+        match self {
+            Edge::Start => &tools[..PREFIX],
+            Edge::End => &tools[tools.len() - PREFIX..],
+        }
+    }
+}
+
+/// The last position before `end` that is not JSON whitespace, if any.
+fn skip_whitespace_back(body: &[u8], end: usize) -> Option<usize> {
+    body.get(..end)?
+        .iter()
+        .rposition(|byte| !matches!(byte, b' ' | b'\t' | b'\n' | b'\r'))
 }
 
 /// The first position from `at` that is not JSON whitespace.
@@ -798,6 +861,18 @@ mod tests {
                 if declares && request.latin1 == 0 && Some(&other_tools) != request.tools.as_ref() {
                     prop_assert_eq!(cache.hits(), 2, "{:?}: the hits were taken", format);
                 }
+                // The cached array again as the body's last value, under another key (where
+                // the shortcut looks from the end): read as the body says.
+                if let Some(tools) = &request.tools {
+                    let mut trailing = swapped.clone();
+                    trailing.pop();
+                    trailing.extend(format!(r#","meta":{tools}}}"#).into_bytes());
+                    let trailing_reference = exact(format, Bytes::copy_from_slice(&trailing));
+                    prop_assert_eq!(
+                        &cached(format, &trailing, &cache), &trailing_reference,
+                        "{:?} trailing", format
+                    );
+                }
             }
         }
 
@@ -915,6 +990,44 @@ mod tests {
             assert_eq!(names[0].0, "tool_x", "{format:?}");
             assert_eq!(cache.hits(), 1, "{format:?}: the nested copy is no hit");
         }
+        // An array that ends the body is found from the end; under another key it is no hit.
+        let last = format!("{{\"model\":\"m\",\"messages\":[],\"tools\":{tools} }}\n");
+        let decoy = format!(r#"{{"tools":{other},"meta":{tools}}}"#);
+        for format in WireFormat::ALL {
+            let cache = DeclaredToolsCache::new();
+            let first = cached(format, last.as_bytes(), &cache);
+            let found = cache
+                .shortcut(format, last.as_bytes())
+                .expect("found from the end");
+            assert_eq!(found.at, last.find("[{").expect("the array"), "{format:?}");
+            assert_eq!(cached(format, last.as_bytes(), &cache), first);
+            assert_eq!(cache.hits(), 1, "{format:?}");
+
+            assert!(cache.shortcut(format, decoy.as_bytes()).is_some());
+            let read = cached(format, decoy.as_bytes(), &cache);
+            assert_eq!(
+                read,
+                exact(format, Bytes::from(decoy.clone())),
+                "{format:?}"
+            );
+            assert_eq!(read.expect("reads").0[0].0, "tool_x", "{format:?}");
+            assert_eq!(cache.hits(), 1, "{format:?}: the decoy is no hit");
+        }
+        // A schema with a property named `tools` hides the top-level key from a search for the
+        // last one; the end still finds the array.
+        let keyed = tools.replace(r#"{"type":"object"}"#, r#"{"properties":{"tools":{}}}"#);
+        let body = format!(r#"{{"messages":[],"tools":{keyed}}}"#);
+        let cache = DeclaredToolsCache::new();
+        let chat = WireFormat::ChatCompletions;
+        let first = cached(chat, body.as_bytes(), &cache);
+        assert!(
+            cache
+                .array_after_the_last_key(chat, body.as_bytes())
+                .is_none()
+        );
+        assert!(cache.array_ending_the_body(chat, body.as_bytes()).is_some());
+        assert_eq!(cached(chat, body.as_bytes(), &cache), first);
+        assert_eq!(cache.hits(), 1);
         // Chat's `functions` are part of the key: the same `tools` with other functions is no hit.
         let cache = DeclaredToolsCache::new();
         let chat = WireFormat::ChatCompletions;
