@@ -122,8 +122,9 @@ type Set = Mutex<[Option<Arc<Entry>>; WAYS]>;
 /// compares the bytes of at most one candidate. A miss replaces the least recently used entry of its
 /// set; a client sending a new array on every request only evicts, which costs the others a
 /// read they would have made without the cache, never more. On a body of at most 64 KiB a hit
-/// is found before the head is read (`shortcut`): one search for the key,
-/// one hash of 256 bytes, one comparison and one copy of the body, each bounded by the body.
+/// is found before the head is read (`shortcut`): from the body's end when the array ends it,
+/// else by one search for the key; then one hash of 256 bytes, one comparison and one copy of
+/// the body, each bounded by the body.
 pub struct DeclaredToolsCache {
     sets: Box<[Set]>,
     /// The entries again, by the first and by the last `PREFIX` bytes of their `tools` text,
