@@ -19,9 +19,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::task::AtomicWaker;
 use http_body::{Body, SizeHint};
+use hyper_util::server::graceful::GracefulConnection;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tokio::sync::{AcquireError, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{AcquireError, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use crate::body::{BoxError, FramePoll, ProxyBody};
@@ -80,6 +81,10 @@ pub struct Connections {
     next_id: AtomicU64,
     /// Idle times are kept as milliseconds since this instant, in an atomic.
     epoch: Instant,
+    /// Set when the listener stops: each connection finishes what is in flight and closes.
+    draining: AtomicBool,
+    /// Notified when the last connection closes while draining.
+    all_closed: Notify,
 }
 
 /// What the listener knows of one connection.
@@ -99,8 +104,8 @@ pub struct ConnectionState {
     idle_since: AtomicU64,
     /// Chosen to make room for a new client: closed as soon as it is idle.
     reclaimed: AtomicBool,
-    /// Set, and the connection's task woken, when it is reclaimed: the one change that moves
-    /// its deadline nearer than the time its task looks again.
+    /// Set, and the connection's task woken, when it is reclaimed (the one change that moves
+    /// its deadline nearer than the time its task looks again) and when the listener drains.
     look_again: AtomicBool,
     /// The connection's task. Not a `Notify`: the task checks for a wake each time it runs,
     /// after every read and write of its connection, and a `Notify` takes a lock for that.
@@ -114,6 +119,8 @@ impl Connections {
             open: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(0),
             epoch: Instant::now(),
+            draining: AtomicBool::new(false),
+            all_closed: Notify::new(),
         })
     }
 
@@ -147,6 +154,26 @@ impl Connections {
     /// Connections open now.
     pub fn count(&self) -> usize {
         self.open().len()
+    }
+
+    /// Has every open connection finish its exchanges in flight and close, as hyper's graceful
+    /// shutdown does (an idle one closes at once); completes when all are closed. Each
+    /// connection's own task starts its shutdown, woken here once, so serving pays nothing for
+    /// it (a shutdown signal a connection polled would be looked at every time its task runs).
+    pub async fn drain(&self) {
+        self.draining.store(true, Ordering::Release);
+        for connection in self.open().values() {
+            connection.wake();
+        }
+        loop {
+            let all_closed = self.all_closed.notified();
+            tokio::pin!(all_closed);
+            all_closed.as_mut().enable();
+            if self.count() == 0 {
+                return;
+            }
+            all_closed.await;
+        }
     }
 
     /// Closes the connection idle the longest (never one with an exchange in flight, nor one
@@ -206,7 +233,12 @@ impl Registered {
 
 impl Drop for Registered {
     fn drop(&mut self) {
-        self.0.registry.open().remove(&self.0.id);
+        let registry = &self.0.registry;
+        let mut open = registry.open();
+        open.remove(&self.0.id);
+        if open.is_empty() && registry.draining.load(Ordering::Acquire) {
+            registry.all_closed.notify_waiters();
+        }
     }
 }
 
@@ -305,7 +337,7 @@ impl Drop for Busy {
 /// Why a connection's task woke.
 enum Woken<R> {
     Ended(R),
-    /// The connection was reclaimed, or went idle reclaimed.
+    /// The connection was reclaimed, or went idle reclaimed, or the listener is draining.
     LookAgain,
     Deadline,
 }
@@ -322,11 +354,16 @@ pub async fn drive<C, E>(
     phases: PhaseDeadlines,
     peer: SocketAddr,
 ) where
-    C: std::future::Future<Output = Result<(), E>> + ?Sized,
+    C: GracefulConnection<Error = E> + ?Sized,
     E: std::fmt::Display,
 {
     let state = registered.state().clone();
+    let mut shutting_down = false;
     loop {
+        if !shutting_down && state.registry.draining.load(Ordering::Acquire) {
+            shutting_down = true;
+            connection.as_mut().graceful_shutdown();
+        }
         // Whenever the connection goes idle from now on, its deadline is at least the shorter
         // of `idle` and `head` after that: looking again by then is never late, though the
         // deadline in force (if any, as none while an exchange is in flight) may be later.
@@ -336,6 +373,10 @@ pub async fn drive<C, E>(
             .map_or(idle_bound, |(at, _)| at.min(idle_bound));
         let sleep = tokio::time::sleep_until(look_again);
         tokio::pin!(sleep);
+        // The waker the timer holds. The task runs several times per exchange; polling the
+        // timer each time would cost a budget check and an entry update for a waker that has
+        // not changed, so after it holds this task's waker only whether it fired is read.
+        let mut timer_waker: Option<std::task::Waker> = None;
         let woken = std::future::poll_fn(|cx| {
             if let Poll::Ready(result) = connection.as_mut().poll(cx) {
                 return Poll::Ready(Woken::Ended(result));
@@ -345,6 +386,16 @@ pub async fn drive<C, E>(
                 state.look_again.store(false, Ordering::Release);
                 return Poll::Ready(Woken::LookAgain);
             }
+            if timer_waker
+                .as_ref()
+                .is_some_and(|waker| waker.will_wake(cx.waker()))
+            {
+                return match sleep.is_elapsed() {
+                    true => Poll::Ready(Woken::Deadline),
+                    false => Poll::Pending,
+                };
+            }
+            timer_waker = Some(cx.waker().clone());
             sleep.as_mut().poll(cx).map(|()| Woken::Deadline)
         })
         .await;

@@ -15,7 +15,6 @@ use arc_swap::ArcSwap;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -118,7 +117,6 @@ impl Gateway {
         } = self;
         // Dropped last, however the run ends: backends outlive the drain of calls in flight.
         let _stop_backends = StopBackends(state.mcp.clone());
-        let graceful = GracefulShutdown::new();
         let builder = connection_builder(&server);
         let phases = PhaseDeadlines::of(&server);
         let connections = Connections::new();
@@ -155,7 +153,7 @@ impl Gateway {
             let connection = builder
                 .serve_connection(TokioIo::new(stream), service)
                 .into_owned();
-            let connection = Box::pin(graceful.watch(connection));
+            let connection = Box::pin(connection);
             tokio::spawn(async move {
                 crate::connections::drive(connection, registered, phases, peer).await;
                 drop(permit);
@@ -168,7 +166,7 @@ impl Gateway {
             "shutting down: draining in-flight requests"
         );
         let grace = server.shutdown_grace;
-        let drained = graceful.shutdown();
+        let drained = connections.drain();
         tokio::pin!(drained);
         if tokio::time::timeout(grace, &mut drained).await.is_err() {
             tracing::warn!(

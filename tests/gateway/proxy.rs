@@ -190,28 +190,50 @@ async fn http2_clients_are_served() {
     assert_eq!(response.status(), 200);
 }
 
+/// The drain closes an idle keep-alive connection at once and lets the exchange in flight on
+/// another finish: the idle one ends before the slow answer is out.
 #[tokio::test]
 async fn graceful_shutdown_lets_an_in_flight_request_finish() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
     let upstream = ScriptedUpstream::start().await;
     let gateway = TestGateway::start(&upstream, PASS_THROUGH).await;
+    let addr = gateway.addr;
+    upstream.push(Reply::json(200, json!({"quick": true})));
+    let mut idle = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("connects");
+    idle.write_all(b"GET /v1/models HTTP/1.1\r\nhost: gateway\r\n\r\n")
+        .await
+        .expect("sends");
+    let mut answer = Vec::new();
+    let mut buffer = [0u8; 4096];
+    while !answer.ends_with(br#"{"quick":true}"#) {
+        let read = idle.read(&mut buffer).await.expect("reads the answer");
+        assert!(read > 0, "answered before closing");
+        answer.extend_from_slice(&buffer[..read]);
+    }
+
     upstream.push(Reply::json(200, json!({"slow": true})).with_delay(Duration::from_millis(300)));
     let url = format!("{}/v1/models", gateway.url());
     let in_flight = tokio::spawn(async move { reqwest::get(url).await });
     // Stop only once the request is inside the gateway (it has reached the upstream).
     for _ in 0..200 {
-        if upstream.request_count() == 1 {
+        if upstream.request_count() == 2 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert_eq!(upstream.request_count(), 1);
-    let addr = gateway.addr;
-    gateway.stop().await;
+    assert_eq!(upstream.request_count(), 2);
+    let stopping = tokio::spawn(gateway.stop());
+    assert_eq!(idle.read(&mut buffer).await.expect("reads"), 0, "closed");
+    assert!(!in_flight.is_finished(), "the idle connection closed first");
     let response = in_flight
         .await
         .expect("joins")
         .expect("the in-flight request was answered");
     assert_eq!(response.status(), 200);
+    stopping.await.expect("the drain ends");
     assert!(
         tokio::net::TcpStream::connect(addr).await.is_err(),
         "no longer accepting"
