@@ -231,6 +231,28 @@ impl Registered {
     }
 }
 
+/// What an exchange knows of the listener's drain, through its connection.
+#[derive(Clone)]
+pub struct DrainSignal(Arc<ConnectionState>);
+
+impl DrainSignal {
+    pub fn of(registered: &Registered) -> Self {
+        DrainSignal(registered.0.clone())
+    }
+
+    /// Whether the drain has begun.
+    pub fn began(&self) -> bool {
+        self.0.registry.draining.load(Ordering::Acquire)
+    }
+
+    /// Whether the drain's beginning runs the exchange again: an HTTP/1 exchange is polled by
+    /// its connection's task, which the drain wakes. HTTP/2 runs each exchange as a task of
+    /// its own, which nothing here can wake.
+    pub fn runs_exchanges_again(&self) -> bool {
+        self.0.http1.load(Ordering::Acquire)
+    }
+}
+
 impl Drop for Registered {
     fn drop(&mut self) {
         let registry = &self.0.registry;

@@ -16,6 +16,7 @@ use toolgate_plugin::{
 
 use crate::body::{self, ProxyBody, collect_limited};
 use crate::config::{Config, ServerConfig};
+use crate::connections::DrainSignal;
 use crate::error::GatewayError;
 use crate::exchange::{AfterBlock, Exchange, path_and_query};
 use crate::on_block::{OnBlock, Recovery, ResendHead, RetryOutcome};
@@ -30,7 +31,11 @@ use crate::upstream::{is_event_stream, strip_hop_by_hop};
 pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// Answers one client request. Never fails: every problem becomes an enveloped answer.
-pub async fn handle(state: Arc<GatewayState>, request: Request<Incoming>) -> Response<ProxyBody> {
+pub async fn handle(
+    state: Arc<GatewayState>,
+    request: Request<Incoming>,
+    drain: DrainSignal,
+) -> Response<ProxyBody> {
     let started = Instant::now();
     let request_id = request_id_for(request.headers());
     let config = state.config.load_full();
@@ -77,13 +82,14 @@ pub async fn handle(state: Arc<GatewayState>, request: Request<Incoming>) -> Res
             Some(route) => serve_llm(&state, &config, route, request, &request_id, started).await,
         }
     };
-    let grace_over = state.grace_over.arrived();
-    let mut response = tokio::select! {
-        response = serving => response,
-        () = grace_over => {
+    let mut response = match state.grace_over.unless_over(serving, &drain).await {
+        Some(response) => response,
+        None => {
             // Dropping the exchange drops its upstream request: the client gets an answer it
             // can retry elsewhere, never a dropped connection.
-            let mut response = GatewayError::shutting_down().report(&request_id).response(shape);
+            let mut response = GatewayError::shutting_down()
+                .report(&request_id)
+                .response(shape);
             response
                 .headers_mut()
                 .insert(header::CONNECTION, HeaderValue::from_static("close"));
@@ -665,10 +671,12 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("binds");
         let address = listener.local_addr().expect("bound");
         let (sizes, mut measured) = tokio::sync::mpsc::unbounded_channel();
+        let registered = crate::connections::Connections::new().register();
+        let drain = DrainSignal::of(&registered);
         let server = tokio::spawn(async move {
             let (stream, _) = listener.accept().await.expect("accepts");
             let service = service_fn(move |request| {
-                let exchange = handle(state.clone(), request);
+                let exchange = handle(state.clone(), request, drain.clone());
                 let _ = sizes.send(std::mem::size_of_val(&exchange));
                 async { Ok::<_, Infallible>(Response::new(body::empty())) }
             });

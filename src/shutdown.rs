@@ -14,6 +14,7 @@ use toolgate_plugin::WireFormat;
 use toolgate_plugin::sse::SseBoundary;
 
 use crate::body::{BoxError, FramePoll, ProxyBody};
+use crate::connections::DrainSignal;
 use crate::error::GatewayError;
 
 /// Fired by the listener when the grace period runs out with exchanges still in flight.
@@ -43,6 +44,34 @@ impl GraceOver {
                 std::future::pending::<()>().await;
             }
         }
+    }
+
+    /// `serving`'s output, or `None` if the grace runs out first.
+    ///
+    /// Watching the grace registers a waiter under the channel's lock, and dropping it takes
+    /// the lock again: for every exchange, though a grace runs out only after a drain began.
+    /// So where the drain's beginning runs the exchange again (`drain`), the grace is watched
+    /// only from then on; elsewhere from the start.
+    pub async fn unless_over<F: Future>(
+        &self,
+        serving: F,
+        drain: &DrainSignal,
+    ) -> Option<F::Output> {
+        let mut serving = std::pin::pin!(serving);
+        let mut grace_over = None;
+        std::future::poll_fn(|cx| {
+            if let Poll::Ready(output) = serving.as_mut().poll(cx) {
+                return Poll::Ready(Some(output));
+            }
+            if grace_over.is_none() && (!drain.runs_exchanges_again() || drain.began()) {
+                grace_over = Some(Box::pin(self.arrived()));
+            }
+            match grace_over.as_mut().map(|over| over.as_mut().poll(cx)) {
+                Some(Poll::Ready(())) => Poll::Ready(None),
+                _ => Poll::Pending,
+            }
+        })
+        .await
     }
 }
 

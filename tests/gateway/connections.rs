@@ -482,7 +482,9 @@ async fn exchanges_cut_by_the_shutdown_grace_get_an_error_answer_in_their_format
     );
     let gateway = TestGateway::start_tuned(&upstream, "shutdown_grace_ms = 300", &routes).await;
     let addr = gateway.addr;
-    // 1. An answer whose head has not come: a 503 envelope.
+    // 1. An answer whose head has not come: a 503 envelope, over HTTP/1.1 and over HTTP/2
+    //    (whose exchanges run as tasks of their own, not in their connection's).
+    upstream.push(Reply::chat_text("late").with_delay(Duration::from_secs(30)));
     upstream.push(Reply::chat_text("late").with_delay(Duration::from_secs(30)));
     // 2. An event stream passed through, started and then silent.
     upstream.push(Reply::stall_after([
@@ -505,6 +507,22 @@ async fn exchanges_cut_by_the_shutdown_grace_get_an_error_answer_in_their_format
         read_answer(&mut stream).await
     });
     until_upstream_saw(&upstream, 1).await;
+    let waiting_on_http2 = tokio::spawn(async move {
+        let client = reqwest::Client::builder()
+            .http2_prior_knowledge()
+            .build()
+            .expect("client");
+        let response = client
+            .post(format!("http://{addr}/open/v1/chat/completions"))
+            .json(&serde_json::json!({"model": "m", "messages": []}))
+            .send()
+            .await
+            .expect("answered");
+        assert_eq!(response.version(), reqwest::Version::HTTP_2);
+        let status = response.status();
+        (status, response.json::<Value>().await.expect("an envelope"))
+    });
+    until_upstream_saw(&upstream, 2).await;
     let mut streams = Vec::new();
     for path in ["/open/v1/chat/completions", "/v1/chat/completions"] {
         let mut stream = connect(addr).await;
@@ -532,6 +550,9 @@ async fn exchanges_cut_by_the_shutdown_grace_get_an_error_answer_in_their_format
     let waited = waiting.await.expect("joins");
     assert_eq!(waited.status, 503, "{}", waited.text());
     assert_eq!(waited.json()["error"]["code"], "shutting_down");
+    let (status, envelope) = waiting_on_http2.await.expect("joins");
+    assert_eq!(status, 503, "{envelope}");
+    assert_eq!(envelope["error"]["code"], "shutting_down");
     for (mut stream, mut seen) in streams {
         let _ = tokio::time::timeout(PATIENCE, stream.read_to_end(&mut seen)).await;
         let text = String::from_utf8_lossy(&seen).into_owned();
