@@ -82,6 +82,7 @@ pub async fn handle(
             Some(route) => serve_llm(&state, &config, route, request, &request_id, started).await,
         }
     };
+    let serving = std::pin::pin!(serving);
     let mut response = match state.grace_over.unless_over(serving, &drain).await {
         Some(response) => response,
         None => {

@@ -52,12 +52,14 @@ impl GraceOver {
     /// the lock again: for every exchange, though a grace runs out only after a drain began.
     /// So where the drain's beginning runs the exchange again (`drain`), the grace is watched
     /// only from then on; elsewhere from the start.
+    ///
+    /// `serving` comes pinned by the caller: moved in, it would take a second slot of the
+    /// exchange's state, the size of the whole exchange.
     pub async fn unless_over<F: Future>(
         &self,
-        serving: F,
+        mut serving: Pin<&mut F>,
         drain: &DrainSignal,
     ) -> Option<F::Output> {
-        let mut serving = std::pin::pin!(serving);
         let mut grace_over = None;
         std::future::poll_fn(|cx| {
             if let Poll::Ready(output) = serving.as_mut().poll(cx) {
