@@ -1,7 +1,8 @@
 //! Fuzzes every format's response adapter: extracting tool calls and the reasoning summary must
 //! never panic, whatever the upstream sends. And no body carries a call past the guard: for the
 //! input and every hostile version of it (`hostile.rs`), each call a forgiving client reads
-//! was checked by `read_answer`, or the answer refused, whatever format the route expected.
+//! was checked by `read_answer`, or the answer refused, whatever format the route expected; and
+//! the one-pass reading of the usual answer is the reading by every calls field.
 #![no_main]
 
 // Each target uses part of the shared oracle.
@@ -20,6 +21,20 @@ fuzz_target!(|data: &[u8]| {
             for call in &response.calls {
                 assert!(!call.name.is_empty() || call.arguments.len() <= data.len());
             }
+        }
+    }
+    // A JSON object answer is read in one pass by the expected format when that is the only
+    // calls field: the reading must be the one by every calls field.
+    let is_object = data.iter().find(|byte| !byte.is_ascii_whitespace()) == Some(&b'{');
+    if is_object && !toolgate_formats::answer::looks_like_event_stream(data) {
+        let by_every_field = toolgate_formats::answer::read_every_calls_field(data);
+        for hint in WireFormat::ALL {
+            assert_eq!(
+                toolgate_formats::answer::read_answer(hint, data),
+                by_every_field,
+                "{hint:?} body:\n{}",
+                String::from_utf8_lossy(data)
+            );
         }
     }
     for body in std::iter::once(data.to_vec()).chain(hostile::variants(data)) {

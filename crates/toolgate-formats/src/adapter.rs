@@ -3,6 +3,7 @@
 
 use bytes::Bytes;
 
+use crate::answer::Reading;
 use crate::format::{ErrorShape, ParseError, ToolRequest, ToolResponse};
 use crate::on_block::{BlockNotice, CallFeedback};
 use crate::response_edits::Replacement;
@@ -34,6 +35,9 @@ pub(crate) trait Adapter: Sync {
     ) -> Result<ToolRequest, ParseError>;
     /// Reads the tool calls of a complete answer.
     fn parse_response(&self, body: &[u8]) -> Result<ToolResponse, ParseError>;
+
+    /// [`Adapter::parse_response`], noting whether the answer has another format's calls field.
+    fn read_response(&self, body: &[u8]) -> Result<Reading, ParseError>;
     /// A fresh assembler for one streamed answer.
     fn stream_assembler(&self) -> Box<dyn StreamAssembler>;
     /// Removes the tools named in `removed` (never empty) from a request body, and what would
@@ -112,6 +116,13 @@ macro_rules! folder_adapter {
                 body: &[u8],
             ) -> Result<crate::format::ToolResponse, crate::format::ParseError> {
                 message::parse_response(body)
+            }
+
+            fn read_response(
+                &self,
+                body: &[u8],
+            ) -> Result<crate::answer::Reading, crate::format::ParseError> {
+                message::read_response(body)
             }
 
             fn stream_assembler(&self) -> Box<dyn crate::stream::StreamAssembler> {

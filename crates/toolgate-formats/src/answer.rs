@@ -25,7 +25,26 @@ pub fn read_answer(hint: WireFormat, body: &[u8]) -> Result<ToolResponse, ParseE
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(ToolResponse::default());
     }
-    read_json_answer(body)
+    read_json_answer(hint, body)
+}
+
+/// A format's reading of an answer, and whether the answer also has another format's calls
+/// field, which only the reading by every field takes in.
+pub(crate) struct Reading {
+    pub(crate) response: ToolResponse,
+    pub(crate) other_calls_field: bool,
+}
+
+/// A top-level field of an answer noted and its value skipped: each format's reading notes the
+/// other formats' calls fields so. Any value notes it, `null` too: the reading by every field
+/// counts keys, whatever their values.
+#[derive(Default)]
+pub(crate) struct Noted(pub(crate) bool);
+
+impl<'de> serde::Deserialize<'de> for Noted {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        serde::de::IgnoredAny::deserialize(deserializer).map(|_| Noted(true))
+    }
 }
 
 /// How many times each format's call field is a top-level key of an answer: read without
@@ -95,7 +114,7 @@ impl<'de> serde::Deserialize<'de> for FieldKey {
 
 /// A JSON answer: refused when a call-bearing field it has cannot be read strictly, or when it
 /// is not JSON but holds a call's fields; read as carrying no call otherwise.
-fn read_json_answer(body: &[u8]) -> Result<ToolResponse, ParseError> {
+fn read_json_answer(hint: WireFormat, body: &[u8]) -> Result<ToolResponse, ParseError> {
     let starts_an_object = body.iter().find(|byte| !byte.is_ascii_whitespace()) == Some(&b'{');
     if !starts_an_object {
         // serde would read a struct from an array too. JSON that is not an object is no
@@ -108,6 +127,20 @@ fn read_json_answer(body: &[u8]) -> Result<ToolResponse, ParseError> {
             )),
         };
     }
+    // The usual answer has the expected format's calls field and no other's: that format reads
+    // it in one pass, and its reading is the one below. Any doubt (a failed reading, another
+    // format's field) is left to the reading by every field, which says why.
+    if let Ok(reading) = hint.read_response(body)
+        && !reading.other_calls_field
+    {
+        return Ok(reading.response);
+    }
+    read_every_calls_field(body)
+}
+
+/// A JSON object answer read by each format whose calls field it has.
+#[doc(hidden)]
+pub fn read_every_calls_field(body: &[u8]) -> Result<ToolResponse, ParseError> {
     // Only the keys are read here: which formats' call fields the answer has.
     let fields: CallFields = match read_json(body) {
         Ok(fields) => fields,
@@ -286,6 +319,44 @@ mod tests {
         ) {
             let parsed = serde_json::from_str::<serde_json::Number>(&name).is_ok();
             proptest::prop_assert_eq!(reads_as_number(&name), parsed);
+        }
+    }
+
+    proptest::proptest! {
+        /// The one-pass reading by the expected format gives what the reading by every calls
+        /// field gives, whatever the answer's top-level fields: the formats' calls fields in
+        /// their own shapes and in others', repeated, `null`, with an escaped key, beside
+        /// fields no format reads.
+        #[test]
+        fn the_expected_formats_reading_is_the_reading_by_every_field(
+            fields in proptest::collection::vec(
+                (
+                    proptest::sample::select(vec![
+                        "choices", "output", "content", "type", "id", r"cho\u0069ces", "usage",
+                    ]),
+                    proptest::sample::select(vec![
+                        r#"[{"index":0,"message":{"tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}}]}}]"#,
+                        r#"[{"type":"function_call","call_id":"c","name":"g","arguments":"{\"x\":1}"}]"#,
+                        r#"[{"type":"tool_use","id":"t","name":"h","input":{}},{"type":"thinking","thinking":"hm"}]"#,
+                        r#""message""#, "null", "12", "[]", "{}",
+                    ]),
+                ),
+                0..6,
+            )
+        ) {
+            let members: Vec<String> = fields
+                .iter()
+                .map(|(key, value)| format!(r#""{key}": {value}"#))
+                .collect();
+            let body = format!("{{{}}}", members.join(", "));
+            let by_every_field = read_every_calls_field(body.as_bytes());
+            for hint in WireFormat::ALL {
+                proptest::prop_assert_eq!(
+                    read_answer(hint, body.as_bytes()),
+                    by_every_field.clone(),
+                    "{:?}: {}", hint, body
+                );
+            }
         }
     }
 

@@ -114,6 +114,12 @@ impl WireFormat {
         self.adapter().parse_response(body)
     }
 
+    /// [`WireFormat::parse_response`], noting whether the answer has another format's calls
+    /// field.
+    pub(crate) fn read_response(self, body: &[u8]) -> Result<crate::answer::Reading, ParseError> {
+        self.adapter().read_response(body)
+    }
+
     /// A fresh assembler for one streamed response in this format.
     pub fn stream_assembler(self) -> Box<dyn StreamAssembler> {
         self.adapter().stream_assembler()

@@ -10,6 +10,7 @@ use serde_json::value::RawValue;
 
 use super::PartWire;
 
+use crate::answer::{Noted, Reading};
 use crate::format::{ParseError, ToolResponse, WireFormat, read_json, text_or_raw_json};
 use crate::raw_object::RawObject;
 use crate::request_reader::RequestReader;
@@ -46,10 +47,20 @@ struct MessageWire<'a> {
     kind: Cow<'a, str>,
     #[serde(borrow)]
     content: Vec<PartWire<'a>>,
+    /// The other formats' calls fields, noted.
+    #[serde(default)]
+    choices: Noted,
+    #[serde(default)]
+    output: Noted,
 }
 
 pub(crate) fn parse_response(body: &[u8]) -> Result<ToolResponse, ParseError> {
+    read_response(body).map(|reading| reading.response)
+}
+
+pub(crate) fn read_response(body: &[u8]) -> Result<Reading, ParseError> {
     let message: MessageWire = read_json(body)?;
+    let other_calls_field = message.choices.0 || message.output.0;
     if message.kind != "message" {
         return Err(ParseError::new(format!(
             "an object of type '{}' where an Anthropic message was expected",
@@ -64,9 +75,12 @@ pub(crate) fn parse_response(body: &[u8]) -> Result<ToolResponse, ParseError> {
         .filter_map(|block| block.thinking.map(text_or_raw_json))
         .filter(|thought| !thought.is_empty())
         .collect();
-    Ok(ToolResponse {
-        calls,
-        reasoning: (!thoughts.is_empty()).then(|| thoughts.join("\n")),
+    Ok(Reading {
+        response: ToolResponse {
+            calls,
+            reasoning: (!thoughts.is_empty()).then(|| thoughts.join("\n")),
+        },
+        other_calls_field,
     })
 }
 

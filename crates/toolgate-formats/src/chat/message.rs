@@ -5,6 +5,7 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use crate::answer::{Noted, Reading};
 use crate::format::{ParseError, ToolResponse, WireFormat, read_json, text_or_raw_json};
 use crate::raw_object::RawObject;
 use crate::request_reader::RequestReader;
@@ -20,6 +21,11 @@ impl RequestReader for super::Chat {
 struct ResponseWire<'a> {
     #[serde(borrow)]
     choices: Vec<ChoiceWire<'a>>,
+    /// The other formats' calls fields, noted.
+    #[serde(default)]
+    output: Noted,
+    #[serde(default)]
+    content: Noted,
 }
 
 #[derive(Deserialize)]
@@ -79,7 +85,12 @@ struct CustomCallWire {
 }
 
 pub(crate) fn parse_response(body: &[u8]) -> Result<ToolResponse, ParseError> {
+    read_response(body).map(|reading| reading.response)
+}
+
+pub(crate) fn read_response(body: &[u8]) -> Result<Reading, ParseError> {
     let wire: ResponseWire = read_json(body)?;
+    let other_calls_field = wire.output.0 || wire.content.0;
     let mut response = ToolResponse::default();
     for (position, choice) in wire.choices.into_iter().enumerate() {
         let index = choice.index.unwrap_or(position as u32);
@@ -102,7 +113,10 @@ pub(crate) fn parse_response(body: &[u8]) -> Result<ToolResponse, ParseError> {
             });
         }
     }
-    Ok(response)
+    Ok(Reading {
+        response,
+        other_calls_field,
+    })
 }
 
 fn tool_call(choice: u32, position: usize, call: ToolCallWire<'_>) -> Result<ToolCall, ParseError> {

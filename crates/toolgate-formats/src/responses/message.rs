@@ -8,6 +8,7 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use crate::answer::{Noted, Reading};
 use crate::format::{ParseError, ToolResponse, WireFormat, name_text, read_json, text_or_raw_json};
 use crate::raw_object::RawObject;
 use crate::request_reader::RequestReader;
@@ -177,10 +178,20 @@ fn part_texts(parts: Option<&RawValue>, kind: &str) -> Vec<String> {
 struct ResponseWire<'a> {
     #[serde(borrow)]
     output: Vec<&'a RawValue>,
+    /// The other formats' calls fields, noted.
+    #[serde(default)]
+    choices: Noted,
+    #[serde(default)]
+    content: Noted,
 }
 
 pub(crate) fn parse_response(body: &[u8]) -> Result<ToolResponse, ParseError> {
+    read_response(body).map(|reading| reading.response)
+}
+
+pub(crate) fn read_response(body: &[u8]) -> Result<Reading, ParseError> {
     let wire: ResponseWire = read_json(body)?;
+    let other_calls_field = wire.choices.0 || wire.content.0;
     let mut response = ToolResponse::default();
     let mut summary = Vec::new();
     for (position, raw) in wire.output.into_iter().enumerate() {
@@ -193,7 +204,10 @@ pub(crate) fn parse_response(body: &[u8]) -> Result<ToolResponse, ParseError> {
         }
     }
     response.reasoning = (!summary.is_empty()).then(|| summary.join("\n"));
-    Ok(response)
+    Ok(Reading {
+        response,
+        other_calls_field,
+    })
 }
 
 /// `input` and its items (none when it is a string: a single user message).
