@@ -490,9 +490,12 @@ impl Exchange {
         // An MCP route's HTTP requests are counted by its endpoint: one may carry several
         // exchanges, or none.
         if !self.on_mcp_route() {
-            state
-                .metrics
-                .record_request(&route_path, status.as_u16(), self.started.elapsed());
+            state.metrics.record_route_request(
+                &route_path,
+                &self.route.metrics,
+                status.as_u16(),
+                self.started.elapsed(),
+            );
         }
         // A bare pass-through is not audited; anything guarded, authenticated or MCP is, 401s
         // too.

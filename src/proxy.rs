@@ -633,7 +633,16 @@ fn request_id_for(headers: &HeaderMap) -> String {
         .get(REQUEST_ID)
         .and_then(|value| value.to_str().ok())
         .filter(|id| !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_graphic()))
-        .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_owned)
+        .map_or_else(
+            // Written straight into its text: `to_string` goes through the formatter.
+            || {
+                let id = uuid::Uuid::new_v4();
+                id.hyphenated()
+                    .encode_lower(&mut uuid::Uuid::encode_buffer())
+                    .to_owned()
+            },
+            str::to_owned,
+        )
 }
 
 #[cfg(test)]

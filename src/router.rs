@@ -8,6 +8,7 @@ use std::sync::Arc;
 use toolgate_plugin::WireFormat;
 
 use crate::pipeline::Chain;
+use crate::telemetry::RouteMetrics;
 use crate::tenants::RouteAuth;
 use crate::upstream::Upstream;
 
@@ -22,6 +23,8 @@ pub struct Route {
     pub auth: RouteAuth,
     /// What a guarded answer that cannot be read unambiguously gets.
     pub unreadable: UnreadableAnswers,
+    /// Its handles on the request metrics.
+    pub metrics: RouteMetrics,
 }
 
 /// What becomes of a guarded 2xx answer that toolgate cannot read unambiguously
@@ -76,6 +79,7 @@ impl Route {
             format,
             auth: RouteAuth::None,
             unreadable: UnreadableAnswers::Block,
+            metrics: RouteMetrics::default(),
         }
     }
 
@@ -88,6 +92,7 @@ impl Route {
             format: RouteFormat::Auto,
             auth: RouteAuth::None,
             unreadable: UnreadableAnswers::Block,
+            metrics: RouteMetrics::default(),
         }
     }
 

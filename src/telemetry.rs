@@ -4,7 +4,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use prometheus_client::collector::Collector;
@@ -34,6 +34,16 @@ struct BlockLabels {
     route: String,
     check: String,
     mode: String,
+}
+
+/// A route's handles on its request metrics, each taken from its family the first time it is
+/// needed: an exchange then records without hashing the route's label set under the family's
+/// lock. Only the usual status has one; the others take the family's way. A handle shares its
+/// series with the family, so a reloaded route, which starts with none, counts on.
+#[derive(Default)]
+pub struct RouteMetrics {
+    ok: OnceLock<Counter>,
+    duration: OnceLock<Histogram>,
 }
 
 /// The gateway's own metrics (plugins register theirs through their factories).
@@ -190,6 +200,43 @@ impl Metrics {
                 route: route.clone(),
             })
             .observe(elapsed.as_secs_f64());
+    }
+
+    /// [`Metrics::record_request`] for a route's exchange, through the route's own handles
+    /// where it has them.
+    pub fn record_route_request(
+        &self,
+        route: &Arc<str>,
+        handles: &RouteMetrics,
+        status: u16,
+        elapsed: Duration,
+    ) {
+        let counter = match status {
+            200 => handles
+                .ok
+                .get_or_init(|| self.request_counter(route, status)),
+            _ => &self.request_counter(route, status),
+        };
+        counter.inc();
+        handles
+            .duration
+            .get_or_init(|| {
+                self.request_duration
+                    .get_or_create(&RouteLabels {
+                        route: route.clone(),
+                    })
+                    .clone()
+            })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    fn request_counter(&self, route: &Arc<str>, status: u16) -> Counter {
+        self.requests
+            .get_or_create(&RequestLabels {
+                route: route.clone(),
+                status,
+            })
+            .clone()
     }
 
     pub fn record_checked(&self, route: &str, calls: usize) {
@@ -384,4 +431,42 @@ pub fn millis(duration: Duration) -> f64 {
 
 pub fn now_rfc3339() -> String {
     humantime::format_rfc3339_millis(SystemTime::now()).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exposition(registry: &Registry) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, registry).expect("encodes");
+        text
+    }
+
+    #[test]
+    fn a_routes_handles_count_in_the_familys_series_and_a_reloaded_route_counts_on() {
+        let mut registry = Registry::default();
+        let metrics = Metrics::new(&mut registry);
+        let route: Arc<str> = Arc::from("/v1");
+        let before_reload = RouteMetrics::default();
+        let after_reload = RouteMetrics::default();
+        let elapsed = Duration::from_millis(3);
+        metrics.record_route_request(&route, &before_reload, 200, elapsed);
+        metrics.record_route_request(&route, &before_reload, 502, elapsed);
+        metrics.record_route_request(&route, &after_reload, 200, elapsed);
+        metrics.record_request(&route, 200, elapsed);
+        let text = exposition(&registry);
+        assert!(
+            text.contains(r#"toolgate_requests_total{route="/v1",status="200"} 3"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"toolgate_requests_total{route="/v1",status="502"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"toolgate_request_duration_seconds_count{route="/v1"} 4"#),
+            "{text}"
+        );
+    }
 }

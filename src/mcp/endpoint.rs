@@ -39,9 +39,12 @@ pub async fn serve(
     started: Instant,
 ) -> Response<ProxyBody> {
     let response = answer(&state, config, route.clone(), request, request_id).await;
-    state
-        .metrics
-        .record_request(&route.path, response.status().as_u16(), started.elapsed());
+    state.metrics.record_route_request(
+        &route.path,
+        &route.metrics,
+        response.status().as_u16(),
+        started.elapsed(),
+    );
     response
 }
 
