@@ -47,7 +47,7 @@ pub struct Report {
 pub async fn explain(route: &Arc<Route>, path: &str, request: Bytes, response: &[u8]) -> Report {
     let meta = ExchangeMeta {
         request_id: "explain".into(),
-        route: route.path.to_string(),
+        route: route.path.clone(),
         method: Method::POST,
         path_and_query: path.to_owned(),
         tenant: None,

@@ -119,7 +119,7 @@ async fn serve_llm(
 ) -> Response<ProxyBody> {
     let meta = ExchangeMeta {
         request_id: request_id.to_owned(),
-        route: route.path.to_string(),
+        route: route.path.clone(),
         method: request.method().clone(),
         path_and_query: path_and_query(request.uri()),
         tenant: None,

@@ -216,11 +216,15 @@ impl Upstream {
 
     /// The upstream URI for a client's path and query: appended to the URL as is.
     pub fn uri_for(&self, path_and_query: &str) -> Result<Uri, http::Error> {
-        Uri::builder()
+        let uri = Uri::builder()
             .scheme(self.scheme.clone())
-            .authority(self.authority.clone())
-            .path_and_query(format!("{}{}", self.base_path, path_and_query))
-            .build()
+            .authority(self.authority.clone());
+        match self.base_path.is_empty() {
+            true => uri.path_and_query(path_and_query).build(),
+            false => uri
+                .path_and_query(format!("{}{}", self.base_path, path_and_query))
+                .build(),
+        }
     }
 
     /// Makes a client's request headers this upstream's, in one look at each name. Gone: what
@@ -244,8 +248,10 @@ impl Upstream {
                 None => UpstreamAuth::for_format(format).header(key),
             });
         let strip_credentials = tenant.is_some() || key.is_some();
+        // A `Host` of its own replaces the client's (every value of it) when it is inserted.
+        let keeps_host_until_replaced = self.host.is_some();
         strip_hop_by_hop_and(headers, |name| {
-            name == header::HOST
+            (name == header::HOST && !keeps_host_until_replaced)
                 || name == header::CONTENT_LENGTH
                 || toolgate_plugin::directives::is_own_header(name)
                 || (strip_credentials && crate::tenants::is_client_credential(name))
@@ -344,6 +350,26 @@ mod tests {
         );
         // Over TLS the connection may be HTTP/2: the client sets `Host` for HTTP/1 only.
         assert_eq!(host("https://api.openai.com"), None);
+    }
+
+    #[test]
+    fn the_clients_host_never_reaches_the_upstream() {
+        let client_headers = || {
+            let mut headers = HeaderMap::new();
+            headers.append(header::HOST, HeaderValue::from_static("gateway.example"));
+            headers.append(header::HOST, HeaderValue::from_static("other.example"));
+            headers
+        };
+        let plain = upstream("http://127.0.0.1:9000").unwrap();
+        let mut headers = client_headers();
+        plain.prepare_headers(&mut headers, WireFormat::ChatCompletions, None);
+        let hosts: Vec<_> = headers.get_all(header::HOST).iter().collect();
+        assert_eq!(hosts, ["127.0.0.1:9000"], "replaced, every value of it");
+        // Over TLS the client library writes it (for HTTP/1) from the URI.
+        let tls = upstream("https://api.openai.com").unwrap();
+        let mut headers = client_headers();
+        tls.prepare_headers(&mut headers, WireFormat::ChatCompletions, None);
+        assert!(headers.get(header::HOST).is_none());
     }
 
     #[test]

@@ -288,7 +288,7 @@ fn meta_of(
 ) -> ExchangeMeta {
     ExchangeMeta {
         request_id: request_id.to_owned(),
-        route: route.path.to_string(),
+        route: route.path.clone(),
         method: method.clone(),
         path_and_query: path_and_query(uri),
         tenant,

@@ -15,8 +15,8 @@ use crate::tool::{DeclaredTool, ToolCall};
 pub struct ExchangeMeta {
     /// The id toolgate answers in `x-request-id` and writes in the audit line.
     pub request_id: String,
-    /// The matched route's path prefix.
-    pub route: String,
+    /// The matched route's path prefix (shared with the route, not copied per exchange).
+    pub route: Arc<str>,
     /// The client's request method.
     pub method: Method,
     /// The request path and query as the client sent them.

@@ -223,7 +223,7 @@ impl Default for BuildContext {
     /// An empty context with a fresh in-memory store.
     fn default() -> Self {
         BuildContext {
-            route: String::new(),
+            route: "".into(),
             mcp_route: false,
             catalog: Arc::default(),
             tenants: Arc::default(),

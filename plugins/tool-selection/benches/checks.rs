@@ -51,7 +51,7 @@ impl Exchange {
         Exchange {
             meta: ExchangeMeta {
                 request_id: "bench-0001".to_owned(),
-                route: "/v1".to_owned(),
+                route: "/v1".into(),
                 method: Method::POST,
                 path_and_query: "/v1/chat/completions".to_owned(),
                 tenant: None,

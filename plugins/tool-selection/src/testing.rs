@@ -134,7 +134,7 @@ pub async fn run(
 ) -> Verdict<ResponseEdit> {
     let meta = ExchangeMeta {
         request_id: "req-test".to_owned(),
-        route: "/v1/chat/completions".to_owned(),
+        route: "/v1/chat/completions".into(),
         method: Method::POST,
         path_and_query: "/v1/chat/completions".to_owned(),
         tenant: None,
