@@ -39,8 +39,13 @@ pub struct Exchange {
     pub delivered_calls: Vec<ToolCall>,
     /// Calls toolgate executed itself and the backend answered (MCP `tools/call`).
     pub executed_calls: Vec<ToolCall>,
-    /// Every call that was checked.
+    /// How many calls were checked.
+    pub checked_count: usize,
+    /// Every call that was checked, for the audit line: kept only while `keeps_checked_calls`.
     pub checked_calls: Vec<ToolCall>,
+    /// Whether the checked calls are copied for an audit line; off where none is written, as
+    /// the copy would be made for every guarded answer and read by nothing.
+    pub keeps_checked_calls: bool,
     pub violations: Vec<Violation>,
     pub observed: Vec<Violation>,
     pub blocked: bool,
@@ -91,7 +96,9 @@ impl Exchange {
             checks_time: Duration::ZERO,
             delivered_calls: Vec::new(),
             executed_calls: Vec::new(),
+            checked_count: 0,
             checked_calls: Vec::new(),
+            keeps_checked_calls: true,
             violations: Vec::new(),
             observed: Vec::new(),
             blocked: false,
@@ -146,9 +153,20 @@ impl Exchange {
             .await;
         self.absorb(&outcome, started);
         if let Parsed::Parsed(parsed) = response {
-            self.checked_calls.extend(parsed.calls.iter().cloned());
+            self.checked_count += parsed.calls.len();
+            if self.keeps_checked_calls {
+                self.checked_calls.extend(parsed.calls.iter().cloned());
+            }
         }
         outcome
+    }
+
+    /// Counts a call checked outside `pre_response` (an MCP call), kept for the audit line.
+    pub fn record_checked_call(&mut self, call: ToolCall) {
+        self.checked_count += 1;
+        if self.keeps_checked_calls {
+            self.checked_calls.push(call);
+        }
     }
 
     /// Records calls released to the client, as the checks' edits left them, and runs the
@@ -506,7 +524,7 @@ impl Exchange {
         }
         state
             .metrics
-            .record_checked(&route_path, self.checked_calls.len());
+            .record_checked(&route_path, &self.route.metrics, self.checked_count);
         state
             .metrics
             .record_violations(&route_path, "enforce", &self.violations);

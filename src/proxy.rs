@@ -133,6 +133,7 @@ async fn serve_llm(
         request.headers().clone()
     };
     let mut exchange = Exchange::new(meta, route, kept_headers, started);
+    exchange.keeps_checked_calls = state.audit.is_enabled();
     let result = match authenticate(&config.tenants, auth, request.headers()).await {
         Ok(tenant) => {
             exchange.meta.tenant = tenant;

@@ -44,6 +44,7 @@ struct BlockLabels {
 pub struct RouteMetrics {
     ok: OnceLock<Counter>,
     duration: OnceLock<Histogram>,
+    checked: OnceLock<Counter>,
 }
 
 /// The gateway's own metrics (plugins register theirs through their factories).
@@ -239,11 +240,16 @@ impl Metrics {
             .clone()
     }
 
-    pub fn record_checked(&self, route: &str, calls: usize) {
+    pub fn record_checked(&self, route: &Arc<str>, handles: &RouteMetrics, calls: usize) {
         if calls > 0 {
-            self.tool_calls_checked
-                .get_or_create(&RouteLabels {
-                    route: route.into(),
+            handles
+                .checked
+                .get_or_init(|| {
+                    self.tool_calls_checked
+                        .get_or_create(&RouteLabels {
+                            route: route.clone(),
+                        })
+                        .clone()
                 })
                 .inc_by(calls as u64);
         }

@@ -377,7 +377,7 @@ async fn call_tool_checked(
     let offer = match resolve(scope, &offers, &request.name) {
         Ok(offer) => offer,
         Err(Refusal::Blocked(violation)) => {
-            exchange.checked_calls.push(ToolCall::function(
+            exchange.record_checked_call(ToolCall::function(
                 Some(call_id),
                 request.name.to_string(),
                 String::new(),
@@ -405,7 +405,7 @@ async fn call_tool_checked(
     let checker = scope.state.plugins.schema_checker();
     let violations = checker.check_arguments(&declared, &call);
     if !violations.is_empty() {
-        exchange.checked_calls.push(call);
+        exchange.record_checked_call(call);
         return Err(refuse(exchange, scope, &Rejection::forbidden(violations)));
     }
 
@@ -413,7 +413,7 @@ async fn call_tool_checked(
     // that hides the called tool refuses the call.
     let outcome = screen(exchange, &offers).await;
     if let Some(rejection) = outcome.blocked {
-        exchange.checked_calls.push(call);
+        exchange.record_checked_call(call);
         return Err(blocked(scope, &rejection));
     }
     let offered = exchange
@@ -427,7 +427,7 @@ async fn call_tool_checked(
             &call,
             format!("'{}' is not offered to this caller", call.name),
         )]);
-        exchange.checked_calls.push(call);
+        exchange.record_checked_call(call);
         return Err(refuse(exchange, scope, &rejection));
     }
     let response = Parsed::Parsed(ToolResponse::from_calls(vec![call.clone()]));
@@ -458,7 +458,7 @@ async fn call_tool_checked(
     if policy_of(scope).needs_confirmation(&scope.caller, &offer.server, backend_tool)
         && let Err(violation) = confirm(session.peer, &call).await
     {
-        exchange.checked_calls.push(call);
+        exchange.record_checked_call(call);
         let rejection = Rejection::forbidden(vec![*violation]);
         return Err(refuse(exchange, scope, &rejection));
     }

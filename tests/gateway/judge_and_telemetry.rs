@@ -130,6 +130,33 @@ async fn every_decided_exchange_writes_one_audit_line_without_secrets() {
     );
 }
 
+/// With no audit line to write, the calls checked are counted rather than kept: the metric
+/// reads the same.
+#[tokio::test]
+async fn calls_checked_are_counted_with_the_audit_off() {
+    let upstream = ScriptedUpstream::start().await;
+    let audit_path = crate::common::temp_audit_path();
+    let text = crate::common::config_text(&upstream.url(), &audit_path, &guarded_chat("")).replace(
+        &format!("output = \"{}\"", audit_path.display()),
+        "output = \"off\"",
+    );
+    assert!(text.contains("output = \"off\""), "{text}");
+    let gateway = TestGateway::start_text(&text, audit_path, toolgate::Runtime::new()).await;
+    upstream.push(refund(r#"{"order_id":"1"}"#));
+    assert_eq!(status_of_refund_request(&gateway).await, 200);
+    upstream.push(Reply::chat_calls(&[
+        ("call_y", "other", "{}"),
+        ("call_z", "refund_order", r#"{"order_id":"2"}"#),
+    ]));
+    assert_eq!(status_of_refund_request(&gateway).await, 403);
+    gateway
+        .assert_metrics_contain(&[
+            r#"toolgate_tool_calls_checked_total{route="/v1/chat/completions"} 3"#,
+        ])
+        .await;
+    assert!(gateway.audit_lines().is_empty(), "no audit line written");
+}
+
 #[tokio::test]
 async fn the_admin_listener_reports_health_readiness_and_metrics() {
     let (upstream, judge, gateway) = with_judge("").await;
