@@ -189,22 +189,12 @@ impl Metrics {
             .inc();
     }
 
+    /// A request no route took (`route` is empty): the families' way, as no route holds handles.
     pub fn record_request(&self, route: &Arc<str>, status: u16, elapsed: Duration) {
-        self.requests
-            .get_or_create(&RequestLabels {
-                route: route.clone(),
-                status,
-            })
-            .inc();
-        self.request_duration
-            .get_or_create(&RouteLabels {
-                route: route.clone(),
-            })
-            .observe(elapsed.as_secs_f64());
+        self.record_route_request(route, &RouteMetrics::default(), status, elapsed);
     }
 
-    /// [`Metrics::record_request`] for a route's exchange, through the route's own handles
-    /// where it has them.
+    /// A route's exchange, recorded through the route's own handles where it has them.
     pub fn record_route_request(
         &self,
         route: &Arc<str>,
