@@ -21,8 +21,10 @@ command -v oha >/dev/null || cargo install oha --locked
 bench_setup "$bin_dir"
 
 post() { # ADDRESS COUNT
-  oha -n "$2" -c 8 --no-tui -m POST -H 'content-type: application/json' -D "$work/$request" \
-    "http://$1/v1/chat/completions" | grep -qE 'Success rate:[[:space:]]+100' ||
+  local summary
+  summary=$(oha -n "$2" -c 8 --no-tui -m POST -H 'content-type: application/json' \
+    -D "$work/$request" "http://$1/v1/chat/completions")
+  grep -qE 'Success rate:[[:space:]]+100' <<<"$summary" ||
     { echo "$1: not every request succeeded" >&2; exit 1; }
 }
 
@@ -36,19 +38,7 @@ count() {
     valgrind --tool=callgrind --callgrind-out-file="$out" \
       "$bin_dir/hyper-hop" --upstream "$upstream" --listen "127.0.0.1:$port" >/dev/null 2>&1 &
   else
-    cat >"$work/$label.toml" <<EOT
-[server]
-listen = "127.0.0.1:$port"
-admin_listen = "off"
-[upstreams.bench]
-url = "http://$upstream"
-[audit]
-output = "off"
-$2
-[[routes]]
-path = "/v1"
-upstream = "bench"
-EOT
+    write_config "$label" "$port" "$2"
     TOOLGATE_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$out" \
       "$bin_dir/toolgate" serve --config "$work/$label.toml" >/dev/null 2>&1 &
   fi

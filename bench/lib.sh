@@ -39,14 +39,12 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 # The plugin table of tool_selection as the benchmark runs it.
 GUARD_PLUGINS=$'[[plugins]]\nname = "tool_selection"\nmode = "enforce"\n[plugins.settings]\nstrict = false'
 
-# start_toolgate NAME BINARY PLUGINS: toolgate in front of the upstream, audit off.
-# Sets: toolgate_pid, toolgate_address.
-start_toolgate() {
-  local port
-  port=$(free_port)
+# write_config NAME PORT PLUGINS: $work/NAME.toml, toolgate on PORT in front of the upstream,
+# audit off.
+write_config() {
   cat >"$work/$1.toml" <<EOT
 [server]
-listen = "127.0.0.1:$port"
+listen = "127.0.0.1:$2"
 admin_listen = "off"
 [upstreams.bench]
 url = "http://$upstream"
@@ -57,6 +55,14 @@ $3
 path = "/v1"
 upstream = "bench"
 EOT
+}
+
+# start_toolgate NAME BINARY PLUGINS: toolgate in front of the upstream, audit off.
+# Sets: toolgate_pid, toolgate_address.
+start_toolgate() {
+  local port
+  port=$(free_port)
+  write_config "$1" "$port" "$3"
   TOOLGATE_LOG=warn "$2" serve --config "$work/$1.toml" >"$work/$1.log" 2>&1 &
   toolgate_pid=$!
   pids+=("$toolgate_pid")
