@@ -412,9 +412,10 @@ pub async fn drive<C, E>(
                 .as_ref()
                 .is_some_and(|waker| waker.will_wake(cx.waker()))
             {
-                return match sleep.is_elapsed() {
-                    true => Poll::Ready(Woken::Deadline),
-                    false => Poll::Pending,
+                return if sleep.is_elapsed() {
+                    Poll::Ready(Woken::Deadline)
+                } else {
+                    Poll::Pending
                 };
             }
             timer_waker = Some(cx.waker().clone());

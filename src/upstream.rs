@@ -219,11 +219,11 @@ impl Upstream {
         let uri = Uri::builder()
             .scheme(self.scheme.clone())
             .authority(self.authority.clone());
-        match self.base_path.is_empty() {
-            true => uri.path_and_query(path_and_query).build(),
-            false => uri
-                .path_and_query(format!("{}{}", self.base_path, path_and_query))
-                .build(),
+        if self.base_path.is_empty() {
+            uri.path_and_query(path_and_query).build()
+        } else {
+            uri.path_and_query(format!("{}{}", self.base_path, path_and_query))
+                .build()
         }
     }
 
