@@ -1,6 +1,7 @@
 //! Fuzzes every format's request adapter: reading declared tools, the user's request, the
 //! history, and removing a tool must never panic, whatever the body; and a reading through the
-//! declared-tools cache (a miss, then a hit) is the reading without it, errors included.
+//! declared-tools cache (a miss, then a hit) is the reading without it, errors included; and
+//! what the cached reading's scan of a body accepts, serde_json accepts.
 #![no_main]
 
 use bytes::Bytes;
@@ -23,6 +24,9 @@ fn reading(read: &Result<ToolRequest, toolgate_formats::ParseError>) -> Result<S
 }
 
 fuzz_target!(|data: &[u8]| {
+    if toolgate_formats::scans_as_object(data) {
+        assert!(serde_json::from_slice::<serde::de::IgnoredAny>(data).is_ok());
+    }
     let _ = WireFormat::from_body(data);
     let cache = DeclaredToolsCache::new();
     for format in WireFormat::ALL {

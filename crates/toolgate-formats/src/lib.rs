@@ -45,6 +45,7 @@ mod registry;
 mod request_reader;
 mod response_edits;
 mod responses;
+mod scan;
 mod tool_entry;
 mod tools_cache;
 
@@ -67,5 +68,7 @@ pub use edits::Edit;
 pub use format::{ErrorShape, ParseError, ParseErrorKind, ToolRequest, ToolResponse, WireFormat};
 pub use identity::ToolKey;
 pub use responses::ResponsesStreamAssembler;
+#[doc(hidden)]
+pub use scan::scans_as_object;
 pub use tool::{CallOutcome, DeclaredTool, HistoryCall, ToolCall, ToolKind};
 pub use tools_cache::DeclaredToolsCache;

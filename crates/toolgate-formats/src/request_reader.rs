@@ -1,6 +1,7 @@
 //! How a request body is read, the same way for every format: the one-pass reading that is the
-//! reference, and the cached reading (head first, the `tools` text from the declared-tools cache
-//! unless it is new) that must give exactly what the reference gives. A format says only what
+//! reference, and the cached reading (the top level scanned, the head read from its few fields,
+//! the declared tools from the declared-tools cache unless the `tools` text is new) that must
+//! give exactly what the reference gives. A format says only what
 //! differs: which fields of the head it reads, and its step after the tools are read.
 
 use std::sync::Arc;
@@ -12,7 +13,7 @@ use serde_json::value::RawValue;
 use crate::format::{ParseError, ToolRequest, WireFormat, read_json};
 use crate::tool::{DeclaredTool, ToolKind};
 use crate::tool_entry::{ToolEntry, declared_tools, declared_tools_of_text, schema_text};
-use crate::tools_cache::{DeclaredToolsCache, ToolFields};
+use crate::tools_cache::{DeclaredToolsCache, KnownTools, ToolFields};
 
 /// What differs between the formats' request readings. Every format's request is a
 /// [`RequestHead`]; a format says which of its fields it reads and what it does to the tools
@@ -55,7 +56,8 @@ pub(crate) fn read_request<Reader: RequestReader>(
 pub(crate) fn read_exact<Reader: RequestReader>(body: Bytes) -> Result<ToolRequest, ParseError> {
     let mut head: RequestHead<Vec<ToolEntry>> = read_json(&body)?;
     let mut declared_tools = declared_tools(head.tools.take().unwrap_or_default(), &body)?;
-    let functions = ToolFields::new(Reader::FORMAT, None, head.functions_of::<Reader>());
+    let functions = head.functions_of::<Reader>().map(RawValue::get);
+    let functions = ToolFields::new(Reader::FORMAT, None, functions);
     declare_functions(&mut declared_tools, functions.functions, &body)?;
     Reader::complete_tools(&mut declared_tools);
     Ok(head.request::<Reader>(declared_tools.into(), &body))
@@ -63,21 +65,101 @@ pub(crate) fn read_exact<Reader: RequestReader>(body: Bytes) -> Result<ToolReque
 
 /// [`read_request`] with the declared tools from `cache` when it has them (else read and kept);
 /// `None` where this reading fails, for the exact one to read the body again and say why.
+///
+/// The body's top level is read by a scan ([`crate::scan`]) that serde_json would accept the
+/// same way, so the head is read by serde from a copy of its few fields, and the tool arrays
+/// are taken as the text they are in the body: not read at all when the cache finds its entry
+/// where `tools` starts.
 fn read_cached<Reader: RequestReader>(
     body: &Bytes,
     cache: &DeclaredToolsCache,
 ) -> Option<ToolRequest> {
-    if let Some(shortcut) = cache.shortcut(Reader::FORMAT, body)
-        && let Ok(head) = read_json::<RequestHead>(shortcut.head())
-        && let Some(declared_tools) = shortcut.declared_tools(cache, &head.tool_fields::<Reader>())
-    {
-        return Some(head.request::<Reader>(declared_tools, body));
-    }
-    let head = read_json::<RequestHead>(body).ok()?;
+    let top_level = TopLevel::of(body, |rest| cache.tools_at(Reader::FORMAT, rest))?;
+    let head = read_json::<RequestHead>(&top_level.head).ok()?;
+    let functions = top_level.functions.filter(|_| Reader::HAS_FUNCTIONS);
+    let known_tools = top_level.known_tools.as_ref();
+    let tools = known_tools.map(KnownTools::text).or(top_level.tools);
+    let fields = ToolFields::new(Reader::FORMAT, tools, functions);
     let declared_tools = cache
-        .declared_tools(body, &head.tool_fields::<Reader>(), read_tools::<Reader>)
+        .declared_tools(body, &fields, read_tools::<Reader>, known_tools)
         .ok()?;
     Some(head.request::<Reader>(declared_tools, body))
+}
+
+/// A body's top level as the cached reading takes it apart.
+struct TopLevel<'a> {
+    /// The body's top-level object with the head's fields as written and every other value
+    /// written `0`, keys and their order kept: serde reads the same head from it as from the
+    /// body (it skips what it does not read, and a repeated key is still repeated), without
+    /// the conversation.
+    head: Vec<u8>,
+    /// The text of the first top-level `tools` (unless its entry is known: the entry has the
+    /// same text, checked already) and `functions`.
+    tools: Option<&'a str>,
+    functions: Option<&'a str>,
+    /// The cache's entry of the first `tools`, if `known_tools_at` found one.
+    known_tools: Option<KnownTools>,
+}
+
+impl<'a> TopLevel<'a> {
+    /// `None` when the scan declines the body or a tool array is not UTF-8 (the exact reading
+    /// then says what is wrong). `known_tools_at` finds the cache's entry of a `tools` array
+    /// from where it starts in the body.
+    fn of(
+        body: &'a [u8],
+        known_tools_at: impl Fn(&[u8]) -> Option<KnownTools>,
+    ) -> Option<TopLevel<'a>> {
+        let mut head = Vec::with_capacity(128);
+        head.push(b'{');
+        let (mut tools, mut functions) = (None, None);
+        let mut known_tools = None;
+        let known = |key: &[u8], at: usize| {
+            if key != b"tools" || known_tools.is_some() {
+                return None;
+            }
+            let found = known_tools_at(&body[at..])?;
+            let end = at + found.len();
+            known_tools = Some(found);
+            Some(end)
+        };
+        crate::scan::object_members(body, known, |key, value| {
+            if head.len() > 1 {
+                head.push(b',');
+            }
+            head.push(b'"');
+            head.extend_from_slice(key);
+            head.extend_from_slice(b"\":");
+            let slot = match key {
+                b"tools" => &mut tools,
+                b"functions" => &mut functions,
+                _ if <RequestHead>::VERBATIM.contains(&key) => {
+                    head.extend_from_slice(&body[value]);
+                    return;
+                }
+                _ => {
+                    head.push(b'0');
+                    return;
+                }
+            };
+            head.push(b'0');
+            slot.get_or_insert(value);
+        })?;
+        head.push(b'}');
+        let text = |value: Option<std::ops::Range<usize>>| match value {
+            Some(value) => std::str::from_utf8(&body[value]).ok().map(Some),
+            None => Some(None),
+        };
+        Some(TopLevel {
+            head,
+            tools: if known_tools.is_some() {
+                None
+            } else {
+                text(tools)?
+            },
+            functions: text(functions)?,
+            known_tools,
+        })
+    }
 }
 
 /// The declared tools of `fields`, their schemas sharing `source`, the buffer the fields lie
@@ -148,6 +230,10 @@ pub(crate) struct RequestHead<'a, Tools = &'a RawValue> {
 }
 
 impl<'a, Tools> RequestHead<'a, Tools> {
+    /// The fields the cached reading copies as written into the head it reads; it takes
+    /// `tools` and `functions` from the body. A test holds these to the struct's fields.
+    const VERBATIM: [&'static [u8]; 4] = [b"stream", b"model", b"toolgate", b"background"];
+
     /// `functions` if `Reader`'s format reads it.
     fn functions_of<Reader: RequestReader>(&self) -> Option<&'a RawValue> {
         self.functions.filter(|_| Reader::HAS_FUNCTIONS)
@@ -171,9 +257,51 @@ impl<'a, Tools> RequestHead<'a, Tools> {
     }
 }
 
-impl<'a> RequestHead<'a> {
-    /// Where this head's tool arrays are, as the cache keys them.
-    fn tool_fields<Reader: RequestReader>(&self) -> ToolFields<'a> {
-        ToolFields::new(Reader::FORMAT, self.tools, self.functions_of::<Reader>())
+#[cfg(test)]
+mod tests {
+    use serde::de::{self, Deserializer, Visitor};
+
+    use super::*;
+
+    /// The field names serde's derive gives a struct, asked of a deserializer that only notes
+    /// them.
+    fn fields_of<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
+        struct Fields(&'static [&'static str]);
+        impl<'de> Deserializer<'de> for &mut Fields {
+            type Error = de::value::Error;
+            fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+                Err(de::Error::custom("not a struct"))
+            }
+            fn deserialize_struct<V: Visitor<'de>>(
+                self,
+                _: &'static str,
+                fields: &'static [&'static str],
+                _: V,
+            ) -> Result<V::Value, Self::Error> {
+                self.0 = fields;
+                Err(de::Error::custom("noted"))
+            }
+            serde::forward_to_deserialize_any! {
+                bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
+                byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map enum
+                identifier ignored_any
+            }
+        }
+        let mut fields = Fields(&[]);
+        let _ = T::deserialize(&mut fields);
+        fields.0
+    }
+
+    #[test]
+    fn the_cached_reading_copies_every_field_of_the_head_but_the_tool_arrays() {
+        let mut fields: Vec<&[u8]> = fields_of::<RequestHead>()
+            .iter()
+            .map(|field| field.as_bytes())
+            .collect();
+        fields.sort();
+        let mut read: Vec<&[u8]> = <RequestHead>::VERBATIM.to_vec();
+        read.extend([&b"tools"[..], b"functions"]);
+        read.sort();
+        assert_eq!(fields, read);
     }
 }

@@ -9,7 +9,6 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use bytes::Bytes;
 use bytestring::ByteString;
-use serde_json::value::RawValue;
 
 use crate::format::{ParseError, WireFormat};
 use crate::tool::DeclaredTool;
@@ -23,12 +22,9 @@ const WAYS: usize = 2;
 /// cache holds at most `SETS * WAYS * MAX_ENTRY_BYTES` (32 MiB).
 const MAX_ENTRY_BYTES: usize = 128 * 1024;
 
-/// How many bytes at either end of a `tools` array find its entry again from a body, before the
-/// head is read (the shortcut). Shorter arrays are cheap to skip and have no shortcut.
+/// How many bytes at the start of a `tools` array find its entry from a body, before the array
+/// is read. Shorter arrays are cheap to read and are not found this way.
 const PREFIX: usize = 256;
-/// The largest body a shortcut is tried on: it searches the body for the key and copies the body
-/// without its array, which must stay cheaper than the skip it saves.
-const MAX_SHORTCUT_BODY: usize = 64 * 1024;
 
 /// The fields of a request body that declare its tools, as the JSON text the body holds them in.
 /// An absent field and a `null` one are both `""`: both declare nothing, and no JSON value is
@@ -44,17 +40,14 @@ pub(crate) struct ToolFields<'a> {
 }
 
 impl<'a> ToolFields<'a> {
+    /// The fields of their JSON text, if present.
     pub(crate) fn new(
         format: WireFormat,
-        tools: Option<&'a RawValue>,
-        functions: Option<&'a RawValue>,
+        tools: Option<&'a str>,
+        functions: Option<&'a str>,
     ) -> Self {
-        let text = |field: Option<&'a RawValue>| {
-            field
-                .map(RawValue::get)
-                .filter(|text| *text != "null")
-                .unwrap_or_default()
-        };
+        let text =
+            |field: Option<&'a str>| field.filter(|text| *text != "null").unwrap_or_default();
         ToolFields {
             format,
             tools: text(tools),
@@ -93,16 +86,27 @@ impl Entry {
     /// Whether this entry is the reading of exactly these fields: every byte is compared, the
     /// hash only finds the candidate.
     fn is_reading_of(&self, fields: &ToolFields<'_>) -> bool {
+        let tools = self.text.get(..self.tools_len);
         self.format == fields.format
             && self.text.len() == fields.tools.len() + fields.functions.len()
-            && self.text.get(..self.tools_len) == Some(fields.tools)
+            // The entry's own text (a reader found it in the body) needs no second comparison.
+            && (tools.is_some_and(|tools| std::ptr::eq(tools, fields.tools)) || tools == Some(fields.tools))
             && self.text.get(self.tools_len..) == Some(fields.functions)
     }
+}
 
-    /// Whether `body` holds this entry's `tools` text at `at`, for `format`.
-    fn holds_at(&self, format: WireFormat, body: &[u8], at: usize) -> bool {
-        let tools = &self.text.as_bytes()[..self.tools_len];
-        self.format == format && body.get(at..at.saturating_add(tools.len())) == Some(tools)
+/// An entry found where a body's `tools` array starts: the array is its length.
+pub(crate) struct KnownTools(Arc<Entry>);
+
+impl KnownTools {
+    /// The length of the `tools` text.
+    pub(crate) fn len(&self) -> usize {
+        self.0.tools_len
+    }
+
+    /// The `tools` text, the entry's copy of the bytes it was found at.
+    pub(crate) fn text(&self) -> &str {
+        &self.0.text[..self.0.tools_len]
     }
 }
 
@@ -121,15 +125,15 @@ type Set = Mutex<[Option<Arc<Entry>>; WAYS]>;
 /// clients do not know which set an array lands in), locks one set for a few pointer copies and
 /// compares the bytes of at most one candidate. A miss replaces the least recently used entry of its
 /// set; a client sending a new array on every request only evicts, which costs the others a
-/// read they would have made without the cache, never more. On a body of at most 64 KiB a hit
-/// is found before the head is read (`shortcut`): from the body's end when the array ends it,
-/// else by one search for the key; then one hash of 256 bytes, one comparison and one copy of
-/// the body, each bounded by the body.
+/// read they would have made without the cache, never more. A reader finds the entry of a body's
+/// `tools` where the array starts, before reading it ([`DeclaredToolsCache::tools_at`]): one
+/// hash of 256 bytes and one comparison, bounded by the array.
 pub struct DeclaredToolsCache {
     sets: Box<[Set]>,
-    /// The entries again, by the first and by the last `PREFIX` bytes of their `tools` text,
-    /// for the shortcut. Weak: an entry evicted from `sets` is gone from here too.
-    by_edge: Box<[Mutex<Weak<Entry>>]>,
+    /// The entries again, by the first `PREFIX` bytes of their `tools` text
+    /// ([`DeclaredToolsCache::tools_at`]). Weak: an entry evicted from `sets` is gone from here
+    /// too.
+    by_start: Box<[Mutex<Weak<Entry>>]>,
     hasher: foldhash::fast::RandomState,
     hits: AtomicU64,
     misses: AtomicU64,
@@ -155,9 +159,7 @@ impl DeclaredToolsCache {
     pub fn new() -> Self {
         DeclaredToolsCache {
             sets: (0..SETS).map(|_| Mutex::new([None, None])).collect(),
-            by_edge: (0..2 * SETS * WAYS)
-                .map(|_| Mutex::new(Weak::new()))
-                .collect(),
+            by_start: (0..SETS * WAYS).map(|_| Mutex::new(Weak::new())).collect(),
             hasher: foldhash::fast::RandomState::default(),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
@@ -175,14 +177,38 @@ impl DeclaredToolsCache {
         self.misses.load(Ordering::Relaxed)
     }
 
-    /// The declared tools of `fields` (which lie in `body`), from the cache when it has them,
-    /// else read by `read` and kept.
+    /// The entry whose `tools` text starts `rest`, a body from where its top-level `tools` value
+    /// starts: found by the first `PREFIX` bytes, confirmed by comparing the whole text. The
+    /// reader need not read that text: the entry was read from the same bytes, so they are one
+    /// whole JSON value. A hit this way leaves the entry's place in its set as it was: moving
+    /// it needs the hash of the whole array, the work this saves.
+    pub(crate) fn tools_at(&self, format: WireFormat, rest: &[u8]) -> Option<KnownTools> {
+        let start = rest.get(..PREFIX)?;
+        let entry = lock(self.start_slot(format, start)).upgrade()?;
+        let tools = &entry.text.as_bytes()[..entry.tools_len];
+        (entry.format == format && rest.starts_with(tools)).then_some(KnownTools(entry))
+    }
+
+    fn start_slot(&self, format: WireFormat, start: &[u8]) -> &Mutex<Weak<Entry>> {
+        let hash = self.hasher.hash_one((format, start));
+        &self.by_start[(hash >> (u64::BITS - (SETS * WAYS).trailing_zeros())) as usize]
+    }
+
+    /// The declared tools of `fields` (which lie in `body`), from the cache when it has them
+    /// (`known`, if it is their entry, saves finding it), else read by `read` and kept.
     pub(crate) fn declared_tools(
         &self,
         body: &Bytes,
         fields: &ToolFields<'_>,
         read: ReadTools,
+        known: Option<&KnownTools>,
     ) -> Result<Arc<[DeclaredTool]>, ParseError> {
+        if let Some(KnownTools(entry)) = known
+            && entry.is_reading_of(fields)
+        {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(entry.declared.clone());
+        }
         let text_len = fields.tools.len() + fields.functions.len();
         // Nothing declared is read at no cost; what is too large is not kept.
         if text_len == 0 {
@@ -223,152 +249,12 @@ impl DeclaredToolsCache {
         };
         if footprint(&entry) <= MAX_ENTRY_BYTES {
             let entry = Arc::new(entry);
-            // Shorter arrays are cheap to skip: they get no shortcut.
-            if tools_len >= PREFIX {
-                let tools = &entry.text.as_bytes()[..tools_len];
-                for edge in [Edge::Start, Edge::End] {
-                    let slot = self.edge_slot(fields.format, edge, edge.of(tools));
-                    *lock(slot) = Arc::downgrade(&entry);
-                }
+            if let Some(start) = entry.text.as_bytes()[..tools_len].get(..PREFIX) {
+                *lock(self.start_slot(fields.format, start)) = Arc::downgrade(&entry);
             }
             insert(set, entry);
         }
         Ok(declared)
-    }
-
-    fn edge_slot(&self, format: WireFormat, edge: Edge, bytes: &[u8]) -> &Mutex<Weak<Entry>> {
-        let hash = self.hasher.hash_one((format, edge, bytes));
-        &self.by_edge[(hash >> (u64::BITS - (2 * SETS * WAYS).trailing_zeros())) as usize]
-    }
-
-    /// The shortcut for a body whose `tools` array an entry holds: found where the array ends the
-    /// body (SDKs write `tools` at or near the end), else by the last `"tools"` key of the body
-    /// and the first bytes after it; confirmed by comparing the whole array, and the body copied
-    /// with the array written as `0`, so the head is read without skipping the array again.
-    /// `None` when there is no such entry or the body is too large to copy cheaply; the reader
-    /// then reads the body as it is. Where the array was found proves nothing yet: see
-    /// [`Shortcut::declared_tools`]. A hit this way leaves the entry's place in its set as it
-    /// was: moving it needs the hash of the whole array, the work the shortcut saves, and an
-    /// entry evicted meanwhile costs one miss.
-    pub(crate) fn shortcut(&self, format: WireFormat, body: &[u8]) -> Option<Shortcut> {
-        if body.len() > MAX_SHORTCUT_BODY {
-            return None;
-        }
-        let (at, entry) = self
-            .array_ending_the_body(format, body)
-            .or_else(|| self.array_after_the_last_key(format, body))?;
-        let tools_len = entry.tools_len;
-        let mut head = Vec::with_capacity(body.len() - tools_len + 1);
-        head.extend_from_slice(&body[..at]);
-        head.push(b'0');
-        head.extend_from_slice(&body[at + tools_len..]);
-        Some(Shortcut { head, at, entry })
-    }
-
-    /// An entry's array as the body's last value, and where it starts: found from the body's
-    /// end without a search.
-    fn array_ending_the_body(
-        &self,
-        format: WireFormat,
-        body: &[u8],
-    ) -> Option<(usize, Arc<Entry>)> {
-        let close = skip_whitespace_back(body, body.len())?;
-        if body[close] != b'}' {
-            return None;
-        }
-        let end = skip_whitespace_back(body, close)? + 1;
-        let suffix = body.get(end.checked_sub(PREFIX)?..end)?;
-        let entry = lock(self.edge_slot(format, Edge::End, suffix)).upgrade()?;
-        let at = end.checked_sub(entry.tools_len)?;
-        entry.holds_at(format, body, at).then_some((at, entry))
-    }
-
-    /// An entry's array as the value of the body's last `"tools"` key, and where it starts.
-    fn array_after_the_last_key(
-        &self,
-        format: WireFormat,
-        body: &[u8],
-    ) -> Option<(usize, Arc<Entry>)> {
-        const KEY: &[u8] = b"\"tools\"";
-        let colon = skip_whitespace(body, memchr::memmem::rfind(body, KEY)? + KEY.len());
-        if body.get(colon) != Some(&b':') {
-            return None;
-        }
-        let at = skip_whitespace(body, colon + 1);
-        let prefix = body.get(at..at.checked_add(PREFIX)?)?;
-        let entry = lock(self.edge_slot(format, Edge::Start, prefix)).upgrade()?;
-        entry.holds_at(format, body, at).then_some((at, entry))
-    }
-}
-
-/// Which end of a `tools` array an edge slot is keyed by.
-#[derive(Debug, Clone, Copy, Hash)]
-enum Edge {
-    Start,
-    End,
-}
-
-impl Edge {
-    /// This end's `PREFIX` bytes of `tools` (at least that long).
-    fn of(self, tools: &[u8]) -> &[u8] {
-        match self {
-            Edge::Start => &tools[..PREFIX],
-            Edge::End => &tools[tools.len() - PREFIX..],
-        }
-    }
-}
-
-/// The last position before `end` that is not JSON whitespace, if any.
-fn skip_whitespace_back(body: &[u8], end: usize) -> Option<usize> {
-    body.get(..end)?
-        .iter()
-        .rposition(|byte| !matches!(byte, b' ' | b'\t' | b'\n' | b'\r'))
-}
-
-/// The first position from `at` that is not JSON whitespace.
-fn skip_whitespace(body: &[u8], mut at: usize) -> usize {
-    while body
-        .get(at)
-        .is_some_and(|byte| matches!(byte, b' ' | b'\t' | b'\n' | b'\r'))
-    {
-        at += 1;
-    }
-    at
-}
-
-/// A body whose `tools` array (at `at`) a cache entry holds, rewritten for its head to be read
-/// without the array: `head` is the body with the array's text replaced by `0`.
-pub(crate) struct Shortcut {
-    head: Vec<u8>,
-    at: usize,
-    entry: Arc<Entry>,
-}
-
-impl Shortcut {
-    /// The body to read the head from.
-    pub(crate) fn head(&self) -> &[u8] {
-        &self.head
-    }
-
-    /// The entry's declared tools, if `fields` (read from [`Shortcut::head`]) prove the array
-    /// was the request's top-level `tools`: the head has its `tools` at exactly the place the
-    /// array was, so the body is the head with that value in place of `0`, and reading the body
-    /// gives the same head (a value is skipped whatever it holds) with the entry's tools. The
-    /// other fields (chat's `functions`) must match the entry too.
-    pub(crate) fn declared_tools(
-        &self,
-        cache: &DeclaredToolsCache,
-        fields: &ToolFields<'_>,
-    ) -> Option<Arc<[DeclaredTool]>> {
-        let offset = (fields.tools.as_ptr() as usize).checked_sub(self.head.as_ptr() as usize)?;
-        let entry = &self.entry;
-        let in_place = offset == self.at && fields.tools == "0";
-        let functions = entry.text.get(entry.tools_len..);
-        if !in_place || entry.format != fields.format || functions != Some(fields.functions) {
-            return None;
-        }
-        cache.hits.fetch_add(1, Ordering::Relaxed);
-        Some(entry.declared.clone())
     }
 }
 
@@ -453,7 +339,7 @@ mod tests {
             ..*fields
         };
         cache
-            .declared_tools(&body, &fields, read_names)
+            .declared_tools(&body, &fields, read_names, None)
             .expect("reads")
             .iter()
             .map(|tool| tool.name.clone())
@@ -466,7 +352,7 @@ mod tests {
         let first = Bytes::from_static(b"[1,2]");
         let tools = std::str::from_utf8(&first).expect("text");
         let read_first = cache
-            .declared_tools(&first, &fields(tools), read_names)
+            .declared_tools(&first, &fields(tools), read_names, None)
             .expect("reads");
         let second = Bytes::from_static(b"[1,2]");
         let read_second = cache
@@ -474,6 +360,7 @@ mod tests {
                 &second,
                 &fields(std::str::from_utf8(&second).expect("text")),
                 read_names,
+                None,
             )
             .expect("reads");
         assert_eq!((cache.hits(), cache.misses()), (1, 1));
@@ -502,7 +389,7 @@ mod tests {
         };
         let body = Bytes::from_static(b"[1]");
         let names = cache
-            .declared_tools(&body, &moved, read_names)
+            .declared_tools(&body, &moved, read_names, None)
             .expect("reads");
         assert_eq!(names[0].name, "[1|]");
         assert_eq!(cache.hits(), 0);
@@ -515,7 +402,7 @@ mod tests {
         for _ in 0..2 {
             assert!(
                 cache
-                    .declared_tools(&body, &fields("!x"), read_names)
+                    .declared_tools(&body, &fields("!x"), read_names, None)
                     .is_err()
             );
         }
@@ -532,7 +419,7 @@ mod tests {
         assert_eq!((cache.hits(), cache.misses()), (0, 2));
         let empty = Bytes::new();
         cache
-            .declared_tools(&empty, &fields(""), read_names)
+            .declared_tools(&empty, &fields(""), read_names, None)
             .expect("reads");
         assert_eq!((cache.hits(), cache.misses()), (0, 2), "nothing declared");
     }
@@ -846,8 +733,7 @@ mod tests {
                 prop_assert_eq!(
                     &cached(format, &longer, &cache), &moved_on, "{:?} other body", format
                 );
-                // Other tools at the top level, the cached ones in a message (the last `tools`
-                // key of the body, where the shortcut looks first).
+                // Other tools at the top level, the cached ones in a message: no hit.
                 let swapped = Request {
                     tools: Some(other_tools.clone()),
                     echo: request.tools.clone(),
@@ -862,8 +748,8 @@ mod tests {
                 if declares && request.latin1 == 0 && Some(&other_tools) != request.tools.as_ref() {
                     prop_assert_eq!(cache.hits(), 2, "{:?}: the hits were taken", format);
                 }
-                // The cached array again as the body's last value, under another key (where
-                // the shortcut looks from the end): read as the body says.
+                // The cached array again as the body's last value, under another key: read as
+                // the body says.
                 if let Some(tools) = &request.tools {
                     let mut trailing = swapped.clone();
                     trailing.pop();
@@ -950,7 +836,7 @@ mod tests {
     }
 
     #[test]
-    fn a_hit_reads_the_head_without_the_array_only_where_it_is_the_top_level_tools() {
+    fn a_hit_is_the_top_level_tools_and_no_copy_of_them_elsewhere() {
         let entries: Vec<String> = (0..8)
             .map(|n| {
                 format!(
@@ -959,76 +845,46 @@ mod tests {
             })
             .collect();
         let tools = format!("[{}]", entries.join(","));
-        assert!(tools.len() > PREFIX);
         let other = tools.replace("tool_0", "tool_x");
-        let plain = format!(r#"{{"model":"m","messages":[],"tools": {tools},"stream":true}}"#);
-        // The cached array again, in a message after a top-level `tools` that differs: the
-        // shortcut finds the message's copy (the last key), which the head proves is not it.
+        let history = "x".repeat(100 * 1024);
+        let plain = format!(
+            r#"{{"model":"m","messages":[{{"content":"{history}"}}],"tools": {tools},"stream":true}}"#
+        );
+        // The cached array again, in a message after a top-level `tools` that differs, and as
+        // the body's last value under another key.
         let nested =
             format!(r#"{{"tools":{other},"messages":[{{"role":"user","tools":{tools}}}]}}"#);
+        let decoy = format!(r#"{{"tools":{other},"meta":{tools}}}"#);
+        // A schema with a property named `tools`.
+        let keyed = tools.replace(r#"{"type":"object"}"#, r#"{"properties":{"tools":{}}}"#);
+        let keyed = format!(r#"{{"messages":[],"tools":{keyed}}}"#);
         for format in WireFormat::ALL {
             let cache = DeclaredToolsCache::new();
-            assert!(cache.shortcut(format, plain.as_bytes()).is_none(), "empty");
             let first = cached(format, plain.as_bytes(), &cache);
-            assert!(
-                cache.shortcut(format, plain.as_bytes()).is_some(),
+            assert_eq!(
+                first,
+                exact(format, Bytes::from(plain.clone())),
                 "{format:?}"
             );
             assert_eq!(cached(format, plain.as_bytes(), &cache), first);
-            assert_eq!(cache.hits(), 1, "{format:?}");
-
-            assert!(
-                cache.shortcut(format, nested.as_bytes()).is_some(),
-                "{format:?}"
-            );
-            let read = cached(format, nested.as_bytes(), &cache);
+            assert_eq!(cache.hits(), 1, "{format:?}: a body of any size hits");
+            // The first reads `other` (a miss), the second finds it: each reads `tool_x`.
+            for (body, hits) in [(&nested, 1), (&decoy, 2)] {
+                let read = cached(format, body.as_bytes(), &cache);
+                assert_eq!(read, exact(format, Bytes::from(body.clone())), "{format:?}");
+                assert_eq!(read.expect("reads").0[0].0, "tool_x", "{format:?}");
+                assert_eq!(cache.hits(), hits, "{format:?}");
+            }
+            let _ = cached(format, keyed.as_bytes(), &cache);
             assert_eq!(
-                read,
-                exact(format, Bytes::from(nested.clone())),
-                "{format:?}"
+                cached(format, keyed.as_bytes(), &cache)
+                    .expect("reads")
+                    .0
+                    .len(),
+                8
             );
-            let names = read.expect("reads").0;
-            assert_eq!(names[0].0, "tool_x", "{format:?}");
-            assert_eq!(cache.hits(), 1, "{format:?}: the nested copy is no hit");
+            assert_eq!(cache.hits(), 3, "{format:?}");
         }
-        // An array that ends the body is found from the end; under another key it is no hit.
-        let last = format!("{{\"model\":\"m\",\"messages\":[],\"tools\":{tools} }}\n");
-        let decoy = format!(r#"{{"tools":{other},"meta":{tools}}}"#);
-        for format in WireFormat::ALL {
-            let cache = DeclaredToolsCache::new();
-            let first = cached(format, last.as_bytes(), &cache);
-            let found = cache
-                .shortcut(format, last.as_bytes())
-                .expect("found from the end");
-            assert_eq!(found.at, last.find("[{").expect("the array"), "{format:?}");
-            assert_eq!(cached(format, last.as_bytes(), &cache), first);
-            assert_eq!(cache.hits(), 1, "{format:?}");
-
-            assert!(cache.shortcut(format, decoy.as_bytes()).is_some());
-            let read = cached(format, decoy.as_bytes(), &cache);
-            assert_eq!(
-                read,
-                exact(format, Bytes::from(decoy.clone())),
-                "{format:?}"
-            );
-            assert_eq!(read.expect("reads").0[0].0, "tool_x", "{format:?}");
-            assert_eq!(cache.hits(), 1, "{format:?}: the decoy is no hit");
-        }
-        // A schema with a property named `tools` hides the top-level key from a search for the
-        // last one; the end still finds the array.
-        let keyed = tools.replace(r#"{"type":"object"}"#, r#"{"properties":{"tools":{}}}"#);
-        let body = format!(r#"{{"messages":[],"tools":{keyed}}}"#);
-        let cache = DeclaredToolsCache::new();
-        let chat = WireFormat::ChatCompletions;
-        let first = cached(chat, body.as_bytes(), &cache);
-        assert!(
-            cache
-                .array_after_the_last_key(chat, body.as_bytes())
-                .is_none()
-        );
-        assert!(cache.array_ending_the_body(chat, body.as_bytes()).is_some());
-        assert_eq!(cached(chat, body.as_bytes(), &cache), first);
-        assert_eq!(cache.hits(), 1);
         // Chat's `functions` are part of the key: the same `tools` with other functions is no hit.
         let cache = DeclaredToolsCache::new();
         let chat = WireFormat::ChatCompletions;
@@ -1036,9 +892,7 @@ mod tests {
             format!(r#"{{"messages":[],"tools":{tools},"functions":[{{"name":"{name}"}}]}}"#)
         };
         let _ = cached(chat, with_functions("legacy_a").as_bytes(), &cache);
-        let changed = with_functions("legacy_b");
-        assert!(cache.shortcut(chat, changed.as_bytes()).is_some());
-        let read = cached(chat, changed.as_bytes(), &cache).expect("reads");
+        let read = cached(chat, with_functions("legacy_b").as_bytes(), &cache).expect("reads");
         assert_eq!(read.0.last().map(|tool| tool.0.as_str()), Some("legacy_b"));
         assert_eq!(cache.hits(), 0);
     }

@@ -1,0 +1,512 @@
+//! A quick reading of a JSON object's top level: where each member's key and value lie, for a
+//! request reader that wants a few small fields and must not hand serde_json the whole
+//! conversation to skip. It checks everything serde_json checks of a value it skips, and
+//! declines whatever it cannot read exactly (a key written with escapes, nesting deeper than
+//! [`MAX_DEPTH`], any malformed byte): whatever it accepts, serde_json accepts with the same
+//! members. A property test here and the `request_adapters` fuzz target hold that; a caller
+//! reads a declined body with serde_json, which says why.
+
+use std::ops::Range;
+
+/// The deepest nesting the scan follows; deeper bodies are declined.
+const MAX_DEPTH: u32 = 128;
+
+/// Calls `member` with each top-level member of the JSON object `body` (its key as written,
+/// which has no escapes, and where its value lies), in order, repeated keys included. `None`
+/// when `body` is not one whole JSON object, or a key has escapes; the members already passed
+/// to `member` are then to be dropped.
+///
+/// `known` may spare the scan a value: given a key and where its value starts, it returns
+/// where the value ends if the bytes there are a whole JSON value the caller has read before
+/// (a cached `tools` array, compared byte for byte).
+pub(crate) fn object_members(
+    body: &[u8],
+    mut known: impl FnMut(&[u8], usize) -> Option<usize>,
+    mut member: impl FnMut(&[u8], Range<usize>),
+) -> Option<()> {
+    let mut scan = Scanner { bytes: body, at: 0 };
+    scan.whitespace();
+    scan.eat(b'{')?;
+    scan.whitespace();
+    if scan.eat(b'}').is_none() {
+        loop {
+            scan.eat(b'"')?;
+            let key_start = scan.at;
+            if scan.string()? {
+                return None;
+            }
+            let key = body.get(key_start..scan.at - 1)?;
+            scan.whitespace();
+            scan.eat(b':')?;
+            scan.whitespace();
+            let value_start = scan.at;
+            match known(key, value_start) {
+                Some(end) if end > value_start && end <= body.len() => scan.at = end,
+                _ => scan.value()?,
+            }
+            member(key, value_start..scan.at);
+            scan.whitespace();
+            match scan.next()? {
+                b',' => scan.whitespace(),
+                b'}' => break,
+                _ => return None,
+            }
+        }
+    }
+    scan.whitespace();
+    (scan.at == body.len()).then_some(())
+}
+
+/// Whether the scan reads `body` as a JSON object, every value scanned: for the benchmark that
+/// sets the scan beside serde_json's skip.
+#[doc(hidden)]
+pub fn scans_as_object(body: &[u8]) -> bool {
+    object_members(body, |_, _| None, |_, _| {}).is_some()
+}
+
+struct Scanner<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Scanner<'_> {
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.at).copied()
+    }
+
+    fn next(&mut self) -> Option<u8> {
+        let byte = self.peek()?;
+        self.at += 1;
+        Some(byte)
+    }
+
+    /// Takes `byte` if it is next.
+    fn eat(&mut self, byte: u8) -> Option<()> {
+        (self.peek() == Some(byte)).then(|| self.at += 1)
+    }
+
+    fn whitespace(&mut self) {
+        while matches!(self.peek(), Some(b' ' | b'\n' | b'\t' | b'\r')) {
+            self.at += 1;
+        }
+    }
+
+    /// One whole value from here, nested values included. The containers open are a bit
+    /// stack (set: an object), so the scan allocates nothing.
+    fn value(&mut self) -> Option<()> {
+        let mut depth = 0u32;
+        let mut objects = 0u128;
+        loop {
+            // A value is due.
+            match self.next()? {
+                open @ (b'{' | b'[') => {
+                    if depth == MAX_DEPTH {
+                        return None;
+                    }
+                    objects = (objects << 1) | u128::from(open == b'{');
+                    depth += 1;
+                    self.whitespace();
+                    if self.eat(if open == b'{' { b'}' } else { b']' }).is_some() {
+                        // Empty: it is the value that ended.
+                        depth -= 1;
+                        objects >>= 1;
+                    } else if open == b'{' {
+                        self.key()?;
+                        continue;
+                    } else {
+                        continue;
+                    }
+                }
+                b'"' => {
+                    self.string()?;
+                }
+                b't' => self.literal(b"rue")?,
+                b'f' => self.literal(b"alse")?,
+                b'n' => self.literal(b"ull")?,
+                b'-' => self.number(None)?,
+                digit @ b'0'..=b'9' => self.number(Some(digit))?,
+                _ => return None,
+            }
+            // A value ended: a comma, or the end of its container (and perhaps of theirs).
+            loop {
+                if depth == 0 {
+                    return Some(());
+                }
+                self.whitespace();
+                let in_object = objects & 1 == 1;
+                match self.next()? {
+                    b',' => {
+                        self.whitespace();
+                        if in_object {
+                            self.key()?;
+                        }
+                        break;
+                    }
+                    b'}' if in_object => {}
+                    b']' if !in_object => {}
+                    _ => return None,
+                }
+                depth -= 1;
+                objects >>= 1;
+            }
+        }
+    }
+
+    /// An object's key and its colon, and the whitespace up to the value.
+    fn key(&mut self) -> Option<()> {
+        self.eat(b'"')?;
+        self.string()?;
+        self.whitespace();
+        self.eat(b':')?;
+        self.whitespace();
+        Some(())
+    }
+
+    /// The rest of a string after its opening quote, up to and with its closing one. `true`
+    /// when it has escapes.
+    fn string(&mut self) -> Option<bool> {
+        let mut escaped = false;
+        loop {
+            self.at += plain_run(self.bytes.get(self.at..)?);
+            match self.next()? {
+                b'"' => return Some(escaped),
+                b'\\' => {
+                    escaped = true;
+                    self.escape()?;
+                }
+                // A control character, which JSON strings must escape.
+                _ => return None,
+            }
+        }
+    }
+
+    /// The rest of an escape after its backslash.
+    fn escape(&mut self) -> Option<()> {
+        match self.next()? {
+            b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => Some(()),
+            b'u' => {
+                let hex = self.bytes.get(self.at..self.at + 4)?;
+                self.at += 4;
+                hex.iter().all(u8::is_ascii_hexdigit).then_some(())
+            }
+            _ => None,
+        }
+    }
+
+    fn literal(&mut self, rest: &[u8]) -> Option<()> {
+        let end = self.at + rest.len();
+        (self.bytes.get(self.at..end)? == rest).then(|| self.at = end)
+    }
+
+    /// The rest of a number after its first byte (`None`: a minus sign).
+    fn number(&mut self, first: Option<u8>) -> Option<()> {
+        let first = match first {
+            Some(digit) => digit,
+            None => self.next()?,
+        };
+        match first {
+            // One leading zero only: `01` is no number.
+            b'0' => {
+                if self.peek().is_some_and(|byte| byte.is_ascii_digit()) {
+                    return None;
+                }
+            }
+            b'1'..=b'9' => self.digits(),
+            _ => return None,
+        }
+        if self.eat(b'.').is_some() {
+            self.at_least_one_digit()?;
+        }
+        if matches!(self.peek(), Some(b'e' | b'E')) {
+            self.at += 1;
+            if matches!(self.peek(), Some(b'+' | b'-')) {
+                self.at += 1;
+            }
+            self.at_least_one_digit()?;
+        }
+        Some(())
+    }
+
+    fn digits(&mut self) {
+        while self.peek().is_some_and(|byte| byte.is_ascii_digit()) {
+            self.at += 1;
+        }
+    }
+
+    fn at_least_one_digit(&mut self) -> Option<()> {
+        let start = self.at;
+        self.digits();
+        (self.at > start).then_some(())
+    }
+}
+
+/// How many bytes from the start of `bytes` a string holds as they are: up to the first quote,
+/// backslash or control character. A word (8 bytes) at a time, which finds where in it a run
+/// ends; past 32 bytes the string is long (a conversation is mostly long strings), so whole
+/// 32-byte chunks are looked through first, a test the compiler makes a few vector
+/// instructions (written without early exits for that), and words find the end in the chunk
+/// that has it.
+fn plain_run(bytes: &[u8]) -> usize {
+    const CHUNK: usize = 32;
+    let mut run = 0;
+    while let Some(word) = word_at(bytes, run) {
+        let stops = run_stops(word);
+        if stops != 0 {
+            return run + (stops.trailing_zeros() / 8) as usize;
+        }
+        run += 8;
+        if run == CHUNK {
+            while let Some(chunk) = bytes.get(run..run + CHUNK) {
+                if chunk
+                    .iter()
+                    .fold(false, |stop, &byte| stop | ends_plain_run(byte))
+                {
+                    break;
+                }
+                run += CHUNK;
+            }
+        }
+    }
+    let rest = &bytes[run..];
+    run + rest
+        .iter()
+        .position(|&byte| ends_plain_run(byte))
+        .unwrap_or(rest.len())
+}
+
+/// The eight bytes at `at`, the first in the lowest bits.
+fn word_at(bytes: &[u8], at: usize) -> Option<u64> {
+    let word = bytes.get(at..)?.first_chunk::<8>()?;
+    Some(u64::from_le_bytes(*word))
+}
+
+/// The high bit of every byte of `word` that ends a plain run, exact for the lowest such byte
+/// (a borrow may mark bytes above it too, so only the lowest counts).
+fn run_stops(word: u64) -> u64 {
+    const ONES: u64 = u64::MAX / 255;
+    const HIGH_BITS: u64 = ONES << 7;
+    let below = |word: u64, bound: u8| word.wrapping_sub(ONES * u64::from(bound)) & !word;
+    let control = below(word, 0x20);
+    let quote = below(word ^ (ONES * u64::from(b'"')), 1);
+    let backslash = below(word ^ (ONES * u64::from(b'\\')), 1);
+    (control | quote | backslash) & HIGH_BITS
+}
+
+fn ends_plain_run(byte: u8) -> bool {
+    (byte == b'"') | (byte == b'\\') | (byte < 0x20)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use proptest::prelude::*;
+    use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
+    use serde_json::value::RawValue;
+
+    /// The members the scan reads: each key and its value's text.
+    fn scanned(body: &[u8]) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut members = Vec::new();
+        object_members(
+            body,
+            |_, _| None,
+            |key, value| members.push((key.to_vec(), body[value].to_vec())),
+        )?;
+        Some(members)
+    }
+
+    /// serde_json's reading of a top-level object, every member kept in order.
+    struct Members(Vec<(String, Box<RawValue>)>);
+
+    impl<'de> Deserialize<'de> for Members {
+        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            struct MembersVisitor;
+            impl<'de> Visitor<'de> for MembersVisitor {
+                type Value = Members;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("an object")
+                }
+                fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members, A::Error> {
+                    let mut members = Vec::new();
+                    while let Some(member) = map.next_entry()? {
+                        members.push(member);
+                    }
+                    Ok(Members(members))
+                }
+            }
+            deserializer.deserialize_map(MembersVisitor)
+        }
+    }
+
+    /// What must hold of any bytes: what the scan accepts, serde_json accepts as a value it
+    /// skips, and (when it is text, which serde_json needs to hand out members' text) reads as
+    /// an object with the same members.
+    fn assert_no_wider_than_serde(body: &[u8]) -> Result<(), TestCaseError> {
+        let Some(members) = scanned(body) else {
+            return Ok(());
+        };
+        prop_assert!(
+            serde_json::from_slice::<IgnoredAny>(body).is_ok(),
+            "serde_json refuses what the scan accepts: {:?}",
+            String::from_utf8_lossy(body)
+        );
+        if let Ok(text) = std::str::from_utf8(body) {
+            let reference: Members = serde_json::from_str(text)
+                .map_err(|error| TestCaseError::fail(format!("{error}: {text}")))?;
+            let reference: Vec<(Vec<u8>, Vec<u8>)> = (reference.0.into_iter())
+                .map(|(key, value)| (key.into_bytes(), value.get().as_bytes().to_vec()))
+                .collect();
+            prop_assert_eq!(members, reference, "{}", text);
+        }
+        Ok(())
+    }
+
+    /// JSON values with the strings a conversation has: escapes of every kind, text that is
+    /// not ASCII, control characters escaped.
+    fn value() -> impl Strategy<Value = serde_json::Value> {
+        let leaf = prop_oneof![
+            Just(serde_json::Value::Null),
+            any::<bool>().prop_map(serde_json::Value::Bool),
+            any::<i64>().prop_map(serde_json::Value::from),
+            any::<f64>().prop_map(serde_json::Value::from),
+            "(\\PC|[\"\\\\/\\x00-\\x1f\u{7f}-\u{10ffff}]){0,40}"
+                .prop_map(serde_json::Value::String),
+        ];
+        leaf.prop_recursive(6, 64, 8, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(serde_json::Value::Array),
+                prop::collection::vec(("[a-z_]{0,8}", inner), 0..6)
+                    .prop_map(|members| serde_json::Value::Object(members.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// A request-like object of `value`s, written compact or pretty.
+    fn object_text() -> impl Strategy<Value = Vec<u8>> {
+        (
+            prop::collection::vec(("[a-z_]{0,8}", value()), 0..6),
+            any::<bool>(),
+        )
+            .prop_map(|(members, pretty)| {
+                let object = serde_json::Value::Object(members.into_iter().collect());
+                if pretty {
+                    serde_json::to_vec_pretty(&object).expect("writes")
+                } else {
+                    serde_json::to_vec(&object).expect("writes")
+                }
+            })
+    }
+
+    /// A change to a JSON text that may break it: a byte replaced, inserted or removed (bytes
+    /// JSON gives meaning to, and some it forbids), or the text cut short.
+    #[derive(Debug, Clone)]
+    enum Damage {
+        Replace(prop::sample::Index, u8),
+        Insert(prop::sample::Index, u8),
+        Remove(prop::sample::Index),
+        Cut(prop::sample::Index),
+    }
+
+    fn damage() -> impl Strategy<Value = Damage> {
+        let byte = prop_oneof![
+            prop::sample::select(b"\"\\{}[],: \t\n0123456789-+.eEtrufalsnbx/".to_vec()),
+            any::<u8>(),
+        ];
+        prop_oneof![
+            (any::<prop::sample::Index>(), byte.clone()).prop_map(|(at, b)| Damage::Replace(at, b)),
+            (any::<prop::sample::Index>(), byte).prop_map(|(at, b)| Damage::Insert(at, b)),
+            any::<prop::sample::Index>().prop_map(Damage::Remove),
+            any::<prop::sample::Index>().prop_map(Damage::Cut),
+        ]
+    }
+
+    fn apply(text: &mut Vec<u8>, damage: &Damage) {
+        if text.is_empty() {
+            return;
+        }
+        match damage {
+            Damage::Replace(at, byte) => {
+                let at = at.index(text.len());
+                text[at] = *byte;
+            }
+            Damage::Insert(at, byte) => text.insert(at.index(text.len() + 1), *byte),
+            Damage::Remove(at) => {
+                text.remove(at.index(text.len()));
+            }
+            Damage::Cut(at) => text.truncate(at.index(text.len())),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2048))]
+
+        #[test]
+        fn the_scan_reads_every_object_serde_json_writes_as_serde_json_does(text in object_text()) {
+            prop_assert!(scanned(&text).is_some(), "{}", String::from_utf8_lossy(&text));
+            assert_no_wider_than_serde(&text)?;
+        }
+
+        #[test]
+        fn the_scan_accepts_no_damaged_text_serde_json_refuses(
+            text in object_text(),
+            damages in prop::collection::vec(damage(), 1..4),
+        ) {
+            let mut text = text;
+            for damage in &damages {
+                apply(&mut text, damage);
+            }
+            assert_no_wider_than_serde(&text)?;
+        }
+    }
+
+    #[test]
+    fn what_the_scan_declines() {
+        let declined: &[&[u8]] = &[
+            b"",
+            b"[]",
+            b"{\"a\":1,}",
+            b"{\"a\":1} x",
+            b"{\"a\" 1}",
+            b"{\"a\\u0062\":1}",
+            b"{\"a\":01}",
+            b"{\"a\":-}",
+            b"{\"a\":1.}",
+            b"{\"a\":1e}",
+            b"{\"a\":.5}",
+            b"{\"a\":tru}",
+            b"{\"a\":\"\\x\"}",
+            b"{\"a\":\"\\u12g4\"}",
+            b"{\"a\":\"\t\"}",
+            b"{\"a\":[1 2]}",
+            b"{\"a\":{\"b\"}}",
+            b"{\"a\":{1:2}}",
+            b"{\"a\":[}",
+            b"{\"a\":\"no end}",
+        ];
+        for body in declined {
+            assert!(scanned(body).is_none(), "{}", String::from_utf8_lossy(body));
+            assert!(serde_json::from_slice::<Members>(body).is_err() || body.contains(&b'\\'));
+        }
+        let deep = format!("{{\"a\":{}{}}}", "[".repeat(129), "]".repeat(129));
+        assert!(
+            scanned(deep.as_bytes()).is_none(),
+            "deeper than the scan follows"
+        );
+        let deepest = format!("{{\"a\":{}{}}}", "[".repeat(128), "]".repeat(128));
+        assert!(scanned(deepest.as_bytes()).is_some());
+    }
+
+    #[test]
+    fn the_members_are_where_they_are_written() {
+        let body = b" {\"model\" : \"m\",\"messages\":[{\"content\":\"a \\\"quote\\\" \\u00e9\"}], \"model\":null }\n";
+        let members = scanned(body).expect("an object");
+        let keys: Vec<&[u8]> = members.iter().map(|(key, _)| key.as_slice()).collect();
+        assert_eq!(keys, [&b"model"[..], b"messages", b"model"]);
+        assert_eq!(members[0].1, b"\"m\"");
+        assert_eq!(members[2].1, b"null");
+        // Not UTF-8 in a value: serde_json skips such a value too.
+        let latin1 = b"{\"content\":\"caf\xe9\"}";
+        assert!(scanned(latin1).is_some());
+        assert!(serde_json::from_slice::<IgnoredAny>(latin1).is_ok());
+    }
+}
