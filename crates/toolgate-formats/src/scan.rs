@@ -293,7 +293,12 @@ fn run_stops(word: u64) -> u64 {
 }
 
 fn ends_plain_run(byte: u8) -> bool {
-    (byte == b'"') | (byte == b'\\') | (byte < 0x20)
+    // Zero exactly for a quote, a backslash or a control character: written as minimums and
+    // one comparison, the chunk test becomes a handful of vector instructions per 16 bytes.
+    (byte ^ b'"')
+        .min(byte ^ b'\\')
+        .min(byte.saturating_sub(0x1f))
+        == 0
 }
 
 #[cfg(test)]
