@@ -26,7 +26,8 @@
 //! - `request_reader`: how every format's request is read, in one pass or with the
 //!   declared tools from `tools_cache`: [`DeclaredToolsCache`], the declared tools of a `tools`
 //!   array already read, keyed by its bytes, for a reader that sees the same array on every
-//!   turn of an agent.
+//!   turn of an agent. `scan` is the cached reading's look at a body's top level, held to
+//!   serde_json's reading of the same bytes.
 //! - [`edits`]: body edits as the adapters apply them; `response_edits` and
 //!   `stream::StreamRewriter` write them into answers and streams.
 //! - [`answer`]: how a guard reads an answer — by its own shape, closed on doubt.
