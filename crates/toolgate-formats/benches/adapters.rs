@@ -106,14 +106,22 @@ fn read_request_history(c: &mut Criterion) {
 }
 
 /// The scan the cached request read makes of a body's top level, beside serde_json skipping
-/// the same body, on the table's request (mostly `tools`) and on 50 KB of history.
+/// the same body: the table's request (mostly `tools`), 50 KB of plain-text history, and 50 KB
+/// of an agent's turns, where escapes are dense.
 fn scan(c: &mut Criterion) {
     let mut group = c.benchmark_group("adapters/scan");
-    for (label, message_bytes) in [("5.8KB", 0), ("50KB", 50_000)] {
-        let body = workload::request_body(RequestSpec {
+    let history = |message_bytes| {
+        workload::request_body(RequestSpec {
             message_bytes,
             ..RequestSpec::default()
-        });
+        })
+    };
+    let bodies = [
+        ("5.8KB", history(0)),
+        ("50KB", history(50_000)),
+        ("50KB_agent_turns", agent_turns(50_000)),
+    ];
+    for (label, body) in bodies {
         assert!(toolgate_formats::scans_as_object(&body));
         group.throughput(Throughput::Bytes(body.len() as u64));
         group.bench_function(format!("{label}_scan"), |b| {
@@ -124,6 +132,35 @@ fn scan(c: &mut Criterion) {
         });
     }
     group.finish();
+}
+
+/// A chat request whose history is `bytes` of an agent's turns: each a call, its arguments JSON
+/// text in a string, and the tool's answer, JSON text again with code in it, so quotes,
+/// backslashes and newlines are escaped every few bytes.
+fn agent_turns(bytes: usize) -> bytes::Bytes {
+    let mut messages = Vec::new();
+    let mut written = 0;
+    for turn in 0.. {
+        if written >= bytes {
+            break;
+        }
+        let arguments = serde_json::json!({"path": format!("src/module_{turn}.rs"), "line": turn});
+        let result = serde_json::json!({
+            "path": format!("src/module_{turn}.rs"),
+            "text": "fn main() {\n    println!(\"hello, {}\", name);\n}\n",
+            "matches": [{"line": 3, "column": 14, "kind": "call"}],
+        });
+        let call = serde_json::json!({"role": "assistant", "content": null, "tool_calls": [{
+            "id": format!("call_{turn}"), "type": "function",
+            "function": {"name": "read_file", "arguments": arguments.to_string()}}]});
+        let answer = serde_json::json!({"role": "tool", "tool_call_id": format!("call_{turn}"),
+            "content": result.to_string()});
+        written += call.to_string().len() + answer.to_string().len();
+        messages.extend([call, answer]);
+    }
+    let body =
+        serde_json::json!({"model": "gpt-4o", "messages": messages, "tools": workload::tools(10)});
+    bytes::Bytes::from(body.to_string())
 }
 
 fn parse_response(c: &mut Criterion) {
