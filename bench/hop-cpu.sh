@@ -8,7 +8,9 @@
 # direction on whatever build is at hand.
 #
 #   cargo build --release -p toolgate -p toolgate-bench --bins
-#   bench/hop-cpu.sh [BIN_DIR=target/release] [SECONDS=6] [ROUNDS=2]
+#   bench/hop-cpu.sh [BIN_DIR=target/release] [SECONDS=6] [ROUNDS=2] [TARGETS="h c d c50 d50"]
+#
+# TARGETS picks the rows; a toolgate instance no row uses is not started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
@@ -16,16 +18,22 @@ source bench/lib.sh
 bin_dir=${1:-target/release}
 seconds=${2:-6}
 rounds=${3:-2}
+targets=" ${4:-h c d c50 d50} "
+wants() { [[ $targets == *" $1 "* ]]; }
 
 bench_setup "$bin_dir"
 "$bin_dir/hyper-hop" --upstream "$upstream" >"$work/hop.out" 2>&1 &
 pids+=($!)
 hop_pid=$!
 hop=$(listen_of "$work/hop.out")
-start_toolgate plain "$bin_dir/toolgate" ""
-plain_pid=$toolgate_pid plain=$toolgate_address
-start_toolgate guard "$bin_dir/toolgate" "$GUARD_PLUGINS"
-guard_pid=$toolgate_pid guard=$toolgate_address
+if wants c || wants c50; then
+  start_toolgate plain "$bin_dir/toolgate" ""
+  plain_pid=$toolgate_pid plain=$toolgate_address
+fi
+if wants d || wants d50; then
+  start_toolgate guard "$bin_dir/toolgate" "$GUARD_PLUGINS"
+  guard_pid=$toolgate_pid guard=$toolgate_address
+fi
 
 measure() { # LABEL ADDRESS PID BODY
   read -r cpu rate < <(hop_cpu "$2" "$3" "$4" "$seconds")
@@ -34,9 +42,13 @@ measure() { # LABEL ADDRESS PID BODY
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores; binaries: $bin_dir"
 for round in $(seq "$rounds"); do
   echo "round $round"
-  measure "(h) bare hyper hop" "$hop" "$hop_pid" "$work/request.json"
-  measure "(c) toolgate, no plugins" "$plain" "$plain_pid" "$work/request.json"
-  measure "(d) toolgate, tool_selection" "$guard" "$guard_pid" "$work/request.json"
-  measure "(c50) no plugins, +50 KB history" "$plain" "$plain_pid" "$work/request-history.json"
-  measure "(d50) tool_selection, +50 KB history" "$guard" "$guard_pid" "$work/request-history.json"
+  if wants h; then measure "(h) bare hyper hop" "$hop" "$hop_pid" "$work/request.json"; fi
+  if wants c; then measure "(c) toolgate, no plugins" "$plain" "$plain_pid" "$work/request.json"; fi
+  if wants d; then measure "(d) toolgate, tool_selection" "$guard" "$guard_pid" "$work/request.json"; fi
+  if wants c50; then
+    measure "(c50) no plugins, +50 KB history" "$plain" "$plain_pid" "$work/request-history.json"
+  fi
+  if wants d50; then
+    measure "(d50) tool_selection, +50 KB history" "$guard" "$guard_pid" "$work/request-history.json"
+  fi
 done
