@@ -126,12 +126,12 @@ type Set = Mutex<[Option<Arc<Entry>>; WAYS]>;
 /// compares the bytes of at most one candidate. A miss replaces the least recently used entry of its
 /// set; a client sending a new array on every request only evicts, which costs the others a
 /// read they would have made without the cache, never more. A reader finds the entry of a body's
-/// `tools` where the array starts, before reading it ([`DeclaredToolsCache::tools_at`]): one
+/// `tools` where the array starts, before reading it (`tools_at`): one
 /// hash of 256 bytes and one comparison, bounded by the array.
 pub struct DeclaredToolsCache {
     sets: Box<[Set]>,
     /// The entries again, by the first `PREFIX` bytes of their `tools` text
-    /// ([`DeclaredToolsCache::tools_at`]). Weak: an entry evicted from `sets` is gone from here
+    /// (`tools_at`). Weak: an entry evicted from `sets` is gone from here
     /// too.
     by_start: Box<[Mutex<Weak<Entry>>]>,
     hasher: foldhash::fast::RandomState,
