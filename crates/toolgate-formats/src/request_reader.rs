@@ -1,8 +1,8 @@
 //! How a request body is read, the same way for every format: the one-pass reading that is the
 //! reference, and the cached reading (the top level scanned, the head read from its few fields,
 //! the declared tools from the declared-tools cache unless the `tools` text is new) that must
-//! give exactly what the reference gives. A format says only what
-//! differs: which fields of the head it reads, and its step after the tools are read.
+//! give exactly what the reference gives. A format says only what differs: which fields of the
+//! head it reads, and its step after the tools are read.
 
 use std::sync::Arc;
 
@@ -129,20 +129,18 @@ impl<'a> TopLevel<'a> {
             head.push(b'"');
             head.extend_from_slice(key);
             head.extend_from_slice(b"\":");
-            let slot = match key {
-                b"tools" => &mut tools,
-                b"functions" => &mut functions,
-                _ if <RequestHead>::VERBATIM.contains(&key) => {
-                    head.extend_from_slice(&body[value]);
-                    return;
-                }
-                _ => {
+            match key {
+                _ if <RequestHead>::VERBATIM.contains(&key) => head.extend_from_slice(&body[value]),
+                b"tools" => {
                     head.push(b'0');
-                    return;
+                    tools.get_or_insert(value);
                 }
-            };
-            head.push(b'0');
-            slot.get_or_insert(value);
+                b"functions" => {
+                    head.push(b'0');
+                    functions.get_or_insert(value);
+                }
+                _ => head.push(b'0'),
+            }
         })?;
         head.push(b'}');
         let text = |value: Option<std::ops::Range<usize>>| match value {

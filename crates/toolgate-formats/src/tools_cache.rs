@@ -40,7 +40,7 @@ pub(crate) struct ToolFields<'a> {
 }
 
 impl<'a> ToolFields<'a> {
-    /// The fields of their JSON text, if present.
+    /// The fields as their JSON text, when present.
     pub(crate) fn new(
         format: WireFormat,
         tools: Option<&'a str>,
@@ -87,10 +87,11 @@ impl Entry {
     /// hash only finds the candidate.
     fn is_reading_of(&self, fields: &ToolFields<'_>) -> bool {
         let tools = self.text.get(..self.tools_len);
+        // The entry's own text (a reader found it in the body) needs no second comparison.
+        let own_text = tools.is_some_and(|tools| std::ptr::eq(tools, fields.tools));
         self.format == fields.format
             && self.text.len() == fields.tools.len() + fields.functions.len()
-            // The entry's own text (a reader found it in the body) needs no second comparison.
-            && (tools.is_some_and(|tools| std::ptr::eq(tools, fields.tools)) || tools == Some(fields.tools))
+            && (own_text || tools == Some(fields.tools))
             && self.text.get(self.tools_len..) == Some(fields.functions)
     }
 }
@@ -106,7 +107,7 @@ impl KnownTools {
 
     /// The `tools` text, the entry's copy of the bytes it was found at.
     pub(crate) fn text(&self) -> &str {
-        &self.0.text[..self.0.tools_len]
+        self.0.text.get(..self.0.tools_len).unwrap_or_default()
     }
 }
 
@@ -126,13 +127,12 @@ type Set = Mutex<[Option<Arc<Entry>>; WAYS]>;
 /// compares the bytes of at most one candidate. A miss replaces the least recently used entry of its
 /// set; a client sending a new array on every request only evicts, which costs the others a
 /// read they would have made without the cache, never more. A reader finds the entry of a body's
-/// `tools` where the array starts, before reading it (`tools_at`): one
-/// hash of 256 bytes and one comparison, bounded by the array.
+/// `tools` where the array starts, before reading it (`tools_at`): one hash of 256 bytes and one
+/// comparison, bounded by the array.
 pub struct DeclaredToolsCache {
     sets: Box<[Set]>,
-    /// The entries again, by the first `PREFIX` bytes of their `tools` text
-    /// (`tools_at`). Weak: an entry evicted from `sets` is gone from here
-    /// too.
+    /// The entries again, by the first `PREFIX` bytes of their `tools` text (`tools_at`).
+    /// Weak: an entry evicted from `sets` is gone from here too.
     by_start: Box<[Mutex<Weak<Entry>>]>,
     hasher: foldhash::fast::RandomState,
     hits: AtomicU64,
