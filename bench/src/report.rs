@@ -421,7 +421,9 @@ impl Results {
             "Streamed rows (a', b', h', c', e) compare with the streamed direct (a'), nginx (b') and \
              bare hyper hop (h') rows; the +50 KB history rows with the table's request (a, b, h). \
              CPU µs/req is the process's CPU time (all threads) over the run divided by the \
-             requests it served: the cost of a request there, independent of who else shares the cores.\n"
+             requests it served: the cost of a request there, independent of who else shares the cores. \
+             Each row is its median round of saturation (by req/s); every round runs every target, \
+             so the ratios between rows compare runs minutes apart at most.\n"
         )?;
         writeln!(
             out,

@@ -32,7 +32,8 @@ const USAGE: &str =
 PHASES: a comma-separated list of table, curves, streams, profile, criterion (default: all).
 --duration         seconds of each saturation run of the table (default 8)
 --fixed-duration   seconds of each fixed-rate run of the table (default 5)
---rounds           rounds of fixed-rate runs, each over every target (default 3)
+--rounds           rounds of saturation and of fixed-rate runs, each over every target
+                   (default 3; a row reports its median saturation round)
 --curve-duration   seconds of each closed-loop curve point (default 2.5)
 --quick            short runs, to check the setup (2 s, 1 s and 1 round)
 --no-build         use the dist binaries already built
@@ -344,8 +345,8 @@ async fn run(options: Options, fds: u64) -> Result<(), String> {
         (
             "table: saturation".into(),
             format!(
-                "{:?} per target, 64 connections, HTTP/1.1 keep-alive, after a 2 s warm-up",
-                options.duration
+                "{:?} per target, 64 connections, HTTP/1.1 keep-alive, after a 2 s warm-up; {} rounds each over every target, the median round reported",
+                options.duration, options.rounds
             ),
         ),
         (
@@ -657,12 +658,20 @@ struct TableDurations {
     rounds: usize,
 }
 
+/// One saturation run of a target: what oha saw, the hop's CPU per request (all, in the kernel)
+/// and the upstream's.
+struct SaturationRound {
+    report: oha::Report,
+    hop: Option<(f64, f64)>,
+    upstream_cpu_us: f64,
+}
+
 /// The rates of the table's fixed-rate runs.
 const FIXED_RATES: [u32; 2] = [1000, 5000];
 
-/// Saturation and CPU per request, target by target; then the fixed-rate runs in rounds, each
-/// round over every target, so that a slow spell of the machine lands on all targets alike
-/// rather than on whichever ran during it.
+/// Saturation and CPU per request, then the fixed-rate runs, each in rounds over every target,
+/// so that a slow spell of the machine lands on all targets alike rather than on whichever ran
+/// during it.
 async fn table(
     bench: &Bench,
     oha: &Path,
@@ -732,32 +741,49 @@ async fn table(
         duration,
         rate,
     };
+    // Saturation in rounds too, each over every target: this machine's neighbours move a single
+    // run by tens of percent, and a ratio between rows run minutes apart would read that. Each
+    // row reports its median round (by requests per second), whole.
+    let mut saturation_rounds: Vec<Vec<SaturationRound>> =
+        targets.iter().map(|_| Vec::new()).collect();
+    for round in 1..=durations.rounds {
+        eprintln!("   saturation, round {round} of {}", durations.rounds);
+        for (target, rounds) in targets.iter().zip(&mut saturation_rounds) {
+            eprintln!("   ({}) {}: saturation", target.key, target.label);
+            oha::run(oha, &run(target, None, Duration::from_secs(2))).await?;
+            let hop_before = target
+                .hop
+                .map(|pid| (family_cpu_ns(pid), family_kernel_cpu_ns(pid)));
+            let upstream_before = cpu_ns(bench.upstream.pid());
+            let report = oha::run(oha, &run(target, None, durations.saturation)).await?;
+            let served = (report.ok + report.not_ok).max(1) as f64;
+            let hop = target.hop.zip(hop_before).map(|(pid, (cpu, kernel))| {
+                (
+                    (family_cpu_ns(pid) - cpu) as f64 / served / 1e3,
+                    family_kernel_cpu_ns(pid).saturating_sub(kernel) as f64 / served / 1e3,
+                )
+            });
+            let upstream_cpu_us =
+                (cpu_ns(bench.upstream.pid()) - upstream_before) as f64 / served / 1e3;
+            rounds.push(SaturationRound {
+                report,
+                hop,
+                upstream_cpu_us,
+            });
+        }
+    }
     let first_row = results.table.len();
-    for target in &targets {
-        eprintln!("   ({}) {}: saturation", target.key, target.label);
-        oha::run(oha, &run(target, None, Duration::from_secs(2))).await?;
-        let hop_before = target
-            .hop
-            .map(|pid| (family_cpu_ns(pid), family_kernel_cpu_ns(pid)));
-        let upstream_before = cpu_ns(bench.upstream.pid());
-        let saturation = oha::run(oha, &run(target, None, durations.saturation)).await?;
-        let served = (saturation.ok + saturation.not_ok).max(1) as f64;
-        let hop = target.hop.zip(hop_before).map(|(pid, (cpu, kernel))| {
-            (
-                (family_cpu_ns(pid) - cpu) as f64 / served / 1e3,
-                family_kernel_cpu_ns(pid).saturating_sub(kernel) as f64 / served / 1e3,
-            )
-        });
-        let upstream_cpu_us =
-            (cpu_ns(bench.upstream.pid()) - upstream_before) as f64 / served / 1e3;
+    for (target, mut rounds) in targets.iter().zip(saturation_rounds) {
+        rounds.sort_by(|a, b| a.report.ok_per_sec.total_cmp(&b.report.ok_per_sec));
+        let median = rounds.swap_remove(rounds.len() / 2);
         results.table.push(TargetResult {
             key: target.key.to_owned(),
             label: target.label.to_owned(),
             streamed: target.streamed,
-            saturation: saturation.into(),
-            hop_cpu_us: hop.map(|(cpu, _)| cpu),
-            hop_kernel_us: hop.map(|(_, kernel)| kernel),
-            upstream_cpu_us,
+            saturation: median.report.into(),
+            hop_cpu_us: median.hop.map(|(cpu, _)| cpu),
+            hop_kernel_us: median.hop.map(|(_, kernel)| kernel),
+            upstream_cpu_us: median.upstream_cpu_us,
             fixed: FIXED_RATES
                 .iter()
                 .map(|&rate| FixedRate {
