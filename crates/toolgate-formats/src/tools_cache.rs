@@ -224,6 +224,11 @@ impl DeclaredToolsCache {
         let set = &self.sets[(hash >> (u64::BITS - SETS.trailing_zeros())) as usize];
         if let Some(entry) = find(set, hash, fields) {
             self.hits.fetch_add(1, Ordering::Relaxed);
+            // Found by its hash, so not where its `tools` start (the reader was not given
+            // it): the start table lost it, to an entry whose start shares its slot or to
+            // readers that missed together (below). Pointing the slot at it again is one more
+            // hash of `PREFIX` bytes, which every later request saves a whole scan of the array.
+            self.find_by_start(&entry);
             return Ok(entry.declared.clone());
         }
         self.misses.fetch_add(1, Ordering::Relaxed);
@@ -248,13 +253,23 @@ impl DeclaredToolsCache {
             text,
         };
         if footprint(&entry) <= MAX_ENTRY_BYTES {
-            let entry = Arc::new(entry);
-            if let Some(start) = entry.text.as_bytes()[..tools_len].get(..PREFIX) {
-                *lock(self.start_slot(fields.format, start)) = Arc::downgrade(&entry);
-            }
-            insert(set, entry);
+            let kept = insert(set, Arc::new(entry));
+            self.find_by_start(&kept);
         }
         Ok(declared)
+    }
+
+    /// Points the start table at `entry`, kept in its set, so `tools_at` finds it. Only an
+    /// entry the table holds: the slot's reference is weak, and one to an entry that was not
+    /// kept would be gone with this request.
+    fn find_by_start(&self, entry: &Arc<Entry>) {
+        let tools = &entry.text.as_bytes()[..entry.tools_len];
+        if let Some(start) = tools.get(..PREFIX) {
+            let mut slot = lock(self.start_slot(entry.format, start));
+            if !std::ptr::eq(slot.as_ptr(), Arc::as_ptr(entry)) {
+                *slot = Arc::downgrade(entry);
+            }
+        }
     }
 }
 
@@ -272,18 +287,21 @@ fn find(set: &Set, hash: u64, fields: &ToolFields<'_>) -> Option<Arc<Entry>> {
     candidate.filter(|entry| entry.is_reading_of(fields))
 }
 
-/// Makes `entry` the most recently used of `set`, evicting the least recently used.
-fn insert(set: &Set, entry: Arc<Entry>) {
+/// Makes `entry` the most recently used of `set`, evicting the least recently used, and
+/// returns the entry the set keeps for its arrays.
+fn insert(set: &Set, entry: Arc<Entry>) -> Arc<Entry> {
     let mut ways = lock(set);
-    // Two requests that missed together read the same arrays: one entry is enough.
-    if ways.iter().flatten().any(|kept| kept.hash == entry.hash) {
-        return;
+    // Two requests that missed together read the same arrays: one entry is enough, the one
+    // kept first.
+    if let Some(kept) = ways.iter().flatten().find(|kept| kept.hash == entry.hash) {
+        return kept.clone();
     }
     ways.rotate_right(1);
-    let evicted = ways[0].replace(entry);
+    let evicted = ways[0].replace(entry.clone());
     drop(ways);
     // Freed outside the lock.
     drop(evicted);
+    entry
 }
 
 /// Locks `mutex`. A panic cannot leave what it guards half-written (every write is one whole
@@ -344,6 +362,52 @@ mod tests {
             .iter()
             .map(|tool| tool.name.clone())
             .collect()
+    }
+
+    /// [`read_names`] once both of two readers are reading.
+    fn read_names_together(
+        source: &Bytes,
+        fields: &ToolFields<'_>,
+    ) -> Result<Vec<DeclaredTool>, ParseError> {
+        static BOTH_READING: std::sync::Barrier = std::sync::Barrier::new(2);
+        BOTH_READING.wait();
+        read_names(source, fields)
+    }
+
+    #[test]
+    fn readers_that_missed_together_leave_the_kept_entry_found_where_its_tools_start() {
+        let tools = format!("[{}]", vec![r#""a long tool entry""#; 20].join(","));
+        let cache = DeclaredToolsCache::new();
+        std::thread::scope(|scope| {
+            for _ in 0..2 {
+                scope.spawn(|| {
+                    let body = Bytes::copy_from_slice(tools.as_bytes());
+                    let fields = fields(std::str::from_utf8(&body).expect("text"));
+                    let read = cache.declared_tools(&body, &fields, read_names_together, None);
+                    assert!(read.is_ok());
+                });
+            }
+        });
+        assert_eq!(cache.misses(), 2, "both read");
+        let known = cache.tools_at(WireFormat::ChatCompletions, tools.as_bytes());
+        assert_eq!(known.map(|known| known.len()), Some(tools.len()));
+    }
+
+    #[test]
+    fn an_entry_found_by_its_hash_is_found_where_its_tools_start_again() {
+        let tools = format!("[{}]", vec![r#""a long tool entry""#; 20].join(","));
+        let cache = DeclaredToolsCache::new();
+        read(&cache, &fields(&tools));
+        let find = || cache.tools_at(WireFormat::ChatCompletions, tools.as_bytes());
+        assert!(find().is_some());
+        // As when another array's start took the slot.
+        for slot in &cache.by_start {
+            *lock(slot) = Weak::new();
+        }
+        assert!(find().is_none());
+        read(&cache, &fields(&tools));
+        assert_eq!(cache.hits(), 1);
+        assert!(find().is_some());
     }
 
     #[test]
