@@ -2,7 +2,8 @@
 //! never panic, whatever the upstream sends. And no body carries a call past the guard: for the
 //! input and every hostile version of it (`hostile.rs`), each call a forgiving client reads
 //! was checked by `read_answer`, or the answer refused, whatever format the route expected; and
-//! the one-pass reading of the usual answer is the reading by every calls field.
+//! the one-pass reading of the usual answer is the reading by every calls field; and a JSON
+//! string's text, where toolgate's reading gives one, is serde_json's.
 #![no_main]
 
 // Each target uses part of the shared oracle.
@@ -16,6 +17,11 @@ use libfuzzer_sys::fuzz_target;
 use toolgate_formats::WireFormat;
 
 fuzz_target!(|data: &[u8]| {
+    if let Ok(written) = std::str::from_utf8(data)
+        && let Some(text) = toolgate_formats::string_text(written)
+    {
+        assert_eq!(serde_json::from_str::<String>(written).ok(), Some(text));
+    }
     for format in WireFormat::ALL {
         if let Ok(response) = format.parse_response(data) {
             for call in &response.calls {

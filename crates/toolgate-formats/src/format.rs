@@ -247,6 +247,9 @@ pub(crate) fn read_json<'a, T: serde::Deserialize<'a>>(body: &'a [u8]) -> serde_
 /// A JSON value that may be a string holding JSON text (the OpenAI shape of `arguments`) or,
 /// from lenient servers, the JSON value itself. Returns the text the model meant.
 pub(crate) fn text_or_raw_json(value: &RawValue) -> String {
+    if let Some(text) = crate::scan::string_text(value.get()) {
+        return text;
+    }
     match serde_json::from_str::<String>(value.get()) {
         Ok(text) => text,
         Err(_) => value.get().to_owned(),

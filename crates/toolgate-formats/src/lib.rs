@@ -70,6 +70,6 @@ pub use format::{ErrorShape, ParseError, ParseErrorKind, ToolRequest, ToolRespon
 pub use identity::ToolKey;
 pub use responses::ResponsesStreamAssembler;
 #[doc(hidden)]
-pub use scan::scans_as_object;
+pub use scan::{scans_as_object, string_text};
 pub use tool::{CallOutcome, DeclaredTool, HistoryCall, ToolCall, ToolKind};
 pub use tools_cache::DeclaredToolsCache;

@@ -4,7 +4,9 @@
 //! declines whatever it cannot read exactly (a key written with escapes, nesting deeper than
 //! [`MAX_DEPTH`], any malformed byte): whatever it accepts, serde_json accepts with the same
 //! members. A property test here and the `request_adapters` fuzz target hold that; a caller
-//! reads a declined body with serde_json, which says why.
+//! reads a declined body with serde_json, which says why. The text of one JSON string
+//! ([`string_text`]) is read here too, for the same reason, under the same rule: exactly as
+//! serde_json reads it, or not at all.
 
 use std::ops::Range;
 
@@ -240,6 +242,44 @@ impl Scanner<'_> {
     }
 }
 
+/// The text a JSON string stands for, given as written (quotes included): a call's arguments,
+/// which a model writes as a JSON string of JSON, a quote escaped every few bytes, where
+/// serde_json's unescaping looks for the next escape from scratch after each one. `None` for
+/// anything that is not one JSON string, and for a `\u` escape of a surrogate (a pair of them
+/// is one character, a lone one an error): the caller reads those with serde_json.
+pub fn string_text(written: &str) -> Option<String> {
+    let mut rest = written.strip_prefix('"')?.strip_suffix('"')?;
+    let mut text = String::with_capacity(rest.len());
+    loop {
+        let run = plain_run(rest.as_bytes());
+        text.push_str(rest.get(..run)?);
+        let Some(escape) = rest[run..].strip_prefix('\\') else {
+            // The end, or a quote or control character, which a string holds only escaped.
+            return (run == rest.len()).then_some(text);
+        };
+        let (character, length) = match escape.as_bytes().first()? {
+            b'"' => ('"', 1),
+            b'\\' => ('\\', 1),
+            b'/' => ('/', 1),
+            b'b' => ('\u{8}', 1),
+            b'f' => ('\u{c}', 1),
+            b'n' => ('\n', 1),
+            b'r' => ('\r', 1),
+            b't' => ('\t', 1),
+            b'u' => {
+                let hex = escape.get(1..5)?;
+                if !hex.bytes().all(|digit| digit.is_ascii_hexdigit()) {
+                    return None;
+                }
+                (char::from_u32(u32::from_str_radix(hex, 16).ok()?)?, 5)
+            }
+            _ => return None,
+        };
+        text.push(character);
+        rest = &escape[length..];
+    }
+}
+
 /// How many bytes from the start of `bytes` a string holds as they are: up to the first quote,
 /// backslash or control character. A word (8 bytes) at a time, which finds where in it a run
 /// ends; past 32 bytes the string is long (a conversation is mostly long strings), so whole
@@ -442,8 +482,49 @@ mod tests {
         }
     }
 
+    /// A JSON string as a model may write one: plain text, every escape (hex in either case,
+    /// surrogates paired and lone), and now and then what no string holds as it is.
+    fn string_written() -> impl Strategy<Value = String> {
+        let piece = prop_oneof![
+            6 => "[a-z é€😀{}:,]{1,8}",
+            4 => prop::sample::select(vec![r#"\""#, r"\\", r"\/", r"\b", r"\f", r"\n", r"\r", r"\t"])
+                .prop_map(str::to_owned),
+            2 => "\\\\u[0-9a-fA-F]{4}",
+            1 => "\\\\u[dD][89a-fA-F][0-9a-fA-F]{2}",
+            1 => prop::sample::select(vec!["\"", "\\", r"\x", "\u{1}", "\u{1f}", r"\u12", r"\u12g4", r"\u+04a"])
+                .prop_map(str::to_owned),
+        ];
+        prop::collection::vec(piece, 0..12).prop_map(|pieces| format!("\"{}\"", pieces.concat()))
+    }
+
+    /// Whether `written` has a `\u` escape of a surrogate (or text that looks like one).
+    fn has_surrogate_escape(written: &str) -> bool {
+        let lower = written.to_lowercase();
+        ["8", "9", "a", "b", "c", "d", "e", "f"]
+            .iter()
+            .any(|second| lower.contains(&format!(r"\ud{second}")))
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(2048))]
+
+        #[test]
+        fn a_string_reads_as_serde_json_reads_it(written in string_written()) {
+            match (string_text(&written), serde_json::from_str::<String>(&written)) {
+                (Some(text), Ok(serde_text)) => prop_assert_eq!(text, serde_text),
+                (Some(text), Err(error)) => {
+                    prop_assert!(false, "{written}: read as {text:?}, serde_json: {error}")
+                }
+                (None, Ok(_)) => prop_assert!(has_surrogate_escape(&written), "{written}: declined"),
+                (None, Err(_)) => {}
+            }
+        }
+
+        #[test]
+        fn every_string_serde_json_writes_reads_back(text in any::<String>()) {
+            let written = serde_json::to_string(&text).expect("a string is written");
+            prop_assert_eq!(string_text(&written), Some(text));
+        }
 
         #[test]
         fn the_scan_reads_every_object_serde_json_writes_as_serde_json_does(text in object_text()) {
