@@ -222,7 +222,7 @@ async fn forward(
             Screened::Answer(response) => return Ok(Step::Respond(response)),
         };
     // 2. Forward it.
-    let head = prepare_upstream_head(exchange, &upstream, &mut headers)?;
+    let head = prepare_upstream_head(exchange, &upstream, &parts.uri, &mut headers)?;
     if let Some(recovery) = exchange.recovery.as_mut() {
         recovery.head = Some(ResendHead {
             method: parts.method.clone(),
@@ -512,10 +512,12 @@ fn forwarded(client_body: ClientBody<Incoming>) -> ProxyBody {
 fn prepare_upstream_head(
     exchange: &Exchange,
     upstream: &crate::upstream::Upstream,
+    client_uri: &http::Uri,
     headers: &mut HeaderMap,
 ) -> Result<http::Uri, GatewayError> {
+    let root = http::uri::PathAndQuery::from_static("/");
     let uri = upstream
-        .uri_for(&exchange.meta.path_and_query)
+        .uri_for(client_uri.path_and_query().unwrap_or(&root))
         .map_err(|error| {
             GatewayError::bad_request(format!("the request path cannot be forwarded: {error}"))
         })?;

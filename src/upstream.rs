@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::uri::{self, PathAndQuery};
 use http::{Request, Response, Uri};
 use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
@@ -214,17 +215,18 @@ impl Upstream {
         })
     }
 
-    /// The upstream URI for a client's path and query: appended to the URL as is.
-    pub fn uri_for(&self, path_and_query: &str) -> Result<Uri, http::Error> {
-        let uri = Uri::builder()
-            .scheme(self.scheme.clone())
-            .authority(self.authority.clone());
-        if self.base_path.is_empty() {
-            uri.path_and_query(path_and_query).build()
+    /// The upstream URI for a client's path and query: appended to the URL as is. Without a
+    /// base path it is the client's own, shared and not parsed again.
+    pub fn uri_for(&self, path_and_query: &PathAndQuery) -> Result<Uri, http::Error> {
+        let mut uri = uri::Parts::default();
+        uri.scheme = Some(self.scheme.clone());
+        uri.authority = Some(self.authority.clone());
+        uri.path_and_query = Some(if self.base_path.is_empty() {
+            path_and_query.clone()
         } else {
-            uri.path_and_query(format!("{}{}", self.base_path, path_and_query))
-                .build()
-        }
+            PathAndQuery::try_from(format!("{}{}", self.base_path, path_and_query))?
+        });
+        Ok(Uri::from_parts(uri)?)
     }
 
     /// Makes a client's request headers this upstream's, in one look at each name. Gone: what
@@ -377,15 +379,18 @@ mod tests {
         let plain = upstream("https://api.openai.com").unwrap();
         assert_eq!(
             plain
-                .uri_for("/v1/chat/completions?x=1")
+                .uri_for(&PathAndQuery::from_static("/v1/chat/completions?x=1"))
                 .unwrap()
                 .to_string(),
             "https://api.openai.com/v1/chat/completions?x=1"
         );
         let prefixed = upstream("http://127.0.0.1:9000/openai/").unwrap();
         assert_eq!(
-            prefixed.uri_for("/v1/models").unwrap().to_string(),
-            "http://127.0.0.1:9000/openai/v1/models"
+            prefixed
+                .uri_for(&PathAndQuery::from_static("/v1/models?x=1"))
+                .unwrap()
+                .to_string(),
+            "http://127.0.0.1:9000/openai/v1/models?x=1"
         );
     }
 
