@@ -228,7 +228,7 @@ impl DeclaredToolsCache {
             // it): the start table lost it, to an entry whose start shares its slot or to
             // readers that missed together (below). Pointing the slot at it again is one more
             // hash of `PREFIX` bytes, which every later request saves a whole scan of the array.
-            self.find_by_start(&entry);
+            self.point_start_table_at(&entry);
             return Ok(entry.declared.clone());
         }
         self.misses.fetch_add(1, Ordering::Relaxed);
@@ -254,7 +254,7 @@ impl DeclaredToolsCache {
         };
         if footprint(&entry) <= MAX_ENTRY_BYTES {
             let kept = insert(set, Arc::new(entry));
-            self.find_by_start(&kept);
+            self.point_start_table_at(&kept);
         }
         Ok(declared)
     }
@@ -262,7 +262,7 @@ impl DeclaredToolsCache {
     /// Points the start table at `entry`, kept in its set, so `tools_at` finds it. Only an
     /// entry the table holds: the slot's reference is weak, and one to an entry that was not
     /// kept would be gone with this request.
-    fn find_by_start(&self, entry: &Arc<Entry>) {
+    fn point_start_table_at(&self, entry: &Arc<Entry>) {
         let tools = &entry.text.as_bytes()[..entry.tools_len];
         if let Some(start) = tools.get(..PREFIX) {
             let mut slot = lock(self.start_slot(entry.format, start));
