@@ -3,10 +3,12 @@
 //! release or block, and close — one audit line, the metrics, and the `post_response` stage.
 //! Each stage exists here once; the paths differ only in how bytes move.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use http::uri::PathAndQuery;
 use http::{HeaderMap, StatusCode};
 use toolgate_plugin::sse::SseEvent;
 use toolgate_plugin::stream::StreamStep;
@@ -624,8 +626,14 @@ impl Exchange {
     }
 }
 
-/// The path and query a request is forwarded and audited with (`/` when the URI has none).
-pub(crate) fn path_and_query(uri: &http::Uri) -> String {
+/// The path and query a request is forwarded with (`/` when the URI has none): the URI's own
+/// where it has one, so forwarding it parses and copies nothing.
+pub(crate) fn forwarded_path_and_query(uri: &http::Uri) -> Cow<'_, PathAndQuery> {
     uri.path_and_query()
-        .map_or_else(|| "/".to_owned(), |pq| pq.as_str().to_owned())
+        .map_or_else(|| Cow::Owned(PathAndQuery::from_static("/")), Cow::Borrowed)
+}
+
+/// The path and query a request is forwarded and audited with, as text.
+pub(crate) fn path_and_query(uri: &http::Uri) -> String {
+    forwarded_path_and_query(uri).as_str().to_owned()
 }

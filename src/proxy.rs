@@ -18,7 +18,7 @@ use crate::body::{self, ProxyBody, collect_limited};
 use crate::config::{Config, ServerConfig};
 use crate::connections::DrainSignal;
 use crate::error::GatewayError;
-use crate::exchange::{AfterBlock, Exchange, path_and_query};
+use crate::exchange::{AfterBlock, Exchange, forwarded_path_and_query, path_and_query};
 use crate::on_block::{OnBlock, Recovery, ResendHead, RetryOutcome};
 use crate::request_body::ClientBody;
 use crate::router::{Route, RouteKind};
@@ -515,9 +515,8 @@ fn prepare_upstream_head(
     client_uri: &http::Uri,
     headers: &mut HeaderMap,
 ) -> Result<http::Uri, GatewayError> {
-    let root = http::uri::PathAndQuery::from_static("/");
     let uri = upstream
-        .uri_for(client_uri.path_and_query().unwrap_or(&root))
+        .uri_for(&forwarded_path_and_query(client_uri))
         .map_err(|error| {
             GatewayError::bad_request(format!("the request path cannot be forwarded: {error}"))
         })?;
