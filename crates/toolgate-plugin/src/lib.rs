@@ -102,6 +102,7 @@ pub use toolgate_formats::{
 };
 pub mod exchange;
 pub mod header_rules;
+mod json_tape;
 pub mod metrics;
 pub mod pattern;
 pub mod plugin;

@@ -4,7 +4,7 @@
 //! schema's exact text, so a tool declared on every request of an agent is compiled once.
 
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use jsonschema::error::ValidationErrorKind;
 use jsonschema::{ValidationError, Validator};
@@ -13,6 +13,7 @@ use prometheus_client::registry::Registry;
 use quick_cache::Weighter;
 use quick_cache::sync::Cache;
 
+use crate::json_tape::{Tape, Taped};
 use crate::tool::{DeclaredTool, ToolCall};
 use crate::verdict::{Check, Violation};
 
@@ -23,7 +24,44 @@ pub const MAX_MESSAGE_CHARS: usize = 512;
 
 /// A compiled schema, or why it could not be compiled. Failures are cached too: a schema that
 /// does not compile will not compile on the next request either.
-type CompiledSchema = Result<Arc<Validator>, Arc<str>>;
+type CompiledSchema = Result<Arc<Compiled>, Arc<str>>;
+
+/// One schema's validators: for a `Value` (error details, results) and, compiled on the first
+/// call checked against the schema, for the tape a call's arguments are read onto. Compiled
+/// apart, so a schema only results are checked against (an MCP tool's `outputSchema`) never
+/// costs the second.
+struct Compiled {
+    values: Validator,
+    /// `None` if the tape's validator could not be built; the `Value` one then checks alone.
+    tape: OnceLock<Option<Validator<Tape>>>,
+}
+
+impl std::fmt::Debug for Compiled {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("Compiled").finish_non_exhaustive()
+    }
+}
+
+impl Compiled {
+    /// The tape's validator of the schema `text` (this entry's key), compiled on first use.
+    fn tape(&self, text: &str) -> Option<&Validator<Tape>> {
+        self.tape
+            .get_or_init(|| {
+                let schema: serde_json::Value = serde_json::from_str(text).ok()?;
+                compile_options::<Tape>().build(&schema).ok()
+            })
+            .as_ref()
+    }
+}
+
+/// The one set of compile options, for either representation. The draft is the one `$schema`
+/// names, else 2020-12 (the library's default). `offline()`: a `$ref` to a URL or file is
+/// refused, never fetched — the schema comes from the client, and the gateway must not fetch
+/// what a client points it at.
+fn compile_options<'i, F: jsonschema::json::Json>()
+-> jsonschema::ValidationOptions<'i, Arc<dyn jsonschema::Retrieve>, F> {
+    jsonschema::options_for::<F>().offline()
+}
 
 /// How many distinct schemas the cache expects to hold (sizes its bookkeeping).
 const ESTIMATED_SCHEMAS: usize = 4096;
@@ -75,14 +113,13 @@ impl SchemaCache {
         self.compilations.inc();
         let schema: serde_json::Value = serde_json::from_str(text)
             .map_err(|error| Arc::from(format!("the schema is not JSON: {error}")))?;
-        // The draft is the one `$schema` names, else 2020-12 (the library's default).
-        // `offline()`: a `$ref` to a URL or file is refused, never fetched — the schema comes
-        // from the client, and the gateway must not fetch what a client points it at.
-        jsonschema::options()
-            .offline()
+        let values = compile_options::<jsonschema::json::SerdeJson>()
             .build(&schema)
-            .map(Arc::new)
-            .map_err(|error| Arc::from(error.to_string()))
+            .map_err(|error| Arc::from(error.to_string()))?;
+        Ok(Arc::new(Compiled {
+            values,
+            tape: OnceLock::new(),
+        }))
     }
 
     #[cfg(test)]
@@ -105,8 +142,8 @@ fn check_arguments(
     let Some(schema_text) = tool.schema_text() else {
         return;
     };
-    let validator = match schemas.get(schema_text) {
-        Ok(validator) => validator,
+    let compiled = match schemas.get(schema_text) {
+        Ok(compiled) => compiled,
         Err(error) => {
             // We cannot vouch for what we cannot check.
             violations.push(Violation::on_call(
@@ -124,6 +161,16 @@ fn check_arguments(
     // Models emit "" for a call without parameters; that means an empty object.
     let text = call.arguments.trim();
     let text = if text.is_empty() { "{}" } else { text };
+    // Almost every call is valid: the tape answers that without building a `Value`, and the
+    // boolean walk stops at the first failure and builds no error paths. Only a call that
+    // will be blocked, or text the tape does not take, is read again below.
+    let taped_verdict = compiled
+        .tape(schema_text)
+        .zip(Taped::read(text))
+        .map(|(validator, taped)| validator.is_valid(taped.root()));
+    if taped_verdict == Some(true) {
+        return;
+    }
     let arguments: serde_json::Value = match serde_json::from_str(text) {
         Ok(arguments) => arguments,
         Err(error) => {
@@ -139,17 +186,28 @@ fn check_arguments(
             return;
         }
     };
-    // Almost every call is valid: the boolean walk stops at the first failure and builds no
-    // error paths, so the detailed walk runs only for a call that will be blocked.
-    if validator.is_valid(&arguments) {
+    let validator = &compiled.values;
+    if taped_verdict.is_none() && validator.is_valid(&arguments) {
         return;
     }
+    let found = violations.len();
     violations.extend(
         validator
             .iter_errors(&arguments)
             .take(MAX_SCHEMA_VIOLATIONS_PER_CALL)
             .map(|error| schema_violation(call, &error, Subject::Arguments)),
     );
+    if violations.len() == found {
+        // The tape found the call invalid and the `Value` reading finds nothing to say: the
+        // two readings are held equal by tests, but a call is never let through on the
+        // weaker of two verdicts.
+        violations.push(Violation::on_call(
+            Check::Schema,
+            "schema_violation",
+            call,
+            format!("the arguments of '{}' do not match its schema", call.name),
+        ));
+    }
 }
 
 /// What a schema was checked against: a call's arguments, or a tool's result.
@@ -224,8 +282,8 @@ impl SchemaChecker {
         schema_text: &str,
         result: &serde_json::Value,
     ) -> Vec<Violation> {
-        let validator = match self.schemas.get(schema_text) {
-            Ok(validator) => validator,
+        let compiled = match self.schemas.get(schema_text) {
+            Ok(compiled) => compiled,
             Err(error) => {
                 return vec![Violation::on_call(
                     Check::Schema,
@@ -238,7 +296,8 @@ impl SchemaChecker {
                 )];
             }
         };
-        validator
+        compiled
+            .values
             .iter_errors(result)
             .take(MAX_SCHEMA_VIOLATIONS_PER_CALL)
             .map(|error| schema_violation(call, &error, Subject::Result))
@@ -293,11 +352,26 @@ mod tests {
         (SchemaCache::new(compilations.clone()), compilations)
     }
 
-    fn validator(cache: &SchemaCache, text: &str) -> Arc<Validator> {
+    fn validator(cache: &SchemaCache, text: &str) -> Arc<Compiled> {
         match cache.get(text) {
             Ok(validator) => validator,
             Err(error) => panic!("{text} should compile: {error}"),
         }
+    }
+
+    /// The verdict of the schema `schema` on `instance`, read both ways, which must agree.
+    fn is_valid(cache: &SchemaCache, schema: &str, instance: &serde_json::Value) -> bool {
+        let compiled = validator(cache, schema);
+        let text = instance.to_string();
+        let Some(taped) = Taped::read(&text) else {
+            panic!("{text} should tape");
+        };
+        let Some(tape) = compiled.tape(schema) else {
+            panic!("the tape validator should compile");
+        };
+        let verdict = compiled.values.is_valid(instance);
+        assert_eq!(tape.is_valid(taped.root()), verdict, "{text}");
+        verdict
     }
 
     #[test]
@@ -343,8 +417,50 @@ mod tests {
             "$defs": {"email": {"type": "string"}},
             "properties": {"to": {"$ref": "#/$defs/email"}}
         });
-        let validator = validator(&cache, &local.to_string());
-        assert!(!validator.is_valid(&json!({"to": 5})));
+        assert!(!is_valid(&cache, &local.to_string(), &json!({"to": 5})));
+    }
+
+    /// The verdicts and details a call's arguments get, whichever reading gave them: the tape
+    /// for most, the `Value` for the details of a failure and for a repeated member name
+    /// (which serde_json, like the clients' JSON readers, resolves to the last).
+    #[test]
+    fn arguments_get_the_values_verdict_and_details_however_they_are_read() {
+        let checker = SchemaChecker::standalone();
+        let schema = json!({
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "days": {"type": "integer", "maximum": 14}},
+            "required": ["city"],
+            "additionalProperties": false
+        });
+        let tool = DeclaredTool::function("get_weather", Some(&schema));
+        let codes = |arguments: &str| -> Vec<(String, Option<String>)> {
+            let call = ToolCall::function(None, "get_weather", arguments.to_owned());
+            checker
+                .check_arguments(&tool, &call)
+                .into_iter()
+                .map(|violation| (violation.code.to_owned(), violation.instance_path))
+                .collect()
+        };
+        assert_eq!(codes(r#"{"city":"Paris","days":3}"#), []);
+        assert_eq!(codes(r#" {"city" : "Par\u0069s"} "#), []);
+        assert_eq!(codes(r#"{"city":5,"city":"Paris"}"#), []);
+        let schema_violation = |path: &str| ("schema_violation".to_owned(), Some(path.to_owned()));
+        assert_eq!(
+            codes(r#"{"city":"Paris","city":5}"#),
+            [schema_violation("/city")]
+        );
+        assert_eq!(
+            codes(r#"{"days":15,"zone":"utc"}"#),
+            [
+                schema_violation("/days"),
+                schema_violation(""),
+                schema_violation("/city")
+            ]
+        );
+        assert_eq!(
+            codes(r#"{"city":"Paris",}"#),
+            [("invalid_arguments".to_owned(), None)]
+        );
     }
 
     #[test]
@@ -357,13 +473,12 @@ mod tests {
         });
         let mut draft7 = keywords.clone();
         draft7["$schema"] = json!("http://json-schema.org/draft-07/schema#");
-        let draft7 = validator(&cache, &draft7.to_string());
-        let default = validator(&cache, &keywords.to_string());
+        let (draft7, default) = (draft7.to_string(), keywords.to_string());
 
         // prefixItems and dependentRequired do not exist in draft-07: ignored there.
         for instance in [json!({"pair": ["x"]}), json!({"cc": "a@b.c"})] {
-            assert!(draft7.is_valid(&instance), "{instance}");
-            assert!(!default.is_valid(&instance), "{instance}");
+            assert!(is_valid(&cache, &draft7, &instance), "{instance}");
+            assert!(!is_valid(&cache, &default, &instance), "{instance}");
         }
     }
 }
