@@ -137,22 +137,54 @@ impl<'de, 'v> Visitor<'de> for Appender<'v, 'de> {
     fn visit_map<A: MapAccess<'de>>(self, mut members: A) -> Result<(), A::Error> {
         let start = self.0.len();
         self.0.push(Entry::Object { len: 0, end: 0 });
+        // Where the first names are, each compared with those before it as it is read.
+        let mut names = [0u32; PAIRWISE_UP_TO];
         let mut len = 0u32;
-        while members.next_key_seed(NameAppender(self.0))?.is_some() {
+        loop {
+            let at = self.0.len();
+            if members.next_key_seed(NameAppender(self.0))?.is_none() {
+                break;
+            }
+            if let Some(slot) = names.get_mut(len as usize) {
+                *slot = position(at);
+                let earlier = &names[..len as usize];
+                if earlier
+                    .iter()
+                    .any(|&other| same_name(self.0, other as usize, at))
+                {
+                    return Err(de::Error::custom(REPEATED_NAME));
+                }
+            }
             members.next_value_seed(Appender(self.0))?;
             len += 1;
         }
         let end = position(self.0.len());
         self.0[start] = Entry::Object { len, end };
-        let object = TapeObject {
-            entries: self.0,
-            at: start,
-        };
-        if repeats_a_name(&object) {
+        if len as usize > PAIRWISE_UP_TO && repeats_a_name(self.0, start) {
             return Err(de::Error::custom(REPEATED_NAME));
         }
         Ok(())
     }
+}
+
+/// Up to this many members, an object's names are compared pairwise as they are read; past
+/// it, sorted once the object is read, so a hostile object cannot make the check quadratic.
+const PAIRWISE_UP_TO: usize = 16;
+
+/// Whether the names at two positions of the tape are the same.
+fn same_name(entries: &[Entry<'_>], first: usize, second: usize) -> bool {
+    match (entries.get(first), entries.get(second)) {
+        (Some(Entry::Name(first)), Some(Entry::Name(second))) => first == second,
+        _ => false,
+    }
+}
+
+/// Whether two members of the object at `start` share a name.
+fn repeats_a_name(entries: &[Entry<'_>], start: usize) -> bool {
+    let object = TapeObject { entries, at: start };
+    let mut sorted: Vec<&str> = object.members().map(|(name, _)| name).collect();
+    sorted.sort_unstable();
+    sorted.windows(2).any(|pair| pair[0] == pair[1])
 }
 
 /// A position on the tape as a container stores it. serde_json's nesting limit and the
@@ -189,26 +221,6 @@ impl<'de, 'v> Visitor<'de> for NameAppender<'v, 'de> {
         self.0.push(Entry::Name(Cow::Owned(value.to_owned())));
         Ok(())
     }
-}
-
-/// Whether two of an object's members share a name. Pairwise for the few members arguments
-/// usually have; sorted for many, so a hostile object cannot make the check quadratic.
-fn repeats_a_name(object: &TapeObject<'_>) -> bool {
-    const PAIRWISE_UP_TO: usize = 16;
-    let mut names = object.members().map(|(name, _)| name);
-    if object.len() <= PAIRWISE_UP_TO {
-        let mut seen: [&str; PAIRWISE_UP_TO] = [""; PAIRWISE_UP_TO];
-        for (count, name) in names.by_ref().enumerate() {
-            if seen[..count].contains(&name) {
-                return true;
-            }
-            seen[count] = name;
-        }
-        return false;
-    }
-    let mut sorted: Vec<&str> = names.collect();
-    sorted.sort_unstable();
-    sorted.windows(2).any(|pair| pair[0] == pair[1])
 }
 
 /// A value on a tape: the tape and the value's position.
