@@ -46,6 +46,7 @@ mod exchange;
 mod explain;
 mod mcp;
 mod on_block;
+mod panics;
 mod pipeline;
 mod plugins;
 mod proxy;

@@ -82,9 +82,12 @@ pub async fn handle(
             Some(route) => serve_llm(&state, &config, route, request, &request_id, started).await,
         }
     };
-    let serving = std::pin::pin!(serving);
+    let serving = std::pin::pin!(crate::panics::contained(&request_id, serving));
     let mut response = match state.grace_over.unless_over(serving, &drain).await {
-        Some(response) => response,
+        Some(Some(response)) => response,
+        Some(None) => GatewayError::internal(crate::panics::PANICKED)
+            .report(&request_id)
+            .response(shape),
         None => {
             // Dropping the exchange drops its upstream request: the client gets an answer it
             // can retry elsewhere, never a dropped connection.

@@ -59,6 +59,8 @@ pub fn guard(
     let shape = exchange.error_shape();
     let (head_sender, head) = oneshot::channel();
     let (sender, client_body) = ChannelBody::channel(16);
+    // Kept apart from the relay's, to end the client's body if the relay panics.
+    let cut_off = sender.clone();
     let holds_text = exchange.route.chain.holds_text();
     // Only a chain that recovers from blocks bills several attempts.
     let usage = exchange
@@ -87,9 +89,21 @@ pub fn guard(
     };
     // A burst of upstream frames comes as one, so its events leave in one client write. The body
     // is wrapped here, not in `run`, where the bare body and its wrapper would be two slots of the
-    // task; and the task is spawned as it is, not wrapped in an `async` block, which would keep
-    // a second copy of the relay for the stream's whole life.
-    tokio::spawn(Box::new(relay).run(state, Coalesce::new(body)));
+    // task; and the relay's future is boxed before the `async` block that contains a panic takes
+    // it, which would otherwise hold a second copy of it for the stream's whole life.
+    let relaying = Box::pin(Box::new(relay).run(state, Coalesce::new(body)));
+    let relay_request_id = request_id.clone();
+    tokio::spawn(async move {
+        if crate::panics::contained(&relay_request_id, relaying)
+            .await
+            .is_none()
+        {
+            // The client's body ends in an error, so its connection is cut as a broken
+            // upstream's would be, not closed as if the stream were whole. Before the head, the
+            // head's channel is gone instead, and the client gets the 500 below.
+            let _ = cut_off.send(Err(crate::panics::PANICKED.into())).await;
+        }
+    });
     async move {
         match head.await {
             Ok(Head::Stream(headers)) => {

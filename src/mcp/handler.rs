@@ -96,7 +96,10 @@ impl ServerHandler for McpEndpoint {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let scope = scope_of(&context.extensions)?;
-        list_tools(&scope).await
+        let listing = list_tools(&scope);
+        crate::panics::contained(&scope.meta.request_id, listing)
+            .await
+            .unwrap_or_else(|| Err(panicked(&scope)))
     }
 
     async fn call_tool(
@@ -114,10 +117,20 @@ impl ServerHandler for McpEndpoint {
             peer: &context.peer,
             progress,
         };
-        call_tool(&scope, request, call_id, session, context.ct.cancelled())
+        let calling = call_tool(&scope, request, call_id, session, context.ct.cancelled());
+        crate::panics::contained(&scope.meta.request_id, calling)
             .await
+            .unwrap_or_else(|| Err(panicked(&scope)))
             .map(CallToolResponse::from)
     }
+}
+
+/// The JSON-RPC error of a request whose handling panicked.
+fn panicked(scope: &RequestScope) -> ErrorData {
+    ErrorData::internal_error(
+        crate::panics::PANICKED,
+        Some(json!({"code": "internal_error", "request_id": scope.meta.request_id})),
+    )
 }
 
 fn request_id_text(id: &rmcp::model::RequestId) -> String {

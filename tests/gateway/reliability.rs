@@ -473,3 +473,86 @@ async fn a_call_named_by_a_value_that_is_not_a_string_is_refused_streamed_or_not
     let body: Value = response.json().await.expect("envelope");
     assert_eq!(body["error"]["code"], "unparsable_response", "{body}");
 }
+
+/// A fault while an answer is checked (here a plugin's panic; a library's would be the same)
+/// reaches the client as the 500 envelope its SDK raises, or, in a stream already under way,
+/// as a stream cut off; never as the answer being checked. The gateway goes on serving.
+#[tokio::test]
+async fn a_panic_while_checking_is_an_internal_error_and_the_answer_stays_held() {
+    use crate::common::answers::{sdk_api_error, sdk_chat_request};
+    use crate::common::faulty::PanicsOnCallFactory;
+    use futures_util::StreamExt;
+
+    let runtime = Runtime::with_plugins(|registry| {
+        toolgate::PluginRegistry::builtin(registry).with(Arc::new(PanicsOnCallFactory))
+    });
+    let upstream = ScriptedUpstream::start().await;
+    let routes = "[[routes]]\npath = \"/v1\"\nupstream = \"llm\"\n\
+        [[routes.plugins]]\nname = \"panics_on_call\"\n\
+        [routes.plugins.settings]\ntool = \"delete_user\"\n";
+    let gateway = TestGateway::start_with(&upstream, routes, runtime).await;
+    let request = sdk_chat_request(json!({
+        "model": "m",
+        "messages": [{"role": "user", "content": "go"}],
+        "tools": [{"type": "function", "function": {"name": "delete_user"}}]
+    }));
+
+    // The SDK retries a 500, as it should a server's fault: each attempt is checked again.
+    upstream.set_default(Reply::chat_calls(&[("call_1", "delete_user", "{}")]));
+    let refused = gateway.openai().chat().create(request.clone()).await;
+    let Err(error) = refused else {
+        panic!("the answer being checked reached the client: {refused:?}");
+    };
+    let (status, error) = sdk_api_error(error);
+    assert_eq!(status, 500, "{error}");
+    // async-openai gives a 5xx's body, after its retries, as the error's message, unread.
+    let message = error["message"].as_str().unwrap_or_default();
+    assert!(message.contains(r#""code":"internal_error""#), "{error}");
+    assert!(message.contains("internal fault"), "{error}");
+    assert!(
+        !message.contains("delete_user"),
+        "the fault's detail is the log's: {error}"
+    );
+
+    // Streamed, after text went out: the stream is cut off with an error, the call held back.
+    // Events 20 ms apart, so the text leaves before the call comes.
+    upstream.push(
+        Reply::sse_events(&chat_stream(
+            &[("call_2", "delete_user", "{}")],
+            Some("On it."),
+        ))
+        .with_chunk_delay(Duration::from_millis(20)),
+    );
+    let mut streamed = request.clone();
+    streamed.stream = Some(true);
+    let events: Vec<_> = gateway
+        .openai()
+        .chat()
+        .create_stream(streamed)
+        .await
+        .expect("opens")
+        .collect()
+        .await;
+    assert!(
+        events.first().is_some_and(Result::is_ok),
+        "the text before the call was sent: {events:?}"
+    );
+    assert!(
+        events.last().is_some_and(Result::is_err),
+        "the stream ends in an error, not as if whole: {events:?}"
+    );
+    let released_calls = (events.iter().flatten())
+        .flat_map(|chunk| &chunk.choices)
+        .filter(|choice| choice.delta.tool_calls.is_some())
+        .count();
+    assert_eq!(released_calls, 0, "{events:?}");
+
+    upstream.set_default(Reply::chat_text("fine"));
+    let answer = gateway
+        .openai()
+        .chat()
+        .create(request)
+        .await
+        .expect("the next exchange is served");
+    assert_eq!(answer.choices[0].message.content.as_deref(), Some("fine"));
+}

@@ -3,6 +3,7 @@
 //! the raw status, headers or bytes.
 
 pub mod answers;
+pub mod faulty;
 pub mod redis;
 pub mod services;
 pub mod upstream;

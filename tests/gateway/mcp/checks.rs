@@ -224,3 +224,45 @@ async fn the_route_plugins_govern_mcp_tools_by_qualified_name() {
         ])
         .await;
 }
+
+/// A fault while a call is checked (a plugin's panic here) answers the caller at once with
+/// JSON-RPC's internal error, not forwarded and not left waiting on a session whose task died;
+/// the session and the proxy go on serving.
+#[tokio::test]
+async fn a_panic_while_checking_a_call_answers_the_caller_with_an_internal_error() {
+    use crate::common::faulty::PanicsOnCallFactory;
+
+    let Some(servers) = servers_dir() else { return };
+    let files = temp_dir("panics");
+    let extra = "[[routes.plugins]]\nname = \"panics_on_call\"\n\
+        [routes.plugins.settings]\ntool = \"everything__echo\"\n";
+    let upstream = ScriptedUpstream::start().await;
+    let runtime = Runtime::with_plugins(|registry| {
+        PluginRegistry::builtin(registry).with(Arc::new(PanicsOnCallFactory))
+    });
+    let gateway = TestGateway::start_with(
+        &upstream,
+        &standard_config(&servers, &files, extra),
+        runtime,
+    )
+    .await;
+    wait_until_ready(&gateway, &["everything"]).await;
+    let dev = connect(&gateway, "sk-dev", None).await;
+
+    let answered = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        call(&dev, "everything__echo", json!({"message": "hi"})),
+    )
+    .await;
+    let Ok(answered) = answered else {
+        panic!("the caller was left waiting");
+    };
+    let error = answered.expect_err("the call could not be checked");
+    assert_eq!(error.code.0, -32603, "{error:?}");
+    assert_eq!(refusal_data(&error)["code"], "internal_error");
+    assert!(refusal_data(&error)["request_id"].is_string(), "{error:?}");
+
+    call(&dev, "everything__get-sum", json!({"a": 1, "b": 2}))
+        .await
+        .expect("the same session goes on");
+}
