@@ -19,7 +19,7 @@ pub use jwt::{JwtAuth, JwtRules, SigningKeys, TokenRejection, looks_like_jwt, pa
 
 /// The headers a client's key may arrive in: OpenAI SDKs send `Authorization: Bearer`,
 /// Anthropic's `x-api-key`, Azure-style clients `api-key`.
-const KEY_HEADERS: [HeaderName; 3] = [
+static KEY_HEADERS: [HeaderName; 3] = [
     header::AUTHORIZATION,
     HeaderName::from_static("x-api-key"),
     HeaderName::from_static("api-key"),

@@ -15,7 +15,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
 use toolgate_plugin::WireFormat;
-use toolgate_plugin::header_rules::HOP_BY_HOP;
+use toolgate_plugin::header_rules::is_hop_by_hop;
 
 use crate::body::{ProxyBody, error_chain};
 
@@ -49,7 +49,7 @@ impl UpstreamAuth {
             "bearer" | "authorization" => Ok(UpstreamAuth::Bearer),
             name => HeaderName::from_bytes(name.as_bytes())
                 .ok()
-                .filter(|name| !HOP_BY_HOP.contains(name) && *name != header::HOST)
+                .filter(|name| !is_hop_by_hop(name) && *name != header::HOST)
                 .map(UpstreamAuth::Header)
                 .ok_or_else(|| {
                     format!(
@@ -309,8 +309,7 @@ fn strip_hop_by_hop_and(headers: &mut HeaderMap, also: impl Fn(&HeaderName) -> b
         .flat_map(|value| value.split(','))
         .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
         .collect();
-    let doomed =
-        |name: &HeaderName| HOP_BY_HOP.contains(name) || named.contains(name) || also(name);
+    let doomed = |name: &HeaderName| is_hop_by_hop(name) || named.contains(name) || also(name);
     // Found afresh after each removal, which moves the others: a message has a few headers,
     // and this keeps a list of them from being allocated on every request.
     while let Some(name) = headers.keys().find(|name| doomed(name)).cloned() {
