@@ -820,6 +820,175 @@ mod tests {
         }
     }
 
+    /// Small values a generated schema compares with: bounds, lengths, names, constants.
+    fn small_value() -> impl Strategy<Value = Value> {
+        prop::sample::select(vec![
+            json!(null),
+            json!(true),
+            json!(0),
+            json!(1),
+            json!(1.0),
+            json!(-1),
+            json!(2.5),
+            json!(14),
+            json!(""),
+            json!("a"),
+            json!("celsius"),
+            json!([1]),
+            json!({"a": 1}),
+        ])
+    }
+
+    /// A schema's keywords on their own: one keyword family each, with operands near the
+    /// generated instances' values, so both verdicts come up.
+    fn schema_leaf() -> impl Strategy<Value = Value> {
+        let names = || prop::sample::select(vec!["a", "b", "c", "city", "days", "é"]);
+        let bound =
+            || prop::sample::select(vec![json!(0), json!(1), json!(1.5), json!(14), json!(-1)]);
+        let count = || 0..4u32;
+        prop_oneof![
+            Just(json!(true)),
+            Just(json!(false)),
+            Just(json!({})),
+            prop::sample::select(vec![
+                "null", "boolean", "object", "array", "number", "string", "integer"
+            ])
+            .prop_map(|kind| json!({"type": kind})),
+            prop::collection::vec(
+                prop::sample::select(vec![
+                    "null", "boolean", "object", "array", "number", "string", "integer"
+                ]),
+                1..4
+            )
+            .prop_map(|kinds| json!({"type": kinds})),
+            (
+                prop::sample::select(vec![
+                    "minimum",
+                    "maximum",
+                    "exclusiveMinimum",
+                    "exclusiveMaximum"
+                ]),
+                bound()
+            )
+                .prop_map(|(keyword, bound)| json!({keyword: bound})),
+            prop::sample::select(vec![json!(0.5), json!(2), json!(1.5), json!(1e-3)])
+                .prop_map(|step| json!({"multipleOf": step})),
+            (
+                prop::sample::select(vec!["minLength", "maxLength"]),
+                count()
+            )
+                .prop_map(|(keyword, count)| json!({keyword: count})),
+            prop::sample::select(vec!["^a", "é", "[0-9]", "^$", "s$"])
+                .prop_map(|pattern| json!({"pattern": pattern})),
+            prop::sample::select(vec!["email", "date", "uri", "ipv4", "uuid", "regex"])
+                .prop_map(|format| json!({"format": format})),
+            prop::collection::vec(small_value(), 1..4).prop_map(|values| json!({"enum": values})),
+            small_value().prop_map(|value| json!({"const": value})),
+            prop::collection::vec(names(), 1..4).prop_map(|names| json!({"required": names})),
+            (
+                prop::sample::select(vec![
+                    "minProperties",
+                    "maxProperties",
+                    "minItems",
+                    "maxItems"
+                ]),
+                count()
+            )
+                .prop_map(|(keyword, count)| json!({keyword: count})),
+            Just(json!({"uniqueItems": true})),
+            (names(), names())
+                .prop_map(|(name, other)| json!({"dependentRequired": {name: [other]}})),
+            Just(json!({"contentMediaType": "application/json"})),
+            Just(json!({"contentEncoding": "base64", "contentMediaType": "application/json"})),
+        ]
+    }
+
+    /// Schemas built from the leaves with every keyword that applies a schema to a part of the
+    /// instance, nested, combined and merged, behind a `$ref` or not.
+    fn schema() -> impl Strategy<Value = Value> {
+        let names = || prop::sample::select(vec!["a", "b", "c", "city", "days", "é"]);
+        let shaped = schema_leaf().prop_recursive(3, 24, 3, move |inner| {
+            prop_oneof![
+                (prop::sample::select(vec!["allOf", "anyOf", "oneOf"]),
+                 prop::collection::vec(inner.clone(), 1..3))
+                    .prop_map(|(keyword, schemas)| json!({keyword: schemas})),
+                inner.clone().prop_map(|schema| json!({"not": schema})),
+                (inner.clone(), inner.clone(), inner.clone())
+                    .prop_map(|(test, then, otherwise)| json!({"if": test, "then": then, "else": otherwise})),
+                prop::collection::vec((names(), inner.clone()), 1..3).prop_map(|members| {
+                    let properties: Map<String, Value> =
+                        members.into_iter().map(|(name, schema)| (name.to_owned(), schema)).collect();
+                    json!({"properties": properties})
+                }),
+                (prop::sample::select(vec![
+                    "additionalProperties", "unevaluatedProperties", "propertyNames", "items",
+                    "contains", "unevaluatedItems"
+                ]), inner.clone())
+                    .prop_map(|(keyword, schema)| json!({keyword: schema})),
+                (inner.clone(), 0..3u32, 1..3u32)
+                    .prop_map(|(schema, least, most)| json!({"contains": schema, "minContains": least, "maxContains": most})),
+                prop::collection::vec(inner.clone(), 1..3).prop_map(|schemas| json!({"prefixItems": schemas})),
+                (names(), inner.clone()).prop_map(|(name, schema)| json!({"dependentSchemas": {name: schema}})),
+                (names(), inner.clone()).prop_map(|(name, schema)| json!({"patternProperties": {format!("^{name}"): schema}})),
+                inner.clone().prop_map(|schema| json!({"$defs": {"part": schema}, "$ref": "#/$defs/part"})),
+                (inner.clone(), inner.clone()).prop_map(|(first, second)| match (first, second) {
+                    (Value::Object(mut first), Value::Object(second)) => {
+                        first.extend(second);
+                        Value::Object(first)
+                    }
+                    (first, _) => first,
+                }),
+            ]
+        });
+        (
+            shaped,
+            prop::sample::select(vec![
+                None,
+                None,
+                Some("http://json-schema.org/draft-07/schema#"),
+                Some("http://json-schema.org/draft-04/schema#"),
+            ]),
+        )
+            .prop_map(|(schema, draft)| match (schema, draft) {
+                (Value::Object(mut schema), Some(draft)) => {
+                    schema.insert("$schema".to_owned(), json!(draft));
+                    Value::Object(schema)
+                }
+                (schema, _) => schema,
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2048))]
+
+        /// Any schema a client could declare, not only the catalogue's: a value the tape
+        /// passes and the `Value` fails would be a call let through unchecked.
+        #[test]
+        fn generated_schemas_give_a_taped_value_the_verdict_they_give_the_value(
+            schema in schema(),
+            documents in prop::collection::vec(document(), 1..6)
+        ) {
+            let Ok(values) = jsonschema::options().offline().build(&schema) else {
+                return Ok(());
+            };
+            let tape = jsonschema::options_for::<Tape>().offline().build(&schema);
+            prop_assert!(tape.is_ok(), "{schema}: compiles for a Value, not for the tape");
+            let Ok(tape) = tape else { return Ok(()) };
+            for (text, _) in documents {
+                let (Some(taped), Ok(value)) =
+                    (Taped::read(&text), serde_json::from_str::<Value>(&text))
+                else {
+                    continue;
+                };
+                prop_assert_eq!(
+                    tape.is_valid(taped.root()),
+                    values.is_valid(&value),
+                    "schema {} on {}", schema, text
+                );
+            }
+        }
+    }
+
     thread_local! {
         /// Compiled once per test thread, not once per case.
         static VALIDATORS: Vec<(Value, jsonschema::Validator, jsonschema::Validator<Tape>)> =
