@@ -45,6 +45,8 @@ pub async fn handle(
         None => WireFormat::from_path(request.uri().path()).unwrap_or(WireFormat::ChatCompletions),
     }
     .error_shape();
+    // Kept apart for the metrics of an exchange that panics, which cannot record itself.
+    let route_path = route.as_ref().map(|route| route.path.clone());
     let serving = async {
         match route {
             None => {
@@ -85,9 +87,17 @@ pub async fn handle(
     let serving = std::pin::pin!(crate::panics::contained(&request_id, serving));
     let mut response = match state.grace_over.unless_over(serving, &drain).await {
         Some(Some(response)) => response,
-        Some(None) => GatewayError::internal(crate::panics::PANICKED)
-            .report(&request_id)
-            .response(shape),
+        Some(None) => {
+            let response = GatewayError::internal(crate::panics::PANICKED)
+                .report(&request_id)
+                .response(shape);
+            let route = route_path.unwrap_or_else(|| Arc::from(""));
+            let status = response.status().as_u16();
+            state
+                .metrics
+                .record_request(&route, status, started.elapsed());
+            response
+        }
         None => {
             // Dropping the exchange drops its upstream request: the client gets an answer it
             // can retry elsewhere, never a dropped connection.

@@ -513,6 +513,13 @@ async fn a_panic_while_checking_is_an_internal_error_and_the_answer_stays_held()
         !message.contains("delete_user"),
         "the fault's detail is the log's: {error}"
     );
+    // Each attempt is counted, so a dashboard's 5xx rate shows the fault.
+    let attempts = upstream.request_count();
+    gateway
+        .assert_metrics_contain(&[format!(
+            r#"toolgate_requests_total{{route="/v1",status="500"}} {attempts}"#
+        )])
+        .await;
 
     // Streamed, after text went out: the stream is cut off with an error, the call held back.
     // Events 20 ms apart, so the text leaves before the call comes.
