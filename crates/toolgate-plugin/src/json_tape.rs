@@ -181,7 +181,7 @@ fn same_name(entries: &[Entry<'_>], first: usize, second: usize) -> bool {
 
 /// Whether two members of the object at `start` share a name.
 fn repeats_a_name(entries: &[Entry<'_>], start: usize) -> bool {
-    let object = TapeObject { entries, at: start };
+    let object = TapeObject(TapeNode { entries, at: start });
     let mut sorted: Vec<&str> = object.members().map(|(name, _)| name).collect();
     sorted.sort_unstable();
     sorted.windows(2).any(|pair| pair[0] == pair[1])
@@ -280,10 +280,7 @@ impl<'a> Node<'a, Tape> for TapeNode<'a> {
 
     fn as_object(&self) -> Option<TapeObject<'a>> {
         match self.entry() {
-            Some(Entry::Object { .. }) => Some(TapeObject {
-                entries: self.entries,
-                at: self.at,
-            }),
+            Some(Entry::Object { .. }) => Some(TapeObject(*self)),
             _ => None,
         }
     }
@@ -368,11 +365,7 @@ fn value_at(node: TapeNode<'_>) -> Value {
             Value::Array(TapeArray(node).elements().map(value_at).collect())
         }
         Some(Entry::Object { .. }) => {
-            let object = TapeObject {
-                entries: node.entries,
-                at: node.at,
-            };
-            let members: Map<String, Value> = object
+            let members: Map<String, Value> = TapeObject(node)
                 .members()
                 .map(|(name, value)| (name.to_owned(), value_at(value)))
                 .collect();
@@ -383,10 +376,7 @@ fn value_at(node: TapeNode<'_>) -> Value {
 
 /// An object on a tape.
 #[derive(Clone, Copy)]
-pub struct TapeObject<'a> {
-    entries: &'a [Entry<'a>],
-    at: usize,
-}
+pub struct TapeObject<'a>(TapeNode<'a>);
 
 impl<'a> Object<'a, Tape> for TapeObject<'a> {
     type Node = TapeNode<'a>;
@@ -394,11 +384,7 @@ impl<'a> Object<'a, Tape> for TapeObject<'a> {
     type MembersIter = Members<'a>;
 
     fn len(&self) -> usize {
-        TapeNode {
-            entries: self.entries,
-            at: self.at,
-        }
-        .len()
+        self.0.len()
     }
 
     fn get(&self, key: &Box<str>) -> Option<TapeNode<'a>> {
@@ -408,14 +394,10 @@ impl<'a> Object<'a, Tape> for TapeObject<'a> {
     }
 
     fn members(&self) -> Members<'a> {
-        let container = TapeNode {
-            entries: self.entries,
-            at: self.at,
-        };
         Members {
-            entries: self.entries,
-            next: self.at + 1,
-            end: container.end(),
+            entries: self.0.entries,
+            next: self.0.at + 1,
+            end: self.0.end(),
         }
     }
 }
