@@ -7,17 +7,15 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use toolgate::{PluginRegistry, Runtime};
 use toolgate_plugin::{
     BuildContext, Check, Plugin, PluginFactory, Rejection, RequestEdit, RequestExchange,
     ResponseEdit, ResponseExchange, SettingsError, Verdict, Violation, async_trait,
 };
 
 use super::{
-    call, config_with_own_ops_policy, connect, refusal_data, servers_dir, standard_config,
-    start_config, start_standard, temp_dir, tool_names, wait_until_ready,
+    call, config_with_own_ops_policy, connect, refusal_data, servers_dir, start_config,
+    start_standard, start_standard_with_plugin, temp_dir, tool_names,
 };
-use crate::common::{ScriptedUpstream, TestGateway};
 
 #[tokio::test]
 async fn arguments_are_checked_against_the_input_schema_before_forwarding() {
@@ -162,20 +160,11 @@ impl PluginFactory for LimitSumsFactory {
 
 #[tokio::test]
 async fn the_route_plugins_govern_mcp_tools_by_qualified_name() {
-    let Some(servers) = servers_dir() else { return };
-    let files = temp_dir("plugins");
     let extra = "[[routes.plugins]]\nname = \"limit_sums\"\n[[routes.plugins]]\nname = \"tool_selection\"\n";
-    let upstream = ScriptedUpstream::start().await;
-    let runtime = Runtime::with_plugins(|registry| {
-        PluginRegistry::builtin(registry).with(Arc::new(LimitSumsFactory))
-    });
-    let gateway = TestGateway::start_with(
-        &upstream,
-        &standard_config(&servers, &files, extra),
-        runtime,
-    )
-    .await;
-    wait_until_ready(&gateway, &["everything", "memory", "files"]).await;
+    let started = start_standard_with_plugin("plugins", extra, Arc::new(LimitSumsFactory)).await;
+    let Some((_files, _upstream, gateway)) = started else {
+        return;
+    };
     let dev = connect(&gateway, "sk-dev", None).await;
 
     let names = tool_names(&dev).await;
@@ -232,21 +221,12 @@ async fn the_route_plugins_govern_mcp_tools_by_qualified_name() {
 async fn a_panic_while_checking_a_call_answers_the_caller_with_an_internal_error() {
     use crate::common::faulty::PanicsOnCallFactory;
 
-    let Some(servers) = servers_dir() else { return };
-    let files = temp_dir("panics");
     let extra = "[[routes.plugins]]\nname = \"panics_on_call\"\n\
         [routes.plugins.settings]\ntool = \"everything__echo\"\n";
-    let upstream = ScriptedUpstream::start().await;
-    let runtime = Runtime::with_plugins(|registry| {
-        PluginRegistry::builtin(registry).with(Arc::new(PanicsOnCallFactory))
-    });
-    let gateway = TestGateway::start_with(
-        &upstream,
-        &standard_config(&servers, &files, extra),
-        runtime,
-    )
-    .await;
-    wait_until_ready(&gateway, &["everything"]).await;
+    let started = start_standard_with_plugin("panics", extra, Arc::new(PanicsOnCallFactory)).await;
+    let Some((_files, _upstream, gateway)) = started else {
+        return;
+    };
     let dev = connect(&gateway, "sk-dev", None).await;
 
     let answered = tokio::time::timeout(

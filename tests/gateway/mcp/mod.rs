@@ -265,6 +265,25 @@ async fn start_standard(name: &str) -> Option<(TempDir, ScriptedUpstream, TestGa
     Some((files, upstream, gateway))
 }
 
+/// [`start_standard`] with `extra` in the route and one more plugin, built by `factory`, for
+/// the tests of plugins a user could write.
+async fn start_standard_with_plugin(
+    name: &str,
+    extra: &str,
+    factory: std::sync::Arc<dyn toolgate_plugin::PluginFactory>,
+) -> Option<(TempDir, ScriptedUpstream, TestGateway)> {
+    let servers = servers_dir()?;
+    let files = temp_dir(name);
+    let upstream = ScriptedUpstream::start().await;
+    let runtime = toolgate::Runtime::with_plugins(move |registry| {
+        toolgate::PluginRegistry::builtin(registry).with(factory)
+    });
+    let config = standard_config(&servers, &files, extra);
+    let gateway = TestGateway::start_with(&upstream, &config, runtime).await;
+    wait_until_ready(&gateway, &["everything", "memory", "files"]).await;
+    Some((files, upstream, gateway))
+}
+
 /// A gateway on [`standard_config`] with `extra`, once its three backends are ready.
 async fn start(servers: &Path, files: &Path, extra: &str) -> (ScriptedUpstream, TestGateway) {
     start_config(
