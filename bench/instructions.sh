@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Instructions per request in user space, counted by valgrind's callgrind: the bare hyper hop
-# and toolgate (no plugins, tool_selection) from one build, each serving the benchmark's
+# (plain, and with the least guard) and toolgate (no plugins, tool_selection) from one build, each serving the benchmark's
 # 10-tool chat request (or BODY) from a fixed number of requests after a warm-up. Unlike a CPU
 # time, the count does not move with whoever else shares the machine, so it reads a change of
 # a few hundred instructions that the CPU scripts cannot tell from noise; it does not see the
@@ -28,15 +28,16 @@ post() { # ADDRESS COUNT
     { echo "$1: not every request succeeded" >&2; exit 1; }
 }
 
-# count LABEL PLUGINS: starts the process under callgrind, warms it, zeroes the counts, serves
+# count LABEL EXTRA: starts the process under callgrind (EXTRA: the hop's arguments, or
+# toolgate's plugin table), warms it, zeroes the counts, serves
 # $requests requests, and divides the instructions counted by them.
 count() {
   local label=$1 port out pid total
   port=$(free_port)
   out="$work/$label.callgrind"
-  if [ "$label" = hop ]; then
+  if [ "$label" = hop ] || [ "$label" = least-guard ]; then
     valgrind --tool=callgrind --callgrind-out-file="$out" \
-      "$bin_dir/hyper-hop" --upstream "$upstream" --listen "127.0.0.1:$port" >/dev/null 2>&1 &
+      "$bin_dir/hyper-hop" --upstream "$upstream" --listen "127.0.0.1:$port" $2 >/dev/null 2>&1 &
   else
     write_config "$label" "$port" "$2"
     TOOLGATE_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$out" \
@@ -58,5 +59,6 @@ count() {
 
 echo "$request, $requests requests after 500 to warm up"
 count hop ""
+count least-guard --guard
 count plain ""
 count guard "$GUARD_PLUGINS"

@@ -22,10 +22,12 @@
 //! - `rogue_service`: the soak's misbehaving validator service.
 //! - `callgrind`: the functions a callgrind profile saw run (for `link/hot-functions.txt`).
 //! - `dist`: the `dist` build measured, and the check that its hot-function list is current.
+//! - `least_guard`: the least tool-call guard serde_json and jsonschema make (the guarded floor).
 
 pub mod callgrind;
 pub mod client;
 pub mod dist;
+pub mod least_guard;
 pub mod oha;
 pub mod procs;
 pub mod redis;

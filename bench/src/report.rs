@@ -321,6 +321,21 @@ impl Results {
                 mark(versus_hop >= 0.9)
             ));
         }
+        // The guarded targets against their own floor: the bare hop with the least guard in it.
+        if let (Some(guard), Some(floor), Some(hop), Some(nginx)) = (
+            throughput("d"),
+            throughput("g"),
+            throughput("h"),
+            throughput("b"),
+        ) {
+            lines.push(format!(
+                "the guarded floor (g, the bare hyper hop with the least guard serde_json and jsonschema make): \
+                 {:.2}× the bare hyper hop, {:.2}× nginx; toolgate with tool_selection at {:.2}× it",
+                floor / hop,
+                floor / nginx,
+                guard / floor
+            ));
+        }
         if let (Some(guard), Some(plain)) = (cpu("d50"), cpu("c50")) {
             let added = guard - plain;
             lines.push(format!(
@@ -331,8 +346,11 @@ impl Results {
         if let (Some(hop), Some(plain), Some(guard), Some(nginx)) =
             (cpu("h"), cpu("c"), cpu("d"), cpu("b"))
         {
+            let floor = cpu("g").map_or(String::new(), |floor| {
+                format!(", the least guard's hop {floor:.1}")
+            });
             lines.push(format!(
-                "hop CPU per request: bare hyper hop {hop:.1} µs, nginx {nginx:.1}, toolgate without plugins \
+                "hop CPU per request: bare hyper hop {hop:.1} µs{floor}, nginx {nginx:.1}, toolgate without plugins \
                  {plain:.1}, with tool_selection {guard:.1}"
             ));
         }

@@ -38,8 +38,14 @@ pub fn upstream(binary: &Path, dir: &Path) -> Result<Server, String> {
     Ok(Server { address, process })
 }
 
-/// The bare hyper hop (`hyper-hop`, this crate's floor) in front of `upstream`.
-pub fn hyper_hop(binary: &Path, dir: &Path, upstream: SocketAddr) -> Result<Server, String> {
+/// The bare hyper hop (`hyper-hop`, this crate's floor) in front of `upstream`; with `guarded`,
+/// the same hop with the least guard in it (the floor of the guarded rows).
+pub fn hyper_hop(
+    binary: &Path,
+    dir: &Path,
+    upstream: SocketAddr,
+    guarded: bool,
+) -> Result<Server, String> {
     let mut command = Command::new(binary);
     command.args([
         "--listen",
@@ -47,6 +53,9 @@ pub fn hyper_hop(binary: &Path, dir: &Path, upstream: SocketAddr) -> Result<Serv
         "--upstream",
         &upstream.to_string(),
     ]);
+    if guarded {
+        command.arg("--guard");
+    }
     let mut process =
         Process::start("hyper-hop", command, dir).map_err(|error| error.to_string())?;
     let address = process

@@ -265,6 +265,8 @@ struct Bench {
     upstream: Server,
     nginx: Option<Server>,
     hyper_hop: Server,
+    /// The bare hyper hop with the least guard in it.
+    least_guard_hop: Server,
     plain: Server,
     guard: Server,
     body: Bytes,
@@ -369,11 +371,12 @@ async fn run(options: Options, fds: u64) -> Result<(), String> {
 
     let dir = TempDir::new("toolgate-bench").map_err(|error| error.to_string())?;
     step(
-        "starting the upstream, nginx, the bare hyper hop and toolgate (plain and tool_selection)",
+        "starting the upstream, nginx, the bare hyper hop (plain and with the least guard) and toolgate (plain and tool_selection)",
     );
     let upstream = stack::upstream(&upstream_binary, &dir.0)?;
     let nginx = stack::nginx(&dir.0, upstream.address)?;
-    let hyper_hop = stack::hyper_hop(&hyper_hop_binary, &dir.0, upstream.address)?;
+    let hyper_hop = stack::hyper_hop(&hyper_hop_binary, &dir.0, upstream.address, false)?;
+    let least_guard_hop = stack::hyper_hop(&hyper_hop_binary, &dir.0, upstream.address, true)?;
     let plain = stack::toolgate(
         &toolgate,
         &dir.0,
@@ -406,6 +409,7 @@ async fn run(options: Options, fds: u64) -> Result<(), String> {
         upstream,
         nginx: Some(nginx),
         hyper_hop,
+        least_guard_hop,
         plain,
         guard,
         body,
@@ -611,6 +615,19 @@ async fn sanity(bench: &Bench) -> Result<Vec<String>, String> {
             .to_owned(),
     );
     let undeclared = [("x-bench-undeclared", "1".to_owned())];
+    // The least guard reads JSON answers only: it runs in the JSON rows.
+    let least_guard = bench.least_guard_hop.address;
+    let (passed, answer) = client::once(&shot(least_guard, &bench.body, &[])).await?;
+    let (blocked, _) = client::once(&shot(least_guard, &bench.body, &undeclared)).await?;
+    if passed != 200 || memchr::memmem::find(&answer, b"\"tool_calls\"").is_none() || blocked != 403
+    {
+        return Err(format!(
+            "the least guard hop answered {passed} to the table's request and {blocked} to an undeclared tool"
+        ));
+    }
+    checks.push(
+        "the bare hyper hop with the least guard answers 200 with the 2 tool calls as JSON and blocks a call to an undeclared tool (403)".to_owned(),
+    );
     let (status, answer) =
         client::once(&shot(bench.guard.address, &bench.body, &undeclared)).await?;
     if status != 403 || memchr::memmem::find(&answer, b"undeclared_tool").is_none() {
@@ -692,6 +709,13 @@ async fn table(
         target("a", "direct", None, false, false),
         target("b", "nginx proxy_pass", Some(nginx), false, false),
         target("h", "bare hyper hop", Some(hop), false, false),
+        target(
+            "g",
+            "bare hyper hop, least guard",
+            Some(&bench.least_guard_hop),
+            false,
+            false,
+        ),
         target("c", "toolgate, no plugins", Some(plain), false, false),
         target("d", "toolgate, tool_selection", Some(guard), false, false),
         target(

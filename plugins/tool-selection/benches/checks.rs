@@ -23,6 +23,12 @@ use toolgate_tool_selection::ToolSelectionFactory;
 #[path = "../../../bench/src/workload.rs"]
 mod workload;
 
+// The least guard, the floor `tool_selection/answer` reads toolgate against (the same one the
+// load benchmark's row g runs in a bare hyper hop).
+#[path = "../../../bench/src/least_guard.rs"]
+mod least_guard;
+
+use least_guard::{Declared, LeastGuard};
 use workload::{AnswerSpec, RequestSpec};
 
 /// A request and an answer as the gateway hands them to the plugin.
@@ -167,16 +173,19 @@ fn parse_and_check(c: &mut Criterion) {
 
 /// The answer's side of a guarded exchange, toolgate's against the floor: the least a guard
 /// built on serde_json and jsonschema does with the same answer. The floor reads only each
-/// call's name and arguments into structs of its own, parses the arguments, and asks a
-/// validator compiled beforehand whether they are valid; toolgate reads the answer as its
+/// call's name and arguments into structs of its own, parses the arguments, and asks the
+/// validator it compiled for that schema text (warm, as toolgate's cache is) whether they are
+/// valid; toolgate reads the answer as its
 /// guard must (closed on doubt, every format's calls field) and runs `pre_response` (the
 /// membership, arguments and schema checks). The request's declared tools are given to both.
 fn answer_against_the_floor(c: &mut Criterion) {
     let plugin = plugin();
     let answer = workload::completion(AnswerSpec::default());
     let mut exchange = Exchange::new(10, AnswerSpec::default());
-    let validators = floor::validators(&workload::request_body(RequestSpec::default()));
-    assert_eq!(floor::checked_calls(&validators, &answer), Some(2));
+    let request = workload::request_body(RequestSpec::default());
+    let declared = Declared::read(&request).expect("the benchmark request declares tools");
+    let floor = LeastGuard::default();
+    assert_eq!(floor.checked_calls(&declared, &answer), Some(2));
     let mut group = c.benchmark_group("tool_selection/answer");
     group.throughput(Throughput::Bytes(answer.len() as u64));
     group.bench_function("toolgate_read_and_check_2_calls", |b| {
@@ -188,87 +197,13 @@ fn answer_against_the_floor(c: &mut Criterion) {
         })
     });
     group.bench_function("floor_serde_jsonschema_2_calls", |b| {
-        b.iter(|| floor::checked_calls(&validators, black_box(&answer)))
+        b.iter(|| floor.checked_calls(&declared, black_box(&answer)))
     });
     group.finish();
 }
 
 fn toolgate_formats_answer(body: &[u8]) -> Result<ToolResponse, toolgate_plugin::ParseError> {
     toolgate_plugin::answer::read_answer(WireFormat::ChatCompletions, body)
-}
-
-/// The least guard of an answer with serde_json and jsonschema.
-mod floor {
-    use std::collections::HashMap;
-
-    use serde::Deserialize;
-
-    #[derive(Deserialize)]
-    struct Answer {
-        choices: Vec<Choice>,
-    }
-
-    #[derive(Deserialize)]
-    struct Choice {
-        message: Message,
-    }
-
-    #[derive(Deserialize)]
-    struct Message {
-        #[serde(default)]
-        tool_calls: Vec<Call>,
-    }
-
-    #[derive(Deserialize)]
-    struct Call {
-        function: Function,
-    }
-
-    #[derive(Deserialize)]
-    struct Function {
-        name: String,
-        arguments: String,
-    }
-
-    /// A validator per declared tool, compiled once.
-    pub fn validators(request: &[u8]) -> HashMap<String, jsonschema::Validator> {
-        let request: serde_json::Value =
-            serde_json::from_slice(request).expect("the benchmark request is JSON");
-        let tools = request["tools"].as_array().expect("tools");
-        tools
-            .iter()
-            .map(|tool| {
-                let function = &tool["function"];
-                let name = function["name"].as_str().expect("a name").to_owned();
-                let validator = jsonschema::validator_for(&function["parameters"])
-                    .expect("the benchmark schemas compile");
-                (name, validator)
-            })
-            .collect()
-    }
-
-    /// How many calls were declared and valid; `None` when one was not.
-    pub fn checked_calls(
-        validators: &HashMap<String, jsonschema::Validator>,
-        answer: &[u8],
-    ) -> Option<usize> {
-        let answer: Answer = serde_json::from_slice(answer).ok()?;
-        let mut checked = 0;
-        for call in answer
-            .choices
-            .iter()
-            .flat_map(|choice| &choice.message.tool_calls)
-        {
-            let validator = validators.get(&call.function.name)?;
-            let arguments: serde_json::Value =
-                serde_json::from_str(&call.function.arguments).ok()?;
-            if !validator.is_valid(&arguments) {
-                return None;
-            }
-            checked += 1;
-        }
-        Some(checked)
-    }
 }
 
 fn config() -> Criterion {
