@@ -497,6 +497,25 @@ impl Exchange {
         }
     }
 
+    /// Closes an exchange whose handling panicked, which could not close itself: rebuilt from
+    /// what its caller kept outside the panic, and closed as a failed one with the 500 a fault
+    /// is, so it is counted and audited like any other. What it had learned inside (a tenant
+    /// found later, the calls it checked) went with the panic.
+    pub async fn close_panicked(
+        state: &Arc<GatewayState>,
+        meta: ExchangeMeta,
+        route: Arc<Route>,
+        started: Instant,
+        streamed: bool,
+    ) {
+        let mut exchange = Exchange::new(meta, route, HeaderMap::new(), started);
+        exchange.failed = true;
+        exchange.streamed = streamed;
+        exchange
+            .finish(state, http::StatusCode::INTERNAL_SERVER_ERROR)
+            .await;
+    }
+
     /// Closes the exchange: metrics, the audit line, and `post_response` (in the background, so
     /// accounting never delays the client) when the chain has any.
     pub async fn finish(self, state: &Arc<GatewayState>, status: http::StatusCode) {

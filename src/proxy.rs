@@ -45,8 +45,10 @@ pub async fn handle(
         None => WireFormat::from_path(request.uri().path()).unwrap_or(WireFormat::ChatCompletions),
     }
     .error_shape();
-    // Kept apart for the metrics of an exchange that panics, which cannot record itself.
-    let route_path = route.as_ref().map(|route| route.path.clone());
+    // Kept apart for the record of an exchange that panics, which cannot record itself.
+    let kept_for_panic = route
+        .clone()
+        .map(|route| (route, request.method().clone(), request.uri().clone()));
     let serving = async {
         match route {
             None => {
@@ -88,15 +90,16 @@ pub async fn handle(
     let mut response = match state.grace_over.unless_over(serving, &drain).await {
         Some(Some(response)) => response,
         Some(None) => {
-            let response = GatewayError::internal(crate::panics::PANICKED)
+            Box::pin(record_panicked(
+                &state,
+                kept_for_panic,
+                &request_id,
+                started,
+            ))
+            .await;
+            GatewayError::internal(crate::panics::PANICKED)
                 .report(&request_id)
-                .response(shape);
-            let route = route_path.unwrap_or_else(|| Arc::from(""));
-            let status = response.status().as_u16();
-            state
-                .metrics
-                .record_request(&route, status, started.elapsed());
-            response
+                .response(shape)
         }
         None => {
             // Dropping the exchange drops its upstream request: the client gets an answer it
@@ -114,6 +117,37 @@ pub async fn handle(
         response.headers_mut().insert(REQUEST_ID, value);
     }
     response
+}
+
+/// Records a request whose handling panicked: an exchange on an LLM route is closed as a
+/// failed one (counted as a 500, audited where the route audits); any other request is
+/// counted, as its handler, which would have counted it, did not get to.
+async fn record_panicked(
+    state: &Arc<GatewayState>,
+    kept: Option<(Arc<Route>, http::Method, http::Uri)>,
+    request_id: &str,
+    started: Instant,
+) {
+    match kept {
+        Some((route, method, uri)) if !matches!(route.kind, RouteKind::Mcp) => {
+            let meta = ExchangeMeta {
+                request_id: request_id.to_owned(),
+                route: route.path.clone(),
+                method,
+                path_and_query: path_and_query(&uri),
+                tenant: None,
+                workflow_state: Default::default(),
+            };
+            Exchange::close_panicked(state, meta, route, started, false).await;
+        }
+        kept => {
+            let route = kept.map_or_else(|| Arc::from(""), |(route, ..)| route.path.clone());
+            let status = http::StatusCode::INTERNAL_SERVER_ERROR.as_u16();
+            state
+                .metrics
+                .record_request(&route, status, started.elapsed());
+        }
+    }
 }
 
 /// An exchange on an LLM route, up to the client's response head.

@@ -91,10 +91,17 @@ pub fn guard(
     // is wrapped here, not in `run`, where the bare body and its wrapper would be two slots of the
     // task; and the relay's future is boxed before the `async` block that contains a panic takes
     // it, which would otherwise hold a second copy of it for the stream's whole life.
+    // Kept apart for the record of a relay that panics, which cannot close its exchange.
+    let kept_for_panic = (
+        state.clone(),
+        relay.exchange.meta.clone(),
+        relay.exchange.route.clone(),
+        relay.exchange.started,
+    );
     let relaying = Box::pin(Box::new(relay).run(state, Coalesce::new(body)));
-    let relay_request_id = request_id.clone();
     tokio::spawn(async move {
-        if crate::panics::contained(&relay_request_id, relaying)
+        let (state, meta, route, started) = kept_for_panic;
+        if crate::panics::contained(&meta.request_id, relaying)
             .await
             .is_none()
         {
@@ -102,6 +109,7 @@ pub fn guard(
             // upstream's would be, not closed as if the stream were whole. Before the head, the
             // head's channel is gone instead, and the client gets the 500 below.
             let _ = cut_off.send(Err(crate::panics::PANICKED.into())).await;
+            Box::pin(Exchange::close_panicked(&state, meta, route, started, true)).await;
         }
     });
     async move {

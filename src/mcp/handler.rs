@@ -97,9 +97,10 @@ impl ServerHandler for McpEndpoint {
     ) -> Result<ListToolsResult, ErrorData> {
         let scope = scope_of(&context.extensions)?;
         let listing = list_tools(&scope);
-        crate::panics::contained(&scope.meta.request_id, listing)
-            .await
-            .unwrap_or_else(|| Err(panicked(&scope)))
+        match crate::panics::contained(&scope.meta.request_id, listing).await {
+            Some(result) => result,
+            None => Err(close_panicked(&scope, "tools/list", None).await),
+        }
     }
 
     async fn call_tool(
@@ -117,20 +118,38 @@ impl ServerHandler for McpEndpoint {
             peer: &context.peer,
             progress,
         };
+        // Kept apart for the record of a call that panics, which cannot record itself.
+        let called = ToolCall::function(
+            Some(call_id.clone()),
+            request.name.to_string(),
+            String::new(),
+        );
         let calling = call_tool(&scope, request, call_id, session, context.ct.cancelled());
-        crate::panics::contained(&scope.meta.request_id, calling)
-            .await
-            .unwrap_or_else(|| Err(panicked(&scope)))
-            .map(CallToolResponse::from)
+        match crate::panics::contained(&scope.meta.request_id, calling).await {
+            Some(result) => result.map(CallToolResponse::from),
+            None => Err(close_panicked(&scope, "tools/call", Some(called)).await),
+        }
     }
 }
 
-/// The JSON-RPC error of a request whose handling panicked.
-fn panicked(scope: &RequestScope) -> ErrorData {
-    ErrorData::internal_error(
+/// The JSON-RPC error of a request whose handling panicked. Its exchange went with the panic;
+/// one is closed in its place as failed, so the request is audited and counted all the same
+/// (with the tool called, when it was a call; its server is not known).
+async fn close_panicked(
+    scope: &RequestScope,
+    method: &'static str,
+    called: Option<ToolCall>,
+) -> ErrorData {
+    let error = ErrorData::internal_error(
         crate::panics::PANICKED,
         Some(json!({"code": "internal_error", "request_id": scope.meta.request_id})),
-    )
+    );
+    let mut exchange = open_exchange(scope, method);
+    if let Some(called) = called {
+        exchange.record_checked_call(called);
+    }
+    close(exchange, scope, Some(&error)).await;
+    error
 }
 
 fn request_id_text(id: &rmcp::model::RequestId) -> String {

@@ -513,13 +513,27 @@ async fn a_panic_while_checking_is_an_internal_error_and_the_answer_stays_held()
         !message.contains("delete_user"),
         "the fault's detail is the log's: {error}"
     );
-    // Each attempt is counted, so a dashboard's 5xx rate shows the fault.
+    // Each attempt is counted, so a dashboard's 5xx rate shows the fault, and audited as a
+    // failed exchange, though the exchange that would have written its line is what panicked.
     let attempts = upstream.request_count();
     gateway
         .assert_metrics_contain(&[format!(
             r#"toolgate_requests_total{{route="/v1",status="500"}} {attempts}"#
         )])
         .await;
+    let failed_lines = |streamed: bool| {
+        (gateway.audit_lines().into_iter())
+            .filter(|line| {
+                line["status"] == 500
+                    && line["verdict"] == "error"
+                    && line["streamed"] == streamed
+                    && line["route"] == "/v1"
+                    && line["path"] == "/v1/chat/completions"
+                    && line["plugins"] == json!(["panics_on_call"])
+            })
+            .count()
+    };
+    assert_eq!(failed_lines(false), attempts, "{:?}", gateway.audit_lines());
 
     // Streamed, after text went out: the stream is cut off with an error, the call held back.
     // Events 20 ms apart, so the text leaves before the call comes.
@@ -553,6 +567,20 @@ async fn a_panic_while_checking_is_an_internal_error_and_the_answer_stays_held()
         .filter(|choice| choice.delta.tool_calls.is_some())
         .count();
     assert_eq!(released_calls, 0, "{events:?}");
+    // The relay that panicked could not close its exchange either: it is closed in its place.
+    for _ in 0..200 {
+        if failed_lines(true) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(failed_lines(true), 1, "{:?}", gateway.audit_lines());
+    gateway
+        .assert_metrics_contain(&[format!(
+            r#"toolgate_requests_total{{route="/v1",status="500"}} {}"#,
+            attempts + 1
+        )])
+        .await;
 
     upstream.set_default(Reply::chat_text("fine"));
     let answer = gateway

@@ -240,7 +240,22 @@ async fn a_panic_while_checking_a_call_answers_the_caller_with_an_internal_error
     let error = answered.expect_err("the call could not be checked");
     assert_eq!(error.code.0, -32603, "{error:?}");
     assert_eq!(refusal_data(&error)["code"], "internal_error");
-    assert!(refusal_data(&error)["request_id"].is_string(), "{error:?}");
+    let request_id = refusal_data(&error)["request_id"]
+        .as_str()
+        .map(str::to_owned)
+        .unwrap_or_else(|| panic!("no request id: {error:?}"));
+    // The call is audited and counted as failed, though the exchange that would have recorded
+    // it is what panicked.
+    let line = gateway.audit_line(&request_id).await;
+    assert_eq!(line["verdict"], "error", "{line}");
+    assert_eq!(line["mcp"]["method"], "tools/call", "{line}");
+    assert_eq!(line["mcp"]["error_code"], -32603, "{line}");
+    assert_eq!(line["calls"][0]["name"], "everything__echo", "{line}");
+    gateway
+        .assert_metrics_contain(&[
+            r#"toolgate_mcp_calls_total{route="/mcp",server="",outcome="failed"} 1"#,
+        ])
+        .await;
 
     call(&dev, "everything__get-sum", json!({"a": 1, "b": 2}))
         .await
