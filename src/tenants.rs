@@ -3,6 +3,7 @@
 //! upstream. Keys are held only as SHA-256 digests, so no key can reach a log or a dump. A
 //! bearer value shaped like a JWT is verified as one when `[auth.jwt]` is configured (`jwt`).
 
+mod jwks;
 mod jwks_url;
 mod jwt;
 
@@ -14,8 +15,9 @@ use http::header::{self, HeaderName};
 use sha2::{Digest, Sha256};
 use toolgate_plugin::Tenant;
 
+pub use jwks::parse_jwks;
 pub use jwks_url::RemoteJwks;
-pub use jwt::{JwtAuth, JwtRules, SigningKeys, TokenRejection, looks_like_jwt, parse_jwks};
+pub use jwt::{JwtAuth, JwtRules, SigningKeys, TokenRejection, looks_like_jwt};
 
 /// The headers a client's key may arrive in: OpenAI SDKs send `Authorization: Bearer`,
 /// Anthropic's `x-api-key`, Azure-style clients `api-key`.

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
 
-use super::jwt::{VerifyingKey, parse_jwks};
+use super::jwks::{VerifyingKey, parse_jwks};
 
 /// The least time between two fetches that unknown `kid`s trigger.
 pub const MISS_REFETCH_INTERVAL: Duration = Duration::from_secs(30);
