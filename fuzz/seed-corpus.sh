@@ -9,3 +9,33 @@ for file in ../fixtures/*/*.response.json ../fixtures/streams/*.json; do cp "$fi
 for file in ../fixtures/*/*.sse; do
   { printf '\x07'; cat "$file"; } > "seeds/streams/$(basename "$(dirname "$file")")-$(basename "$file")"
 done
+# The argument checks read a schema and arguments split at a NUL: each declared schema of the
+# recorded requests, with the arguments of every recorded call (a call matches its own tool's
+# schema or fails another's) and with nothing.
+mkdir -p seeds/arguments
+python3 - <<'PY'
+import glob, json, pathlib
+
+schemas, arguments = set(), {""}
+for path in glob.glob("../fixtures/*/*.request.json"):
+    for tool in json.load(open(path)).get("tools", []):
+        schema = (tool.get("function") or {}).get("parameters") or tool.get("input_schema") or tool.get("parameters")
+        if isinstance(schema, dict):
+            schemas.add(json.dumps(schema, sort_keys=True))
+for path in glob.glob("../fixtures/*/*.response.json"):
+    def walk(value):
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                if key == "arguments" and isinstance(inner, str):
+                    arguments.add(inner)
+                elif key == "input" and isinstance(inner, dict):
+                    arguments.add(json.dumps(inner))
+                else:
+                    walk(inner)
+        elif isinstance(value, list):
+            for inner in value:
+                walk(inner)
+    walk(json.load(open(path)))
+for index, (schema, argument) in enumerate((s, a) for s in sorted(schemas) for a in sorted(arguments)):
+    pathlib.Path(f"seeds/arguments/{index:04}").write_bytes(schema.encode() + b"\0" + argument.encode())
+PY
