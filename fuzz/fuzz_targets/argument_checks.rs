@@ -32,8 +32,10 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     // The reference: the options the checker compiles with (drafts by `$schema`, nothing
-    // fetched), a `Value` read by serde_json, and "" read as the empty object models mean by it.
-    let Ok(reference) = jsonschema::options().offline().build(&schema) else {
+    // fetched, patterns within their limits), a `Value` read by serde_json, and "" read as the
+    // empty object models mean by it.
+    let options = toolgate_plugin::schema::compile_options::<jsonschema::json::SerdeJson>();
+    let Ok(reference) = options.build(&schema) else {
         return;
     };
     let text = arguments.trim();
@@ -44,6 +46,13 @@ fuzz_target!(|data: &[u8]| {
     let tool = DeclaredTool::function("tool", Some(&schema));
     let call = ToolCall::function(Some("call".into()), "tool", arguments.to_owned());
     let violations = checker().check_arguments(&tool, &call);
+    if violations
+        .iter()
+        .any(|violation| violation.code == "invalid_schema")
+    {
+        // Refused before compiling (more patterns than toolgate compiles in one schema).
+        return;
+    }
     assert_eq!(
         violations.is_empty(),
         expected,

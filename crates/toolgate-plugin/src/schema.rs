@@ -32,6 +32,9 @@ type CompiledSchema = Result<Arc<Compiled>, Arc<str>>;
 /// costs the second.
 struct Compiled {
     values: Validator,
+    /// How many regular expressions the schema compiles (`pattern`, `patternProperties`): what
+    /// most of a compiled schema's memory can be.
+    patterns: usize,
     /// `None` if the tape's validator could not be built; the `Value` one then checks alone.
     tape: OnceLock<Option<Validator<Tape>>>,
 }
@@ -54,36 +57,93 @@ impl Compiled {
     }
 }
 
-/// The one set of compile options, for either representation. The draft is the one `$schema`
-/// names, else 2020-12 (the library's default). `offline()`: a `$ref` to a URL or file is
-/// refused, never fetched — the schema comes from the client, and the gateway must not fetch
-/// what a client points it at.
-fn compile_options<'i, F: jsonschema::json::Json>()
+/// The one set of compile options, for either representation; the argument checks fuzz target
+/// compiles its reference with them too. The draft is the one `$schema` names, else 2020-12
+/// (the library's default). `offline()`: a `$ref` to a URL or file is refused, never fetched —
+/// the schema comes from the client, and the gateway must not fetch what a client points it
+/// at. A pattern is compiled within [`REGEX_SIZE_LIMIT`] and matched with a lazy DFA of at most
+/// [`REGEX_DFA_SIZE_LIMIT`] a thread, where the regex crate's defaults (10 MiB and 2 MiB) would
+/// let a few bytes of a client's schema take megabytes of the gateway's memory.
+pub fn compile_options<'i, F: jsonschema::json::Json>()
 -> jsonschema::ValidationOptions<'i, Arc<dyn jsonschema::Retrieve>, F> {
-    jsonschema::options_for::<F>().offline()
+    jsonschema::options_for::<F>()
+        .offline()
+        .with_pattern_options(
+            jsonschema::PatternOptions::fancy_regex()
+                .size_limit(REGEX_SIZE_LIMIT)
+                .dfa_size_limit(REGEX_DFA_SIZE_LIMIT),
+        )
 }
+
+/// The most memory one compiled pattern may take. Real patterns take a few to a hundred KiB
+/// (an email or a date a few KiB, `^[A-Za-z0-9_]{1,256}$` under 64 KiB); a larger one (a Unicode
+/// class counted a hundred times) makes the schema fail to compile, and calls against it are
+/// blocked as unchecked.
+pub const REGEX_SIZE_LIMIT: usize = 256 * 1024;
+/// The most a pattern's lazy DFA may cache, per thread that matches with it.
+pub const REGEX_DFA_SIZE_LIMIT: usize = 256 * 1024;
+/// The most patterns one schema may compile: each may take up to [`REGEX_SIZE_LIMIT`] in each
+/// of the schema's two validators, and a single schema of thousands would take gigabytes.
+pub const MAX_PATTERNS_PER_SCHEMA: usize = 64;
 
 /// How many distinct schemas the cache expects to hold (sizes its bookkeeping).
 const ESTIMATED_SCHEMAS: usize = 4096;
-/// The bound on the total schema text the cache keeps alive. Bounding bytes rather than entries
-/// keeps a client that declares thousands of huge schemas from pinning gigabytes of validators.
-const CACHE_TEXT_BYTES: u64 = 64 * 1024 * 1024;
+/// The bound on the estimated memory of the schemas the cache keeps compiled (see
+/// [`CompiledSizeWeighter`]): a client that declares thousands of distinct schemas cannot pin
+/// more.
+const CACHE_WEIGHT_BYTES: u64 = 256 * 1024 * 1024;
+/// What a compiled schema takes besides its text and patterns: two validators (for a `Value`
+/// and for the tape), each a tree of keyword nodes. Measured at 12–37 KiB for a one-property
+/// schema; weighed on the high side, so the bound above holds.
+const ENTRY_WEIGHT: u64 = 32 * 1024;
+/// What a compiled pattern is weighed at: above what real patterns take in both validators,
+/// below the worst case the limits allow (2 × ([`REGEX_SIZE_LIMIT`] + 2 threads ×
+/// [`REGEX_DFA_SIZE_LIMIT`]) = 1.5 MiB), which would let few schemas with patterns stay cached.
+const PATTERN_WEIGHT: u64 = 512 * 1024;
 
-/// Weighs an entry by its schema text, a proxy for the size of the compiled validator.
+/// Weighs an entry by an estimate of its compiled size: a validator is hundreds of times its
+/// text (37 KiB for an 80-byte schema), and a pattern can be much more. Weighing the text
+/// alone let 64 MiB of small schemas pin tens of gigabytes.
 #[derive(Debug, Clone, Copy)]
-struct SchemaTextWeighter;
+struct CompiledSizeWeighter;
 
-impl Weighter<String, CompiledSchema> for SchemaTextWeighter {
-    fn weight(&self, text: &String, _compiled: &CompiledSchema) -> u64 {
-        // Never 0: quick_cache never evicts zero-weight entries.
-        text.len() as u64 + 1
+impl Weighter<String, CompiledSchema> for CompiledSizeWeighter {
+    fn weight(&self, text: &String, compiled: &CompiledSchema) -> u64 {
+        let text = text.len() as u64;
+        match compiled {
+            Ok(compiled) => ENTRY_WEIGHT + 8 * text + PATTERN_WEIGHT * compiled.patterns as u64,
+            // A failure keeps its text and message only. Never 0: quick_cache never evicts
+            // zero-weight entries.
+            Err(message) => text + message.len() as u64 + 1,
+        }
+    }
+}
+
+/// How many regular expressions `schema` asks for: each `pattern` string and each name of a
+/// `patternProperties` object, wherever they are (a property named so counts too, which only
+/// errs high).
+fn count_patterns(schema: &serde_json::Value) -> usize {
+    match schema {
+        serde_json::Value::Object(members) => members
+            .iter()
+            .map(|(name, value)| {
+                let own = match (name.as_str(), value) {
+                    ("pattern", serde_json::Value::String(_)) => 1,
+                    ("patternProperties", serde_json::Value::Object(patterns)) => patterns.len(),
+                    _ => 0,
+                };
+                own + count_patterns(value)
+            })
+            .sum(),
+        serde_json::Value::Array(items) => items.iter().map(count_patterns).sum(),
+        _ => 0,
     }
 }
 
 /// Compiled schemas, shared by every clone. Keyed by a schema's exact text.
 #[derive(Clone)]
 struct SchemaCache {
-    compiled: Arc<Cache<String, CompiledSchema, SchemaTextWeighter>>,
+    compiled: Arc<Cache<String, CompiledSchema, CompiledSizeWeighter>>,
     /// `toolgate_schema_compilations`.
     compilations: Counter,
 }
@@ -93,8 +153,8 @@ impl SchemaCache {
         SchemaCache {
             compiled: Arc::new(Cache::with_weighter(
                 ESTIMATED_SCHEMAS,
-                CACHE_TEXT_BYTES,
-                SchemaTextWeighter,
+                CACHE_WEIGHT_BYTES,
+                CompiledSizeWeighter,
             )),
             compilations,
         }
@@ -113,11 +173,26 @@ impl SchemaCache {
         self.compilations.inc();
         let schema: serde_json::Value = serde_json::from_str(text)
             .map_err(|error| Arc::from(format!("the schema is not JSON: {error}")))?;
+        let patterns = count_patterns(&schema);
+        if patterns > MAX_PATTERNS_PER_SCHEMA {
+            return Err(Arc::from(format!(
+                "the schema has {patterns} regular expressions; toolgate compiles at most \
+                 {MAX_PATTERNS_PER_SCHEMA} per schema"
+            )));
+        }
         let values = compile_options::<jsonschema::json::SerdeJson>()
             .build(&schema)
-            .map_err(|error| Arc::from(error.to_string()))?;
+            .map_err(|error| match error.kind() {
+                // jsonschema says only that the pattern "is not a regex": say what may be why.
+                ValidationErrorKind::Format { format } if format == "regex" => Arc::from(format!(
+                    "{error} (or it takes more than the {} KiB toolgate compiles a pattern within)",
+                    REGEX_SIZE_LIMIT / 1024
+                )),
+                _ => Arc::from(error.to_string()),
+            })?;
         Ok(Arc::new(Compiled {
             values,
+            patterns,
             tape: OnceLock::new(),
         }))
     }
@@ -372,6 +447,98 @@ mod tests {
         let verdict = compiled.values.is_valid(instance);
         assert_eq!(tape.is_valid(taped.root()), verdict, "{text}");
         verdict
+    }
+
+    /// A pattern whose compiled form would pass the size limit makes its schema fail to
+    /// compile, and a call against it is blocked as unchecked, with the reason; the patterns
+    /// real schemas carry compile and check as before.
+    #[test]
+    fn a_pattern_past_the_size_limit_blocks_its_calls_and_real_patterns_compile() {
+        let checker = SchemaChecker::standalone();
+        let tool = |pattern: &str| {
+            DeclaredTool::function(
+                "send",
+                Some(
+                    &json!({"type": "object", "properties": {"to": {"type": "string", "pattern": pattern}}}),
+                ),
+            )
+        };
+        let call = |to: &str| ToolCall::function(None, "send", json!({ "to": to }).to_string());
+        let huge = checker.check_arguments(&tool(r"^\p{L}{1,100}$"), &call("ann"));
+        assert_eq!(huge.len(), 1, "{huge:?}");
+        assert_eq!(huge[0].code, "invalid_schema", "{huge:?}");
+        assert!(huge[0].message.contains("256 KiB"), "{huge:?}");
+        for (pattern, valid, invalid) in [
+            (r"^[\w.+-]+@[\w-]+\.\w{2,}$", "ann@example.com", "ann"),
+            (r"^\d{4}-\d{2}-\d{2}$", "2026-11-27", "27.11.2026"),
+            (r"^[A-Za-z0-9_]{1,256}$", "user_1", "user 1"),
+            (r"(?i)^[a-z ]{1,200}$", "Ann Lee", "Ann-Lee"),
+        ] {
+            assert!(
+                checker
+                    .check_arguments(&tool(pattern), &call(valid))
+                    .is_empty(),
+                "{pattern}"
+            );
+            let blocked = checker.check_arguments(&tool(pattern), &call(invalid));
+            assert_eq!(
+                blocked.first().map(|violation| violation.code.as_str()),
+                Some("schema_violation"),
+                "{pattern}: {blocked:?}"
+            );
+        }
+    }
+
+    /// Each pattern may take up to the size limit in each validator: a schema past the count is
+    /// refused before any is compiled.
+    #[test]
+    fn a_schema_with_more_patterns_than_the_limit_is_refused() {
+        let (cache, metrics) = cache();
+        let schema = |count: usize| {
+            let patterns: serde_json::Map<String, serde_json::Value> = (0..count)
+                .map(|index| (format!("^k{index}_"), json!({"type": "integer"})))
+                .collect();
+            json!({"type": "object", "patternProperties": patterns}).to_string()
+        };
+        assert!(cache.get(&schema(MAX_PATTERNS_PER_SCHEMA)).is_ok());
+        let Err(error) = cache.get(&schema(MAX_PATTERNS_PER_SCHEMA + 1)) else {
+            panic!(
+                "a schema of {} patterns compiled",
+                MAX_PATTERNS_PER_SCHEMA + 1
+            );
+        };
+        assert!(error.contains("at most 64"), "{error}");
+        assert_eq!(metrics.get(), 2);
+    }
+
+    #[test]
+    fn patterns_are_counted_wherever_they_are() {
+        let schema = json!({
+            "properties": {
+                "a": {"type": "string", "pattern": "^a"},
+                "b": {"items": [{"pattern": "^b"}, {"patternProperties": {"^c": {}, "^d": {"pattern": "e"}}}]},
+                "pattern": {"type": "string"}
+            },
+            "anyOf": [{"pattern": "^f"}],
+            "description": "a pattern: not counted"
+        });
+        assert_eq!(count_patterns(&schema), 6);
+    }
+
+    /// The cache's bound is on what its entries take compiled, not on their text: an entry of
+    /// a small schema weighs what two validators take, and each pattern more.
+    #[test]
+    fn entries_are_weighed_by_their_compiled_size() {
+        let (cache, _) = cache();
+        let plain = r#"{"type":"object","properties":{"to":{"type":"string"}}}"#;
+        let with_patterns = r#"{"type":"object","properties":{"to":{"type":"string","pattern":"^a"},"cc":{"pattern":"^b"}}}"#;
+        let weight = |text: &str| CompiledSizeWeighter.weight(&text.to_owned(), &cache.get(text));
+        assert!(weight(plain) >= ENTRY_WEIGHT);
+        assert!(weight(with_patterns) >= ENTRY_WEIGHT + 2 * PATTERN_WEIGHT);
+        // So the cache keeps at most this many small schemas compiled, whatever their texts.
+        assert!(CACHE_WEIGHT_BYTES / weight(plain) <= 8 * 1024);
+        let failed = "{not json";
+        assert!(weight(failed) < 1024);
     }
 
     #[test]
