@@ -87,10 +87,6 @@ pub fn guard(
         head_status: parts.status,
         retrying: None,
     };
-    // A burst of upstream frames comes as one, so its events leave in one client write. The body
-    // is wrapped here, not in `run`, where the bare body and its wrapper would be two slots of the
-    // task; and the relay's future is boxed before the `async` block that contains a panic takes
-    // it, which would otherwise hold a second copy of it for the stream's whole life.
     // Kept apart for the record of a relay that panics, which cannot close its exchange.
     let kept_for_panic = (
         state.clone(),
@@ -98,6 +94,10 @@ pub fn guard(
         relay.exchange.route.clone(),
         relay.exchange.started,
     );
+    // A burst of upstream frames comes as one, so its events leave in one client write. The body
+    // is wrapped here, not in `run`, where the bare body and its wrapper would be two slots of the
+    // task; and the relay's future is boxed before the `async` block that contains a panic takes
+    // it, which would otherwise hold a second copy of it for the stream's whole life.
     let relaying = Box::pin(Box::new(relay).run(state, Coalesce::new(body)));
     tokio::spawn(async move {
         let (state, meta, route, started) = kept_for_panic;
