@@ -80,6 +80,16 @@ impl GatewayError {
         )
     }
 
+    /// A request path toolgate will not guess the reading of ([`crate::request_path`]).
+    pub fn path_refused(refusal: &crate::request_path::PathRefusal) -> Self {
+        Self::new(
+            Blame::Client,
+            StatusCode::BAD_REQUEST,
+            "invalid_path",
+            format!("{refusal}; send the path with those characters written plainly"),
+        )
+    }
+
     pub fn request_too_large(limit: usize) -> Self {
         Self::new(
             Blame::Client,

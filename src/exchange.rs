@@ -228,7 +228,12 @@ impl Exchange {
                 Err(error) => Ok(Parsed::Unparsable(error)),
             };
         }
-        let response = toolgate_plugin::answer::read_answer(self.format, body)
+        let read = if crate::route_table::answers_generations(self.meta.path_and_query.as_str()) {
+            toolgate_plugin::answer::read_answer
+        } else {
+            toolgate_plugin::answer::read_non_generation_answer
+        };
+        let response = read(self.format, body)
             .map_err(|error| Box::new(GatewayError::unreadable_response(&error)))?;
         self.verifiable(&response)?;
         Ok(Parsed::Parsed(response))

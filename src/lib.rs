@@ -15,6 +15,7 @@
 //! - [`shutdown`]: what exchanges still running answer when the shutdown grace runs out.
 //! - [`request_body`]: the client's body under the limits (size, silence, deadline) on every
 //!   route, its fault answered as the client's.
+//! - [`request_path`]: the one reading of a request path, routed on and forwarded as is.
 //! - [`proxy`]: the request path: route, read, `pre_request`, forward, check, answer.
 //! - [`reload`]: hot reload on SIGHUP and on a change of the config file.
 //! - [`streaming`]: the stream guard that holds tool calls back until they are checked.
@@ -52,6 +53,7 @@ mod plugins;
 mod proxy;
 mod reload;
 mod request_body;
+mod request_path;
 mod route_table;
 mod router;
 mod server;

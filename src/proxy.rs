@@ -33,11 +33,15 @@ pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// Answers one client request. Never fails: every problem becomes an enveloped answer.
 pub async fn handle(
     state: Arc<GatewayState>,
-    request: Request<Incoming>,
+    mut request: Request<Incoming>,
     drain: DrainSignal,
 ) -> Response<ProxyBody> {
     let started = Instant::now();
     let request_id = request_id_for(request.headers());
+    // Routed on, forwarded and audited from here on: the path as the upstream will read it.
+    if let Err(refusal) = crate::request_path::canonicalize(request.uri_mut()) {
+        return refuse_path(&state, &refusal, &request_id, started);
+    }
     let config = state.config.load_full();
     let route = config.router.find(request.uri().path()).cloned();
     let shape = match &route {
@@ -114,6 +118,29 @@ pub async fn handle(
         }
     };
     if let Ok(value) = HeaderValue::from_str(&request_id) {
+        response.headers_mut().insert(REQUEST_ID, value);
+    }
+    response
+}
+
+/// The answer to a request path toolgate will not guess the reading of: a 400, counted without
+/// a route (none was chosen) and logged for the operator, without the query.
+fn refuse_path(
+    state: &GatewayState,
+    refusal: &crate::request_path::PathRefusal,
+    request_id: &str,
+    started: Instant,
+) -> Response<ProxyBody> {
+    tracing::warn!(request_id = %request_id, reason = %refusal, "400: the request path was refused");
+    let mut response = GatewayError::path_refused(refusal)
+        .report(request_id)
+        .response(WireFormat::ChatCompletions.error_shape());
+    state.metrics.record_request(
+        &Arc::from(""),
+        response.status().as_u16(),
+        started.elapsed(),
+    );
+    if let Ok(value) = HeaderValue::from_str(request_id) {
         response.headers_mut().insert(REQUEST_ID, value);
     }
     response

@@ -25,7 +25,9 @@ pub const GENERATION_ENDPOINTS: [&str; 5] = [
 /// base URLs do. Token counts and Anthropic batches live under a generation prefix but answer
 /// no tool calls, so they are not generations.
 pub fn is_generation_path(path: &str) -> bool {
-    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    // Letters compare in either case, as the router compares them.
+    let lowered = path.to_ascii_lowercase();
+    let segments: Vec<&str> = lowered.split('/').filter(|s| !s.is_empty()).collect();
     let Some(version) = segments.iter().position(|segment| *segment == "v1") else {
         return false;
     };
@@ -37,6 +39,17 @@ pub fn is_generation_path(path: &str) -> bool {
         ["messages", ..] => true,
         _ => false,
     }
+}
+
+/// Whether an answer to this path may be a generation, and so must be read as one: a
+/// generation path, or any path that is not a known endpoint of the APIs toolgate speaks (a
+/// custom or unversioned path could be served by anything). `path` may carry its query.
+pub fn answers_generations(path: &str) -> bool {
+    let path = path.split_once('?').map_or(path, |(path, _)| path);
+    is_generation_path(path)
+        || !path
+            .split('/')
+            .any(|segment| segment.eq_ignore_ascii_case("v1"))
 }
 
 /// The route table, one line per route in the order routes are tried (longest prefix first).

@@ -1,7 +1,8 @@
 //! Routes: a path prefix, what serves it (an upstream, or the MCP endpoint), and its plugin
 //! chain. The longest
 //! matching prefix wins; prefixes match whole path segments, so `/v1/chat` does not catch
-//! `/v1/chatter`.
+//! `/v1/chatter`. Paths come canonical ([`crate::request_path`]) and letters compare in either
+//! case, as some upstreams route so.
 
 use std::sync::Arc;
 
@@ -105,7 +106,7 @@ impl Route {
     }
 
     fn matches(&self, path: &str) -> bool {
-        match path.strip_prefix(&*self.path) {
+        match crate::request_path::strip_prefix_ignoring_case(path, &self.path) {
             Some(rest) => rest.is_empty() || rest.starts_with('/') || self.path.ends_with('/'),
             None => false,
         }

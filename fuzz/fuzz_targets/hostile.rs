@@ -4,7 +4,8 @@
 //! a value of the wrong type, bytes that are not UTF-8 in a string, keys and strings written
 //! with `\u` escapes, a `type` added to an event, a JSON answer sent as an event, a line SSE
 //! clients skip put in front, events split, merged, cut off, or another format's call event
-//! inserted. Where each lands is picked by a seed taken from the input, so a crash reproduces
+//! inserted, or the whole text re-encoded (UTF-16 or UTF-32 in either byte order, with or
+//! without a byte-order mark, UTF-8 behind one). Where each lands is picked by a seed taken from the input, so a crash reproduces
 //! from its input alone.
 
 /// Picks positions from a seed: the input's FNV-1a hash, stirred by xorshift.
@@ -49,7 +50,7 @@ pub fn variants(input: &[u8]) -> Vec<Vec<u8>> {
     out
 }
 
-const KINDS: usize = 13;
+const KINDS: usize = 14;
 
 fn damage(input: &[u8], kind: usize, picks: &mut Picks) -> Option<Vec<u8>> {
     let tokens = strings(input);
@@ -89,12 +90,29 @@ fn damage(input: &[u8], kind: usize, picks: &mut Picks) -> Option<Vec<u8>> {
                 format!("data: {foreign}\n\n").as_bytes(),
             ))
         }
+        12 => Some(reencoded(input, picks.below(9))),
         _ => {
             // A clean cut-off: the stream ends at an event boundary before its last event.
             let boundaries = boundaries(input);
             let keep = *picks.pick(&boundaries[..boundaries.len().saturating_sub(1)])?;
             Some(input[..keep].to_vec())
         }
+    }
+}
+
+/// `input`, read as UTF-8 (lossily), written again: 0 behind a UTF-8 byte-order mark, 1-4
+/// UTF-16 LE/BE without and with a mark, 5-8 UTF-32 LE/BE likewise.
+fn reencoded(input: &[u8], encoding: usize) -> Vec<u8> {
+    let text = String::from_utf8_lossy(input);
+    let mark = matches!(encoding, 3 | 4 | 7 | 8);
+    let chars = mark.then_some('\u{feff}').into_iter().chain(text.chars());
+    let utf16 = |c: char| c.encode_utf16(&mut [0; 2]).to_vec();
+    match encoding {
+        0 => [&b"\xEF\xBB\xBF"[..], text.as_bytes()].concat(),
+        1 | 3 => chars.flat_map(utf16).flat_map(u16::to_le_bytes).collect(),
+        2 | 4 => chars.flat_map(utf16).flat_map(u16::to_be_bytes).collect(),
+        5 | 7 => chars.flat_map(|c| u32::from(c).to_le_bytes()).collect(),
+        _ => chars.flat_map(|c| u32::from(c).to_be_bytes()).collect(),
     }
 }
 

@@ -224,7 +224,9 @@ pub(super) fn build(
                 &route_path.clone().key("path"),
                 "a route path must start with '/'",
             ));
-        } else if !seen_paths.insert(route.path.clone()) {
+        } else if let Some(problem) = non_canonical_route_path(&route.path) {
+            errors.push(source.error_at_key(&route_path.clone().key("path"), problem));
+        } else if !seen_paths.insert(route.path.to_ascii_lowercase()) {
             errors.push(source.error_at_key(
                 &route_path.clone().key("path"),
                 format!("route '{}' is defined twice", route.path),
@@ -366,6 +368,18 @@ pub(super) fn build(
 
 /// An MCP route is served by toolgate itself: it has no upstream and no LLM format, and it
 /// needs backends to stand in front of.
+/// Why a route path could never match a request: requests are routed on their canonical path
+/// (decoded, no dot segments or repeated slashes), so a route must be written in that form.
+fn non_canonical_route_path(path: &str) -> Option<String> {
+    match crate::request_path::canonical(path) {
+        Ok(canonical) if canonical == path => None,
+        Ok(canonical) => Some(format!(
+            "route path '{path}' is not in the form requests are routed on; write it as '{canonical}'"
+        )),
+        Err(refusal) => Some(format!("route path '{path}' can never match: {refusal}")),
+    }
+}
+
 fn check_mcp_route(
     route: &super::RawRoute,
     raw: &RawConfig,

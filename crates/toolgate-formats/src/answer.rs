@@ -14,7 +14,37 @@ use crate::stream;
 /// The calls of a complete answer body, for checking. `Err` means the answer must not reach
 /// the client: a client could read a call from it that toolgate cannot read unambiguously.
 /// `hint` is the exchange's format, used for a body that is a stream.
+///
+/// A generation's answer has no third kind: it is UTF-8 JSON (a leading byte-order mark is
+/// skipped, as clients skip it) or events, or it is refused, whatever its content type or
+/// encoding says. Clients decode UTF-16 and UTF-32 JSON too (Python's `json` does), so a body
+/// toolgate would have to guess at is one it does not release.
 pub fn read_answer(hint: WireFormat, body: &[u8]) -> Result<ToolResponse, ParseError> {
+    read_answer_as(hint, body, NotJson::Refused)
+}
+
+/// The calls of a complete answer from an endpoint that generates nothing (a file's content,
+/// speech, an embedding): read as [`read_answer`] reads JSON and events, while a body of
+/// another kind (audio, a binary file) carries no call unless it holds a call's fields.
+pub fn read_non_generation_answer(
+    hint: WireFormat,
+    body: &[u8],
+) -> Result<ToolResponse, ParseError> {
+    read_answer_as(hint, body, NotJson::PassedUnlessMarked)
+}
+
+/// What becomes of a body that is neither JSON nor events.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum NotJson {
+    Refused,
+    PassedUnlessMarked,
+}
+
+fn read_answer_as(
+    hint: WireFormat,
+    body: &[u8],
+    not_json: NotJson,
+) -> Result<ToolResponse, ParseError> {
     if looks_like_event_stream(body) {
         let reassembled = stream::reassemble(hint, [body]);
         return match reassembled.refused {
@@ -22,10 +52,38 @@ pub fn read_answer(hint: WireFormat, body: &[u8]) -> Result<ToolResponse, ParseE
             None => Ok(reassembled.response),
         };
     }
+    let body = body.strip_prefix(UTF8_BOM).unwrap_or(body);
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(ToolResponse::default());
     }
-    read_json_answer(hint, body)
+    match read_json_answer(hint, body) {
+        Err(error) if error.kind() == ParseErrorKind::Syntax => match not_json {
+            NotJson::PassedUnlessMarked if !lenient::may_carry_calls(body) => {
+                Ok(ToolResponse::default())
+            }
+            _ => Err(ParseError::unreadable(not_json_reason(body, &error))),
+        },
+        read => read,
+    }
+}
+
+/// The byte-order mark a UTF-8 text may open with.
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// Why a body is not read, in words an operator can act on.
+fn not_json_reason(body: &[u8], error: &ParseError) -> String {
+    let encoding = match body {
+        [0, 0, 0xFE, 0xFF, ..] | [0xFF, 0xFE, 0, 0, ..] => Some("UTF-32"),
+        [0xFE, 0xFF, ..] | [0xFF, 0xFE, ..] => Some("UTF-16"),
+        _ if body.contains(&0) => Some("UTF-16 or UTF-32 (it holds NUL bytes)"),
+        _ => None,
+    };
+    match encoding {
+        Some(encoding) => format!(
+            "the answer is {encoding}, not UTF-8 JSON or an event stream: clients decode it, toolgate does not guess"
+        ),
+        None => format!("the answer is neither UTF-8 JSON nor an event stream ({error})"),
+    }
 }
 
 /// A format's reading of an answer, and whether the answer also has another format's calls
@@ -118,14 +176,10 @@ fn read_json_answer(hint: WireFormat, body: &[u8]) -> Result<ToolResponse, Parse
     let starts_an_object = body.iter().find(|byte| !byte.is_ascii_whitespace()) == Some(&b'{');
     if !starts_an_object {
         // serde would read a struct from an array too. JSON that is not an object is no
-        // format's answer; text that is not JSON carries no call unless a repairing parser
-        // could find one in it.
-        return match lenient::may_carry_calls(body) {
-            false => Ok(ToolResponse::default()),
-            true => Err(ParseError::unreadable(
-                "not a JSON answer, yet it holds a tool call's fields",
-            )),
-        };
+        // format's answer and carries no call; what is not JSON is the caller's to judge.
+        return read_json::<serde::de::IgnoredAny>(body)
+            .map(|_| ToolResponse::default())
+            .map_err(ParseError::from);
     }
     // The usual answer has the expected format's calls field and no other's: that format reads
     // it in one pass, and its reading is the one below. Any doubt (a failed reading, another
@@ -155,10 +209,8 @@ pub fn read_every_calls_field(body: &[u8]) -> Result<ToolResponse, ParseError> {
                 ParseErrorKind::Shape => Err(ParseError::unreadable(format!(
                     "a client could read a tool call from it, but toolgate cannot: {error}"
                 ))),
-                _ if !lenient::may_carry_calls(body) => Ok(ToolResponse::default()),
-                _ => Err(ParseError::unreadable(format!(
-                    "not JSON, yet it holds a tool call's fields: {error}"
-                ))),
+                // Not JSON: the caller knows whether its endpoint may answer so.
+                _ => Err(error),
             };
         }
     };
@@ -281,12 +333,44 @@ mod tests {
             b"",
             b"  \n",
             b"[1, 2]",
-            b"plain text",
-            b"{\"choices\": [",
+            b"\"text\"",
+            b"\xEF\xBB\xBF{\"object\":\"list\"}",
         ] {
             let read = read_answer(WireFormat::ChatCompletions, body).expect("passes");
             assert!(read.calls.is_empty());
         }
+    }
+
+    #[test]
+    fn a_generation_answer_that_is_not_utf8_json_or_events_is_refused() {
+        let utf16: Vec<u8> = "\u{feff}{\"choices\":[]}"
+            .encode_utf16()
+            .flat_map(u16::to_le_bytes)
+            .collect();
+        for body in [
+            &b"plain text"[..],
+            b"{\"choices\": [",
+            b"[1, 2",
+            b"{\"a\": NaN}",
+            &utf16,
+            b"\xFF\xFE\x00\x00{\x00\x00\x00",
+            b"\xEF\xBB\xBF\xEF\xBB\xBF{}",
+        ] {
+            let error = read_answer(WireFormat::ChatCompletions, body)
+                .expect_err(&String::from_utf8_lossy(body));
+            assert_eq!(error.kind(), ParseErrorKind::Unreadable, "{error}");
+        }
+        let error = read_answer(WireFormat::ChatCompletions, &utf16).expect_err("UTF-16");
+        assert!(error.to_string().contains("UTF-16"), "{error}");
+    }
+
+    #[test]
+    fn a_non_generation_answer_of_another_kind_passes_unless_it_holds_calls() {
+        let audio = b"ID3\x03\x00\x00\x00\x00\x0fbinary";
+        let read = read_non_generation_answer(WireFormat::ChatCompletions, audio).expect("passes");
+        assert!(read.calls.is_empty());
+        let marked = br#"{"choices":[{"message":{"tool_calls":[{"id":"a","#;
+        assert!(read_non_generation_answer(WireFormat::ChatCompletions, marked).is_err());
     }
 
     #[test]

@@ -45,10 +45,14 @@ impl WireFormat {
 
     /// The format an endpoint path speaks, judged by its last segments.
     pub fn from_path(path: &str) -> Option<WireFormat> {
-        let path = path.trim_end_matches('/');
-        WireFormat::ALL
-            .into_iter()
-            .find(|format| path.ends_with(format.adapter().path_suffix()))
+        let path = path.trim_end_matches('/').as_bytes();
+        // Letters in either case: a router that matched `/V1/Chat/Completions` to a route must
+        // read its body in the format the upstream serves there.
+        WireFormat::ALL.into_iter().find(|format| {
+            let suffix = format.adapter().path_suffix().as_bytes();
+            path.len() >= suffix.len()
+                && path[path.len() - suffix.len()..].eq_ignore_ascii_case(suffix)
+        })
     }
 
     /// The format a request body has the shape of: `input` without `messages` is the Responses

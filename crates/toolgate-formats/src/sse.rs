@@ -17,6 +17,32 @@ pub struct SseEvent {
     pub raw: Bytes,
 }
 
+impl SseEvent {
+    /// The first line of this event that is not event-stream text a client reads the same way
+    /// toolgate does: a NUL byte (UTF-16 or UTF-32 text, which some clients decode), bytes that
+    /// are not UTF-8, or a field no event stream defines (a JSON document under an event-stream
+    /// content type is one). A leading byte-order mark is allowed, as at a stream's start.
+    pub fn foreign_line(&self) -> Option<&'static str> {
+        let raw = self.raw.strip_prefix(BYTE_ORDER_MARK).unwrap_or(&self.raw);
+        if memchr::memchr(0, raw).is_some() {
+            return Some("a NUL byte (text in UTF-16 or UTF-32, not UTF-8)");
+        }
+        if std::str::from_utf8(raw).is_err() {
+            return Some("bytes that are not UTF-8");
+        }
+        raw.split(|byte| *byte == b'\n' || *byte == b'\r')
+            .filter(|line| !line.is_empty() && line.first() != Some(&b':'))
+            .find(|line| {
+                let field = line
+                    .iter()
+                    .position(|&byte| byte == b':')
+                    .map_or(&line[..], |colon| &line[..colon]);
+                !matches!(field, b"data" | b"event" | b"id" | b"retry")
+            })
+            .map(|_| "a line that is no event-stream field")
+    }
+}
+
 /// Splits a byte stream into events, however the bytes are chunked.
 #[derive(Debug, Default)]
 pub struct SseParser {

@@ -30,43 +30,28 @@ pub enum StreamStep {
     Unrecognized,
 }
 
-/// Why the guard must refuse a stream at this event, if it must: an event the assembler did not
-/// recognize (or a data-less event with text that is not SSE) from which a forgiving client
-/// could still read a call, or an event whose bytes are not UTF-8 that is a call's or from
-/// which a client could read one (clients decode those bytes differently, so the call checked
-/// might not be the call run, and a block of type `\xFFtool_use` is no call to the assembler
-/// but one to a client whose decoder drops the byte).
+/// Why the guard must refuse a stream at this event, if it must: an event that is not UTF-8
+/// event-stream text (clients decode such bytes each their own way, so the call checked might
+/// not be the call run: a block of type `\xFFtool_use` is no call to the assembler but one to a
+/// client whose decoder drops the byte), or an event the assembler did not recognize from which
+/// a forgiving client could still read a call.
 pub fn refusal(step: StreamStep, event: &SseEvent) -> Option<ParseError> {
-    if step != StreamStep::ToolFragment
-        && std::str::from_utf8(&event.raw).is_err()
-        && let Some(data) = event.data.as_deref()
-    {
-        // The parser replaced the bad bytes; a client may instead have dropped them.
-        let dropped = data.replace(char::REPLACEMENT_CHARACTER, "");
-        if crate::lenient::may_carry_calls(data.as_bytes())
-            || crate::lenient::may_carry_calls(dropped.as_bytes())
-        {
-            return Some(ParseError::unreadable(
-                "a stream event that is not valid UTF-8 from which a client could read a tool call",
-            ));
-        }
+    // No third kind of answer: a stream is UTF-8 event-stream text, or it is refused, whatever
+    // its events would otherwise say.
+    if let Some(foreign) = event.foreign_line() {
+        return Some(ParseError::unreadable(format!(
+            "the answer is not a UTF-8 event stream: an event holds {foreign}"
+        )));
     }
-    match step {
-        StreamStep::Unrecognized => {
-            let data = event.data.as_deref().map_or(&event.raw[..], str::as_bytes);
-            crate::lenient::may_carry_calls(data).then(|| {
-                ParseError::unreadable(
-                    "a stream event of no known shape from which a client could read a tool call",
-                )
-            })
-        }
-        StreamStep::Preamble if event.data.is_none() => crate::lenient::may_carry_calls(&event.raw)
-            .then(|| ParseError::unreadable("a tool call outside any SSE data field")),
-        StreamStep::ToolFragment if std::str::from_utf8(&event.raw).is_err() => Some(
-            ParseError::unreadable("a tool call's stream event is not valid UTF-8"),
-        ),
-        _ => None,
+    if step != StreamStep::Unrecognized {
+        return None;
     }
+    let data = event.data.as_deref().map_or(&event.raw[..], str::as_bytes);
+    crate::lenient::may_carry_calls(data).then(|| {
+        ParseError::unreadable(
+            "a stream event of no known shape from which a client could read a tool call",
+        )
+    })
 }
 
 /// An event's data, trimmed; an event without data is preamble (a comment, a retry hint).

@@ -1559,6 +1559,95 @@ proptest! {
 }
 
 // ---------------------------------------------------------------------------------------------
+// No third kind of answer: the same answers in the encodings a JSON reader detects (UTF-16 and
+// UTF-32 in both byte orders, with and without a byte-order mark, UTF-8 behind one), and text
+// that is no JSON, are checked or refused, as a whole body and through the stream relay.
+
+/// Writes UTF-8 text in another encoding: 0 as it is, 1 behind a UTF-8 byte-order mark, 2-5
+/// UTF-16 LE/BE without and with a mark... 6-9 UTF-32 LE/BE likewise.
+fn encoded(text: &[u8], encoding: u8) -> Vec<u8> {
+    let text = String::from_utf8_lossy(text);
+    let bom = matches!(encoding, 4 | 5 | 8 | 9);
+    let chars = bom.then_some('\u{feff}').into_iter().chain(text.chars());
+    match encoding {
+        0 => text.into_owned().into_bytes(),
+        1 => [&b"\xEF\xBB\xBF"[..], text.as_bytes()].concat(),
+        2 | 4 => chars
+            .flat_map(|c| c.encode_utf16(&mut [0; 2]).to_vec())
+            .flat_map(u16::to_le_bytes)
+            .collect(),
+        3 | 5 => chars
+            .flat_map(|c| c.encode_utf16(&mut [0; 2]).to_vec())
+            .flat_map(u16::to_be_bytes)
+            .collect(),
+        6 | 8 => chars.flat_map(|c| u32::from(c).to_le_bytes()).collect(),
+        _ => chars.flat_map(|c| u32::from(c).to_be_bytes()).collect(),
+    }
+}
+
+/// Bodies that are not JSON at all, some with a call's fields in them.
+const NOT_JSON: [&[u8]; 5] = [
+    b"plain text",
+    b"<html><body>{\"tool_calls\": []}</body></html>",
+    b"{\"choices\":[{\"message\":{\"tool_calls\":[{\"id\":\"a\",\"type\":\"function\",\"function\":{\"name\":\"x\",\"arguments\":\"{}\"}}]}}]} trailing",
+    b"{\"content\":[{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"x\",\"input\":{}}], \"n\": NaN}",
+    b"\x00\x01\x02binary",
+];
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn every_call_in_an_answer_in_any_encoding_is_checked_or_refused(
+        plan in plan(),
+        hint in format(),
+        streamed in any::<bool>(),
+        through_relay in any::<bool>(),
+        encoding in 0u8..10,
+        cuts in prop::collection::vec(any::<usize>(), 0..4),
+    ) {
+        let text = match streamed {
+            true => stream_body(&plan, &[], 0),
+            false => json_body(&plan, &[], 0),
+        };
+        let body = encoded(&text, encoding);
+        let verdict = match through_relay {
+            false => body_is_guarded(hint, &body),
+            true => stream_is_guarded_cut(hint, &body, &cuts),
+        };
+        prop_assert!(verdict.is_ok(), "{}\n{:?} encoding {} body:\n{:?}", verdict.unwrap_err(),
+            hint, encoding, String::from_utf8_lossy(&body));
+        // Only UTF-8 is read; anything else with a call in it is refused, never guessed at.
+        if encoding >= 2 && !client_reads_body(&body).is_empty() {
+            prop_assert!(read_answer(hint, &body).is_err(), "encoding {} read", encoding);
+        }
+    }
+
+    #[test]
+    fn a_body_that_is_not_json_is_refused_in_any_encoding(
+        which in 0..NOT_JSON.len(),
+        hint in format(),
+        encoding in 0u8..10,
+    ) {
+        let body = encoded(NOT_JSON[which], encoding);
+        prop_assert!(read_answer(hint, &body).is_err(), "{:?}", String::from_utf8_lossy(&body));
+    }
+}
+
+#[test]
+fn the_encodings_a_json_reader_detects_are_the_oracles_too() {
+    let answer = br#"{"choices":[{"message":{"tool_calls":[{"id":"a","type":"function","function":{"name":"x","arguments":"{}"}}]}}]}"#;
+    for encoding in 0..10 {
+        let body = encoded(answer, encoding);
+        assert_eq!(
+            client_reads_body(&body),
+            BTreeSet::from(["x".to_owned()]),
+            "encoding {encoding}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // The generators themselves: unmutated answers carry their calls, and toolgate reads them all.
 
 #[test]

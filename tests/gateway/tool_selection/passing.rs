@@ -41,10 +41,31 @@ async fn requests_without_tools_and_responses_without_calls_pass_through() {
             .await,
         200
     );
-    upstream.push(Reply::raw(200, "text/plain", b"not json at all".to_vec()));
-    let response = gateway.post_chat(&request_with_tools()).await;
-    assert_eq!(response.status(), 200);
-    assert_eq!(response.text().await.expect("body"), "not json at all");
+}
+
+#[tokio::test]
+async fn a_generation_answer_that_is_not_json_or_events_is_refused_whatever_it_says_it_is() {
+    let (upstream, gateway) = start_guarded("").await;
+    let utf16: Vec<u8> = "\u{feff}{\"choices\":[]}"
+        .encode_utf16()
+        .flat_map(u16::to_le_bytes)
+        .collect();
+    for (content_type, body) in [
+        ("text/plain", b"not json at all".to_vec()),
+        ("application/json; charset=utf-16", utf16.clone()),
+        ("text/event-stream", utf16),
+        ("application/octet-stream", b"\x00\x01binary".to_vec()),
+    ] {
+        upstream.push(Reply::raw(200, content_type, body));
+        let response = gateway.post_chat(&request_with_tools()).await;
+        assert_eq!(response.status(), 403, "{content_type}");
+        let body: serde_json::Value = response.json().await.expect("an envelope");
+        assert_eq!(
+            body["error"]["code"], "unparsable_response",
+            "{content_type}: {body}"
+        );
+        assert_eq!(body["error"]["violations"][0]["check"], "parse", "{body}");
+    }
 }
 
 #[tokio::test]

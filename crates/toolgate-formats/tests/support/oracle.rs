@@ -63,11 +63,51 @@ fn named(calls: impl IntoIterator<Item = LenientCall>) -> BTreeSet<String> {
         .collect()
 }
 
-/// What a client could read from a body: as one JSON document, or as an event stream.
+/// What a client could read from a body: as one JSON document (in any encoding a JSON reader
+/// detects, as Python's `json` and the SDKs on it do), or as an event stream.
 pub fn client_reads_body(body: &[u8]) -> BTreeSet<String> {
     let mut names = named(calls_in_json(body).unwrap_or_default());
+    if let Some(decoded) = decoded_as_json_readers_do(body) {
+        names.extend(named(calls_in_json(decoded.as_bytes()).unwrap_or_default()));
+    }
     names.extend(client_reads_stream(body));
     names
+}
+
+/// The text of a body whose encoding a JSON reader detects from its first bytes (RFC 8259's
+/// and RFC 4627's rule, as Python's `json.loads` on bytes applies it): a byte-order mark, or
+/// where the NUL bytes of its first ASCII character fall. `None` when it is plain UTF-8 (read
+/// as it is) or does not decode.
+pub fn decoded_as_json_readers_do(body: &[u8]) -> Option<String> {
+    fn units<const N: usize>(body: &[u8], read: fn([u8; N]) -> u32) -> Vec<u32> {
+        body.chunks_exact(N)
+            .map(|chunk| read(chunk.try_into().unwrap_or([0; N])))
+            .collect()
+    }
+    fn utf16(units: Vec<u32>) -> Option<String> {
+        let units: Vec<u16> = units.into_iter().map(|unit| unit as u16).collect();
+        char::decode_utf16(units)
+            .collect::<Result<String, _>>()
+            .ok()
+    }
+    fn utf32(units: Vec<u32>) -> Option<String> {
+        units.into_iter().map(char::from_u32).collect()
+    }
+    let le16 = |bytes: [u8; 2]| u32::from(u16::from_le_bytes(bytes));
+    let be16 = |bytes: [u8; 2]| u32::from(u16::from_be_bytes(bytes));
+    let text = match body {
+        [0xEF, 0xBB, 0xBF, rest @ ..] => String::from_utf8(rest.to_vec()).ok(),
+        [0xFF, 0xFE, 0, 0, rest @ ..] => utf32(units(rest, u32::from_le_bytes)),
+        [0, 0, 0xFE, 0xFF, rest @ ..] => utf32(units(rest, u32::from_be_bytes)),
+        [0xFF, 0xFE, rest @ ..] => utf16(units(rest, le16)),
+        [0xFE, 0xFF, rest @ ..] => utf16(units(rest, be16)),
+        [0, 0, 0, _, ..] => utf32(units(body, u32::from_be_bytes)),
+        [0, _, ..] => utf16(units(body, be16)),
+        [_, 0, 0, 0, ..] => utf32(units(body, u32::from_le_bytes)),
+        [_, 0, ..] => utf16(units(body, le16)),
+        _ => None,
+    };
+    text.map(|text| text.trim_start_matches('\u{feff}').to_owned())
 }
 
 pub fn client_reads_stream(stream: &[u8]) -> BTreeSet<String> {
@@ -132,5 +172,6 @@ pub fn stream_is_guarded<'a>(
         Some(error) => Err(error.to_string()),
         None => Ok(checked_names(reassembled.response.calls)),
     };
-    judge(client_reads_stream(stream), checked)
+    // A client that did not ask for a stream reads a body sent as one with its JSON reader.
+    judge(client_reads_body(stream), checked)
 }
