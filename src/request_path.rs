@@ -276,6 +276,120 @@ mod tests {
         }
     }
 
+    /// A server's reading of a path, written from RFC 3986 apart from [`canonical`]: every
+    /// `%XX` decoded, repeated slashes merged (as nginx does first), then its §5.2.4 loop
+    /// removing dot segments from an input buffer into an output buffer.
+    fn server_reading(path: &str) -> String {
+        let bytes = path.as_bytes();
+        let mut decoded = Vec::new();
+        let mut at = 0;
+        while at < bytes.len() {
+            let hex = bytes
+                .get(at + 1..at + 3)
+                .and_then(|digits| u8::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok());
+            match (bytes[at], hex) {
+                (b'%', Some(byte)) => {
+                    decoded.push(byte);
+                    at += 3;
+                }
+                (byte, _) => {
+                    decoded.push(byte);
+                    at += 1;
+                }
+            }
+        }
+        let mut input = String::from_utf8_lossy(&decoded).into_owned();
+        while input.contains("//") {
+            input = input.replace("//", "/");
+        }
+        let mut output = String::new();
+        while !input.is_empty() {
+            if let Some(rest) = input.strip_prefix("../").or(input.strip_prefix("./")) {
+                input = rest.to_owned();
+            } else if input.starts_with("/./") || input == "/." {
+                input = format!("/{}", &input[if input == "/." { 2 } else { 3 }..]);
+            } else if input.starts_with("/../") || input == "/.." {
+                input = format!("/{}", &input[if input == "/.." { 3 } else { 4 }..]);
+                output.truncate(output.rfind('/').unwrap_or(0));
+            } else if input == "." || input == ".." {
+                input.clear();
+            } else {
+                let start = usize::from(input.starts_with('/'));
+                let end = input[start..]
+                    .find('/')
+                    .map_or(input.len(), |at| at + start);
+                output.push_str(&input[..end]);
+                input = input[end..].to_owned();
+            }
+        }
+        if output.is_empty() {
+            "/".to_owned()
+        } else {
+            output
+        }
+    }
+
+    /// One way a client may write a character of a path.
+    fn written(c: char, how: u8) -> String {
+        match how {
+            0 => format!("%{:02X}", u32::from(c)),
+            1 => format!("%{:02x}", u32::from(c)),
+            2 => c.to_ascii_uppercase().to_string(),
+            _ => c.to_string(),
+        }
+    }
+
+    /// The endpoints paths are generated from, and what a client may put between segments.
+    const ENDPOINTS: [&str; 6] = [
+        "/v1/chat/completions",
+        "/v1/responses",
+        "/v1/messages",
+        "/v1/models",
+        "/v1/files/file-1/content",
+        "/v1/embeddings",
+    ];
+    const BETWEEN: [&str; 9] = [
+        "/", "//", "/./", "/%2e/", "/x/../", "/%2E%2E/", "/;a=1/", "/%2F", "\\",
+    ];
+
+    proptest::proptest! {
+        /// Whatever a client writes, toolgate either refuses the path or reads it as a server
+        /// that decodes and normalises does; the path it forwards reads the same to a server
+        /// that only decodes; and the route it picks is the route of that reading.
+        #[test]
+        fn the_routers_reading_is_a_normalising_servers(
+            endpoint in 0..ENDPOINTS.len(),
+            spellings in proptest::collection::vec(0u8..8, 40),
+            joints in proptest::collection::vec(0..BETWEEN.len() * 3, 8),
+        ) {
+            let mut raw = String::new();
+            for (index, segment) in ENDPOINTS[endpoint].split('/').skip(1).enumerate() {
+                let joint = joints[index % joints.len()];
+                raw.push_str(BETWEEN.get(joint).copied().unwrap_or("/"));
+                for (at, c) in segment.chars().enumerate() {
+                    raw.push_str(&written(c, spellings[(index * 7 + at) % spellings.len()]));
+                }
+            }
+            let reading = server_reading(&raw);
+            match canonical(&raw) {
+                Ok(path) => {
+                    proptest::prop_assert_eq!(&server_reading(&path), &reading, "{}", raw);
+                    proptest::prop_assert_eq!(&server_reading(&path), &path.to_string());
+                    let router_match = strip_prefix_ignoring_case(&path, ENDPOINTS[endpoint]);
+                    let server_match = strip_prefix_ignoring_case(&reading, ENDPOINTS[endpoint]);
+                    proptest::prop_assert_eq!(router_match, server_match, "{}", raw);
+                }
+                Err(_) => {
+                    let ambiguous = ["%2F", "%2f", "\\", ";", "%5C", "%5c", "%3B", "%3b"];
+                    proptest::prop_assert!(
+                        ambiguous.iter().any(|marker| raw.contains(marker)),
+                        "refused without cause: {}", raw
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn route_prefixes_compare_letters_in_either_case() {
         assert_eq!(

@@ -21,6 +21,7 @@ mod operator_messages;
 mod pipeline;
 mod proxy;
 mod reliability;
+mod request_paths;
 mod sdks;
 mod service_failures;
 mod services;
