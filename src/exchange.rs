@@ -21,7 +21,7 @@ use crate::body::ProxyBody;
 use crate::error::{ErrorReport, GatewayError};
 use crate::on_block::{self, AttemptRecord, OnBlock, Recovery, RetryOutcome};
 use crate::pipeline::StageOutcome;
-use crate::router::{Route, UnreadableAnswers};
+use crate::router::{Route, UnguardedCalls, UnreadableAnswers};
 use crate::state::GatewayState;
 use crate::telemetry::{
     AuditCall, AuditRecord, AuditVerdict, McpAudit, Timings, millis, now_rfc3339,
@@ -62,6 +62,10 @@ pub struct Exchange {
     /// On a chain that recovers from blocks (`on_block`): the request as it went upstream, and
     /// the attempts so far. Boxed: most exchanges have none, and all wait with this state.
     pub recovery: Option<Box<Recovery>>,
+    /// Whether the gateway itself watches this answer for tool calls: its route is a bare
+    /// pass-through (no plugin at all), yet its path may be served as a generation
+    /// ([`UnguardedCalls`]).
+    pub watches_unguarded_calls: bool,
 }
 
 /// What a blocked answer becomes.
@@ -87,6 +91,10 @@ impl Exchange {
     ) -> Self {
         let path = meta.path_and_query.split('?').next().unwrap_or_default();
         let format = route.format.resolve(path, None);
+        let watches_unguarded_calls = route.unguarded_calls != UnguardedCalls::Pass
+            && matches!(route.kind, crate::router::RouteKind::Llm(_))
+            && route.chain.is_empty()
+            && crate::route_table::answers_generations(path);
         Exchange {
             meta,
             route,
@@ -110,6 +118,7 @@ impl Exchange {
             annotations: serde_json::Map::new(),
             mcp: None,
             recovery: None,
+            watches_unguarded_calls,
         }
     }
 
@@ -142,7 +151,7 @@ impl Exchange {
     ) -> StageOutcome {
         let started = Instant::now();
         let route = self.route.clone();
-        let outcome = route
+        let mut outcome = route
             .chain
             .pre_response(&ResponseExchange {
                 meta: &self.meta,
@@ -153,6 +162,11 @@ impl Exchange {
                 streamed: self.streamed,
             })
             .await;
+        if self.watches_unguarded_calls
+            && let Parsed::Parsed(parsed) = response
+        {
+            self.watch_unguarded_calls(parsed, &mut outcome);
+        }
         self.absorb(&outcome, started);
         if let Parsed::Parsed(parsed) = response {
             self.checked_count += parsed.calls.len();
@@ -161,6 +175,58 @@ impl Exchange {
             }
         }
         outcome
+    }
+
+    /// The gateway's own check on a pass-through route: each call its answer carries
+    /// is refused (`unguarded_calls = "refuse"`) or recorded as seen (`"log"`).
+    fn watch_unguarded_calls(&self, response: &ToolResponse, outcome: &mut StageOutcome) {
+        if response.calls.is_empty() {
+            return;
+        }
+        let violations: Vec<Violation> = response
+            .calls
+            .iter()
+            .map(|call| {
+                let message = format!(
+                    "'{}' reached route {}, which runs no plugin that checks tool calls: guard the \
+                     route, or set its unguarded_calls",
+                    call.name, self.route.path
+                );
+                Violation::on_call(
+                    Check::Custom("route"),
+                    "unguarded_tool_calls",
+                    call,
+                    message,
+                )
+            })
+            .collect();
+        tracing::warn!(
+            request_id = %self.meta.request_id,
+            route = %self.route.path,
+            path = %self.meta.path_and_query.split('?').next().unwrap_or_default(),
+            calls = violations.len(),
+            "an answer on a route that checks no tool calls carries some"
+        );
+        let rejection = Rejection::forbidden(violations);
+        match self.route.unguarded_calls {
+            UnguardedCalls::Refuse => {
+                outcome.blocked_by.push("unguarded_calls".to_owned());
+                match &mut outcome.blocked {
+                    Some(first) => first.violations.extend(rejection.violations),
+                    None => outcome.blocked = Some(rejection),
+                }
+            }
+            _ => outcome.observed.push(crate::pipeline::ObservedBlock {
+                plugin: "unguarded_calls".to_owned(),
+                rejection,
+            }),
+        }
+    }
+
+    /// Whether this exchange's answer is read before it is released: its chain reads answers,
+    /// or the gateway watches it for calls on a route that does not.
+    pub fn reads_answers(&self) -> bool {
+        self.route.chain.body_needs().response || self.watches_unguarded_calls
     }
 
     /// Counts a call checked outside `pre_response` (an MCP call), kept for the audit line.
@@ -212,7 +278,9 @@ impl Exchange {
     /// `unreadable_answers` (default `block`) on a chain that enforces some check of answers.
     /// An observing chain never blocks; its plugins see what cannot be read as unparsable.
     pub fn closes_on_doubt(&self) -> bool {
-        self.route.unreadable == UnreadableAnswers::Block && self.route.chain.enforces_responses()
+        (self.route.unreadable == UnreadableAnswers::Block && self.route.chain.enforces_responses())
+            || (self.watches_unguarded_calls
+                && self.route.unguarded_calls == UnguardedCalls::Refuse)
     }
 
     /// Reads a complete 2xx answer for `pre_response`: by its own shape and closed on doubt,
@@ -228,7 +296,11 @@ impl Exchange {
                 Err(error) => Ok(Parsed::Unparsable(error)),
             };
         }
-        let read = if crate::route_table::answers_generations(self.meta.path_and_query.as_str()) {
+        // A route that checks no calls is watched for them, not held to a generation's reading:
+        // what it serves may be anything.
+        let read = if !self.watches_unguarded_calls
+            && crate::route_table::answers_generations(self.meta.path_and_query.as_str())
+        {
             toolgate_plugin::answer::read_answer
         } else {
             toolgate_plugin::answer::read_non_generation_answer
@@ -254,7 +326,8 @@ impl Exchange {
     /// compressed body) cannot be held against what the client declared. Either is refused,
     /// not waved through.
     pub fn verifiable(&self, response: &ToolResponse) -> Result<(), Box<Rejection>> {
-        if !self.closes_on_doubt() || !response.has_calls() {
+        // A watched route refuses every call in `pre_response`, with its own reason.
+        if !self.closes_on_doubt() || !response.has_calls() || self.watches_unguarded_calls {
             return Ok(());
         }
         if let Some(name) = toolgate_plugin::answer::odd_name(response) {
@@ -545,7 +618,12 @@ impl Exchange {
         // too.
         let authenticated =
             self.meta.tenant.is_some() || self.route.auth == crate::tenants::RouteAuth::Tenant;
-        if self.route.chain.is_empty() && !authenticated && !self.on_mcp_route() {
+        let watched_something = self.blocked || !self.observed.is_empty();
+        if self.route.chain.is_empty()
+            && !authenticated
+            && !self.on_mcp_route()
+            && !watched_something
+        {
             return;
         }
         state

@@ -411,10 +411,9 @@ async fn read_and_check(
     grace_over: &GraceOver,
 ) -> Result<Answered, GatewayError> {
     let upstream_started = Instant::now();
-    let route = exchange.route.clone();
     let (mut response_parts, response_body) = response.into_parts();
     strip_hop_by_hop(&mut response_parts.headers);
-    let guarded = route.chain.body_needs().response;
+    let guarded = exchange.reads_answers();
     if guarded
         && exchange.closes_on_doubt()
         && let Some(rejection) = unreadable_head(&response_parts)
@@ -600,7 +599,7 @@ fn prepare_upstream_head(
         exchange.format,
         tenant.map(|tenant| tenant.name.as_str()),
     );
-    if exchange.route.chain.body_needs().response {
+    if exchange.reads_answers() {
         // A compressed answer could not be inspected: ask for it plain.
         headers.insert(
             header::ACCEPT_ENCODING,

@@ -6,7 +6,7 @@
 
 use crate::config::Config;
 use crate::pipeline::Mode;
-use crate::router::{Route, RouteFormat, RouteKind, Router};
+use crate::router::{Route, RouteFormat, RouteKind, Router, UnguardedCalls};
 
 /// The generation endpoints every configuration is checked for, even without a route of their
 /// own: a catch-all route (`/v1`, `/`) that runs no plugin serves them too. `{id}` stands for a
@@ -124,9 +124,16 @@ pub fn unguarded(router: &Router) -> Vec<String> {
         } else {
             format!("it falls through to route {}, which", route.path)
         };
+        let consequence = match route.unguarded_calls {
+            UnguardedCalls::Refuse if route.chain.is_empty() => {
+                "answers carrying tool calls are refused there (unguarded_calls = \"refuse\"), \
+                 never checked"
+            }
+            _ => "the model's tool calls reach clients unchecked",
+        };
         warnings.push(format!(
             "generation endpoint {endpoint} is unguarded: {served_by} runs no plugin that reads \
-             answers, so the model's tool calls reach clients unchecked"
+             answers, so {consequence}"
         ));
     }
     warnings

@@ -24,6 +24,8 @@ pub struct Route {
     pub auth: RouteAuth,
     /// What a guarded answer that cannot be read unambiguously gets.
     pub unreadable: UnreadableAnswers,
+    /// What an answer with tool calls gets when the route runs no plugin.
+    pub unguarded_calls: UnguardedCalls,
     /// Its handles on the request metrics.
     pub metrics: RouteMetrics,
 }
@@ -37,6 +39,21 @@ pub enum UnreadableAnswers {
     Block,
     /// The lenient opt-out: read in the exchange's format only, and what cannot be read goes to
     /// the plugins as unparsable (passed unless `tool_selection` is `strict`).
+    Pass,
+}
+
+/// What becomes of an answer that carries tool calls on a pass-through route, one that runs no
+/// plugin (`unguarded_calls` on a route). No route the configuration calls unguarded should deliver
+/// calls: an upstream that serves a generation where toolgate saw a pass-through endpoint (a
+/// path it reads otherwise, an endpoint under another name) would hand them over unchecked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UnguardedCalls {
+    /// Refused with a 403 (the default: fail closed).
+    #[default]
+    Refuse,
+    /// Delivered, with a warning and the calls in the audit line.
+    Log,
+    /// Delivered unread, the answer streamed through as it comes.
     Pass,
 }
 
@@ -80,6 +97,7 @@ impl Route {
             format,
             auth: RouteAuth::None,
             unreadable: UnreadableAnswers::Block,
+            unguarded_calls: UnguardedCalls::Refuse,
             metrics: RouteMetrics::default(),
         }
     }
@@ -93,6 +111,7 @@ impl Route {
             format: RouteFormat::Auto,
             auth: RouteAuth::None,
             unreadable: UnreadableAnswers::Block,
+            unguarded_calls: UnguardedCalls::Refuse,
             metrics: RouteMetrics::default(),
         }
     }

@@ -20,7 +20,7 @@ use super::{Config, OnBlockMode, RawConfig, RawPluginEntry, ServerConfig, settin
 use crate::on_block::{DEFAULT_MAX_RETRIES, DEFAULT_RETRY_DEADLINE, OnBlock, RetryLimits};
 use crate::pipeline::Mode;
 use crate::pipeline::{Chain, ChainEntry};
-use crate::router::{Route, RouteFormat, Router, UnreadableAnswers};
+use crate::router::{Route, RouteFormat, Router, UnguardedCalls, UnreadableAnswers};
 use crate::telemetry::AuditOutput;
 use crate::tenants::{KeyDigest, RouteAuth, TenantDirectory, digest, parse_digest};
 use crate::upstream::{Upstream, UpstreamAuth, UpstreamSettings};
@@ -313,6 +313,18 @@ pub(super) fn build(
             source,
             &mut errors,
         );
+        let unguarded_calls = keyword(
+            route.unguarded_calls.as_deref(),
+            (&route_path, "unguarded_calls"),
+            &[
+                ("refuse", UnguardedCalls::Refuse),
+                ("log", UnguardedCalls::Log),
+                ("pass", UnguardedCalls::Pass),
+            ],
+            UnguardedCalls::Refuse,
+            source,
+            &mut errors,
+        );
         if auth == RouteAuth::Tenant && tenants.is_empty() {
             errors.push(source.error_at_key(
                 &route_path.clone().key("auth"),
@@ -339,6 +351,7 @@ pub(super) fn build(
         if let Some(mut built) = built {
             built.auth = auth;
             built.unreadable = unreadable;
+            built.unguarded_calls = unguarded_calls;
             routes.push(built);
         }
     }
@@ -399,11 +412,16 @@ fn check_mcp_route(
         }
     }
     // Its answers are MCP results toolgate reads itself: there is no model answer to pass.
-    if route.unreadable_answers.is_some() {
-        errors.push(source.error_at_key(
-            &route_path.clone().key("unreadable_answers"),
-            "an MCP route has no unreadable_answers: toolgate reads every MCP result itself",
-        ));
+    for (key, set) in [
+        ("unreadable_answers", route.unreadable_answers.is_some()),
+        ("unguarded_calls", route.unguarded_calls.is_some()),
+    ] {
+        if set {
+            errors.push(source.error_at_key(
+                &route_path.clone().key(key),
+                format!("an MCP route has no {key}: toolgate reads every MCP result itself"),
+            ));
+        }
     }
     if raw.mcp_servers.is_empty() {
         errors.push(source.error_at_key(

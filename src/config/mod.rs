@@ -555,6 +555,10 @@ pub(crate) struct RawRoute {
     /// `block` (default) or `pass`: what a guarded answer toolgate cannot read unambiguously gets.
     #[serde(default)]
     pub unreadable_answers: Option<String>,
+    /// `refuse` (default), `log` or `pass`: what an answer carrying tool calls gets on a route
+    /// that runs no plugin.
+    #[serde(default)]
+    pub unguarded_calls: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

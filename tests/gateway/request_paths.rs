@@ -270,3 +270,107 @@ async fn send_http1_get(gateway: &TestGateway, path: &str) -> String {
         .expect("reads");
     String::from_utf8_lossy(&answer).to_ascii_lowercase()
 }
+
+// ---------------------------------------------------------------------------------------------
+// The second line: a pass-through route never delivers tool calls unless told to.
+
+mod unguarded {
+    use serde_json::json;
+
+    use crate::common::upstream::chat_stream;
+    use crate::common::{PASS_THROUGH, Reply, ScriptedUpstream, TestGateway};
+
+    fn chat_request() -> serde_json::Value {
+        json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    }
+
+    async fn pass_through(extra: &str) -> (ScriptedUpstream, TestGateway) {
+        let upstream = ScriptedUpstream::start().await;
+        let gateway = TestGateway::start(&upstream, &format!("{PASS_THROUGH}{extra}")).await;
+        (upstream, gateway)
+    }
+
+    #[tokio::test]
+    async fn calls_on_a_pass_through_route_are_refused_whole_and_streamed() {
+        let (upstream, gateway) = pass_through("").await;
+        upstream.push(Reply::chat_calls(&[("call_1", "delete_user", "{}")]));
+        let response = gateway.post("/v1/chat/completions", &chat_request()).await;
+        assert_eq!(response.status(), 403);
+        let line = gateway.audit_line_of(&response).await;
+        let body: serde_json::Value = response.json().await.expect("an envelope");
+        assert_eq!(body["error"]["code"], "unguarded_tool_calls", "{body}");
+        assert_eq!(body["error"]["violations"][0]["check"], "route");
+        assert_eq!(body["error"]["violations"][0]["tool"], "delete_user");
+        assert_eq!(line["verdict"], "blocked", "{line}");
+
+        // Streamed, the text before the call goes out; the call never does.
+        upstream.push(Reply::sse_events(&chat_stream(
+            &[("call_1", "delete_user", "{}")],
+            Some("Deleting."),
+        )));
+        let mut request = chat_request();
+        request["stream"] = json!(true);
+        let response = gateway.post("/v1/chat/completions", &request).await;
+        let text = response.text().await.expect("the stream");
+        assert!(text.contains("unguarded_tool_calls"), "{text}");
+        assert!(!text.contains(r#""name":"delete_user""#), "{text}");
+        assert!(!text.contains("[DONE]"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn a_pass_through_serves_what_carries_no_call_as_it_came() {
+        let (upstream, gateway) = pass_through("").await;
+        upstream.push(Reply::chat_text("Hello!"));
+        assert_eq!(
+            gateway
+                .post_status("/v1/chat/completions", &chat_request())
+                .await,
+            200
+        );
+        // A batch's output file holds calls as data, from an endpoint that generates nothing.
+        let batch_line = r#"{"custom_id":"1","response":{"body":{"choices":[{"message":{"tool_calls":[{"id":"c","type":"function","function":{"name":"x","arguments":"{}"}}]}}]}}}"#;
+        upstream.push(Reply::raw(200, "application/jsonl", batch_line));
+        let response = gateway.get_text("/v1/files/file-1/content").await;
+        assert_eq!(response.0, 200);
+        assert_eq!(response.1, batch_line);
+        // Text that is no JSON on a path of no known API passes too.
+        upstream.push(Reply::raw(200, "text/plain", "OK"));
+        let response = gateway.get_text("/v1x/health").await;
+        assert_eq!(response.0, 404, "no route: {}", response.1);
+    }
+
+    #[tokio::test]
+    async fn log_delivers_with_a_record_and_pass_delivers_unread() {
+        for (setting, observed) in [("log", true), ("pass", false)] {
+            let (upstream, gateway) =
+                pass_through(&format!("unguarded_calls = \"{setting}\"\n")).await;
+            upstream.push(Reply::chat_calls(&[("call_1", "delete_user", "{}")]));
+            let response = gateway.post("/v1/chat/completions", &chat_request()).await;
+            assert_eq!(response.status(), 200, "{setting}");
+            let request_id = response.headers()["x-request-id"]
+                .to_str()
+                .expect("an id")
+                .to_owned();
+            let text = response.text().await.expect("body");
+            assert!(text.contains("delete_user"), "{setting}: {text}");
+            let audited = gateway
+                .audit_lines()
+                .into_iter()
+                .any(|line| line["request_id"] == request_id.as_str());
+            assert_eq!(audited, observed, "{setting}");
+        }
+    }
+
+    #[tokio::test]
+    async fn an_unversioned_generation_path_on_a_catch_all_is_watched_too() {
+        let upstream = ScriptedUpstream::start().await;
+        let gateway =
+            TestGateway::start(&upstream, "[[routes]]\npath = \"/\"\nupstream = \"llm\"\n").await;
+        upstream.push(Reply::chat_calls(&[("call_1", "delete_user", "{}")]));
+        let response = gateway.post("/chat/completions", &chat_request()).await;
+        assert_eq!(response.status(), 403);
+        upstream.push(Reply::raw(200, "text/plain", "OK"));
+        let response = gateway.get_text("/healthz").await;
+        assert_eq!(response, (200, "OK".to_owned()));
+    }
+}

@@ -41,7 +41,13 @@ pub fn may_carry_calls(data: &[u8]) -> bool {
     match read_value(data) {
         Some(value) => !calls_in_value(&value).is_empty(),
         None => {
+            // UTF-16 and UTF-32 text holds its ASCII with NUL bytes between: a client that
+            // decodes it reads the markers those bytes interleave.
             let text = String::from_utf8_lossy(data);
+            let text = match text.contains('\0') {
+                true => std::borrow::Cow::Owned(text.replace('\0', "")),
+                false => text,
+            };
             CALL_MARKERS.iter().any(|marker| text.contains(marker))
         }
     }

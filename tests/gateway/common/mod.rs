@@ -219,6 +219,17 @@ impl TestGateway {
             .expect("the gateway answers")
     }
 
+    /// GETs `path` from the gateway: the status and the body as text.
+    pub async fn get_text(&self, path: &str) -> (u16, String) {
+        let response = reqwest::Client::new()
+            .get(format!("{}{path}", self.url()))
+            .send()
+            .await
+            .expect("the gateway answers");
+        let status = response.status().as_u16();
+        (status, response.text().await.unwrap_or_default())
+    }
+
     /// POSTs `body` to `/v1/chat/completions`, the endpoint most tests guard, with the client key.
     pub async fn post_chat(&self, body: &Value) -> reqwest::Response {
         self.post("/v1/chat/completions", body).await
