@@ -25,19 +25,26 @@ pub const GENERATION_ENDPOINTS: [&str; 5] = [
 /// base URLs do. Token counts and Anthropic batches live under a generation prefix but answer
 /// no tool calls, so they are not generations.
 pub fn is_generation_path(path: &str) -> bool {
-    // Letters compare in either case, as the router compares them.
-    let lowered = path.to_ascii_lowercase();
-    let segments: Vec<&str> = lowered.split('/').filter(|s| !s.is_empty()).collect();
-    let Some(version) = segments.iter().position(|segment| *segment == "v1") else {
+    // Letters compare in either case, as the router compares them; read without a copy, as
+    // every exchange asks.
+    let mut segments = path.split('/').filter(|segment| !segment.is_empty());
+    if !segments.any(|segment| segment.eq_ignore_ascii_case("v1")) {
         return false;
+    }
+    let is = |segment: Option<&str>, word: &str| {
+        segment.is_some_and(|segment| segment.eq_ignore_ascii_case(word))
     };
-    match &segments[version + 1..] {
-        ["chat", "completions", ..] | ["completions", ..] => true,
-        ["responses", "input_tokens", ..] => false,
-        ["responses", ..] => true,
-        ["messages", "count_tokens" | "batches", ..] => false,
-        ["messages", ..] => true,
-        _ => false,
+    let (first, second) = (segments.next(), segments.next());
+    if is(first, "chat") {
+        is(second, "completions")
+    } else if is(first, "completions") {
+        true
+    } else if is(first, "responses") {
+        !is(second, "input_tokens")
+    } else if is(first, "messages") {
+        !is(second, "count_tokens") && !is(second, "batches")
+    } else {
+        false
     }
 }
 
@@ -194,6 +201,27 @@ mod tests {
             "/chat/completions",
         ] {
             assert!(!is_generation_path(path), "{path}");
+        }
+    }
+
+    #[test]
+    fn letters_compare_in_either_case_and_unknown_paths_may_be_generations() {
+        assert!(is_generation_path("/V1/Chat/COMPLETIONS"));
+        assert!(!is_generation_path("/V1/Messages/Count_Tokens"));
+        for path in [
+            "/proxy",
+            "/chat/completions",
+            "/v1/chat/completions?x=1",
+            "/",
+        ] {
+            assert!(answers_generations(path), "{path}");
+        }
+        for path in [
+            "/v1/files/file-1/content",
+            "/v1/models",
+            "/V1/audio/speech?x",
+        ] {
+            assert!(!answers_generations(path), "{path}");
         }
     }
 
