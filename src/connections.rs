@@ -1,7 +1,11 @@
 //! The proxy listener's connections: every phase of one bounded (the first byte, the handshake
-//! up to its first request head, each HTTP/1 request head, idleness between exchanges), and at
-//! `max_connections` the connection idle the longest closed for a new client, so sockets that
-//! do no work — a slowloris, forgotten keep-alives — never lock out a client that would.
+//! up to its first request head, each HTTP/1 request head, idleness between exchanges, and
+//! each wait for the client to accept an answer's bytes), and at `max_connections` the
+//! connection idle or stalled the longest closed for a new client, so sockets that do no work —
+//! a slowloris, forgotten keep-alives, a client that stopped reading — never lock out a client
+//! that would. A connection hyper ends is closed lingering, as nginx does: its write half shut
+//! and what the client still sends read and dropped for a bounded time, so an early answer
+//! (a 413 before the body was read) reaches a client still sending rather than a reset.
 //!
 //! Reclaiming rather than a per-peer limit: behind a load balancer or a NAT every client is one
 //! peer, so a per-peer cap would either starve them all or cap nothing, and a spread-out attacker
@@ -33,6 +37,11 @@ use crate::config::ServerConfig;
 /// take the next: closing either would lose a request rather than reclaim a useless socket.
 const RECLAIMABLE_AFTER: Duration = Duration::from_millis(500);
 
+/// A lingering close reads what the client still sends for at most this long in all...
+const LINGER_TOTAL: Duration = Duration::from_secs(5);
+/// ... and gives up after this long without a byte.
+const LINGER_SILENCE: Duration = Duration::from_secs(1);
+
 /// How often a new client waiting at the cap looks again for a connection idle long enough.
 const RECLAIM_RETRY: Duration = Duration::from_millis(100);
 
@@ -45,6 +54,8 @@ pub struct PhaseDeadlines {
     pub first_byte: Duration,
     pub handshake: Duration,
     pub idle: Duration,
+    /// `write_timeout`: the longest wait for the client to accept any byte of an answer.
+    pub write: Duration,
     /// `header_read_timeout`: an HTTP/1 head, counted from the first byte of the connection or
     /// from the end of the exchange before it. Kept here rather than by hyper, which arms a
     /// timer of its own for every head; this task's one timer bounds every phase.
@@ -57,6 +68,7 @@ impl PhaseDeadlines {
             first_byte: server.first_byte_timeout,
             handshake: server.handshake_timeout,
             idle: server.idle_timeout,
+            write: server.write_timeout,
             head: server.header_read_timeout,
         }
     }
@@ -100,8 +112,14 @@ pub struct ConnectionState {
     /// The client's first bytes were not HTTP/2's preface: its heads are bounded.
     http1: AtomicBool,
     first_request_seen: AtomicBool,
-    /// Milliseconds from `epoch` to when the last exchange ended.
+    /// Milliseconds from `epoch` to when the last exchange ended, or to the last byte written
+    /// after it: a connection is idle only once nothing is left to write.
     idle_since: AtomicU64,
+    /// One more than the milliseconds from `epoch` to when a write first found the client's
+    /// window full, since the last byte it accepted; 0 while writes go through.
+    write_blocked_since: AtomicU64,
+    /// Closed by one of its deadlines (not ended by hyper): no lingering for it.
+    cut: AtomicBool,
     /// Chosen to make room for a new client: closed as soon as it is idle.
     reclaimed: AtomicBool,
     /// Set, and the connection's task woken, when it is reclaimed (the one change that moves
@@ -142,6 +160,8 @@ impl Connections {
             http1: AtomicBool::new(false),
             first_request_seen: AtomicBool::new(false),
             idle_since: AtomicU64::new(0),
+            write_blocked_since: AtomicU64::new(0),
+            cut: AtomicBool::new(false),
             reclaimed: AtomicBool::new(false),
             look_again: AtomicBool::new(false),
             task: AtomicWaker::new(),
@@ -176,18 +196,19 @@ impl Connections {
         }
     }
 
-    /// Closes the connection idle the longest (never one with an exchange in flight, nor one
-    /// idle for less than [`RECLAIMABLE_AFTER`]); false when there is none.
+    /// Closes the connection idle, or stalled on a client that accepts no bytes, the longest
+    /// (never one with an exchange in flight that writes, nor one idle or stalled for less than
+    /// [`RECLAIMABLE_AFTER`]); false when there is none.
     fn reclaim_idlest(&self) -> bool {
         let now = millis_between(self.epoch, Instant::now());
         let recent = u64::try_from(RECLAIMABLE_AFTER.as_millis()).unwrap_or(u64::MAX);
         let open = self.open();
         let idlest = open
             .values()
-            .filter(|connection| connection.is_idle() && !connection.is_reclaimed())
-            .map(|connection| (connection.idle_since_millis(), connection))
-            .filter(|(idle_since, _)| now.saturating_sub(*idle_since) >= recent)
-            .min_by_key(|(idle_since, _)| *idle_since)
+            .filter(|connection| !connection.is_reclaimed())
+            .filter_map(|connection| Some((connection.useless_since_millis()?, connection)))
+            .filter(|(since, _)| now.saturating_sub(*since) >= recent)
+            .min_by_key(|(since, _)| *since)
             .map(|(_, connection)| connection);
         match idlest {
             Some(connection) => {
@@ -195,7 +216,7 @@ impl Connections {
                 connection.wake();
                 tracing::debug!(
                     connection = connection.id,
-                    "reclaiming an idle connection for a new client"
+                    "reclaiming an idle or stalled connection for a new client"
                 );
                 true
             }
@@ -240,6 +261,11 @@ impl DrainSignal {
         DrainSignal(registered.0.clone())
     }
 
+    /// Whether the connection was closed because its client accepted no bytes in time.
+    pub fn closed_stalled(&self) -> bool {
+        self.0.cut.load(Ordering::Acquire) && self.0.write_blocked_since().is_some()
+    }
+
     /// Whether the drain has begun.
     pub fn began(&self) -> bool {
         self.0.registry.draining.load(Ordering::Acquire)
@@ -275,6 +301,45 @@ impl ConnectionState {
         self.in_flight.load(Ordering::Acquire) == 0
     }
 
+    /// Since when a write has waited on the client, if one does.
+    fn write_blocked_since(&self) -> Option<Instant> {
+        match self.write_blocked_since.load(Ordering::Acquire) {
+            0 => None,
+            since => Some(self.epoch + Duration::from_millis(since - 1)),
+        }
+    }
+
+    /// Since when (in milliseconds from `epoch`) the connection does no work: idle with
+    /// nothing to write, or stalled on a client that accepts no bytes.
+    fn useless_since_millis(&self) -> Option<u64> {
+        match self.write_blocked_since.load(Ordering::Acquire) {
+            0 => self.is_idle().then(|| self.idle_since_millis()),
+            since => Some(since - 1),
+        }
+    }
+
+    /// A write found the client's window full.
+    fn note_write_blocked(&self) {
+        if self.write_blocked_since.load(Ordering::Relaxed) == 0 {
+            let now = millis_between(self.epoch, Instant::now());
+            self.write_blocked_since.store(now + 1, Ordering::Release);
+            // Its deadline may be nearer than the one the task sleeps until.
+            self.look_again.store(true, Ordering::Release);
+        }
+    }
+
+    /// The client accepted bytes. After the last exchange, each write moves the start of
+    /// idleness, so an answer still being written is never cut as idle.
+    fn note_write_progress(&self) {
+        if self.write_blocked_since.load(Ordering::Relaxed) != 0 {
+            self.write_blocked_since.store(0, Ordering::Release);
+        }
+        if self.is_idle() {
+            let now = millis_between(self.epoch, Instant::now());
+            self.idle_since.store(now, Ordering::Release);
+        }
+    }
+
     fn is_reclaimed(&self) -> bool {
         self.reclaimed.load(Ordering::Acquire)
     }
@@ -297,6 +362,19 @@ impl ConnectionState {
 
     /// When this connection must close if nothing changes, and why; `None` while it works.
     fn deadline(&self, phases: &PhaseDeadlines) -> Option<(Instant, &'static str)> {
+        // A client that accepts no bytes is let go, whether or not an exchange is in flight.
+        if let Some(blocked_since) = self.write_blocked_since() {
+            if self.is_reclaimed() {
+                return Some((
+                    self.accepted,
+                    "stalled, closed for a new client at max_connections",
+                ));
+            }
+            return Some((
+                blocked_since + phases.write,
+                "the client accepted no bytes within write_timeout_ms",
+            ));
+        }
         // A reclaimed connection that a request reached first finishes it before it closes.
         if !self.is_idle() {
             return None;
@@ -435,7 +513,14 @@ pub async fn drive<C, E>(
                 if let Some((at, reason)) = state.deadline(&phases)
                     && at <= Instant::now()
                 {
-                    tracing::debug!(%peer, reason, "closing a connection");
+                    if state.write_blocked_since().is_some() {
+                        // The exchanges in flight are dropped with the connection, and their
+                        // upstream calls with them; streams record it as `client_stalled`.
+                        tracing::warn!(%peer, reason, "closing a connection whose client stopped reading");
+                    } else {
+                        tracing::debug!(%peer, reason, "closing a connection");
+                    }
+                    state.cut.store(true, Ordering::Release);
                     break;
                 }
             }
@@ -447,7 +532,8 @@ pub async fn drive<C, E>(
 /// The client's socket, noting its first byte for the first-byte deadline and whether it
 /// speaks HTTP/1, whose heads have a deadline of their own.
 pub struct WatchedStream {
-    inner: TcpStream,
+    /// `None` only once dropped, when a lingering close takes it.
+    inner: Option<TcpStream>,
     state: Arc<ConnectionState>,
     /// How many of the first bytes matched HTTP/2's preface; `None` once the protocol is known.
     preface_matched: Option<usize>,
@@ -456,7 +542,7 @@ pub struct WatchedStream {
 impl WatchedStream {
     pub fn new(inner: TcpStream, registered: &Registered) -> Self {
         WatchedStream {
-            inner,
+            inner: Some(inner),
             state: registered.state().clone(),
             preface_matched: Some(0),
         }
@@ -490,7 +576,10 @@ impl AsyncRead for WatchedStream {
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         let before = buf.filled().len();
-        let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
+        let Some(inner) = this.inner.as_mut() else {
+            return Poll::Ready(Err(io::ErrorKind::NotConnected.into()));
+        };
+        let polled = Pin::new(inner).poll_read(cx, buf);
         if buf.filled().len() > before && this.preface_matched.is_some() {
             if !this.state.first_byte_seen.load(Ordering::Relaxed) {
                 let at = millis_between(this.state.epoch, Instant::now());
@@ -503,13 +592,34 @@ impl AsyncRead for WatchedStream {
     }
 }
 
+impl WatchedStream {
+    /// Notes what a write did for the write deadline and for idleness.
+    fn watch_write(&self, polled: &Poll<io::Result<usize>>) {
+        match polled {
+            Poll::Pending => self.state.note_write_blocked(),
+            Poll::Ready(Ok(written)) if *written > 0 => self.state.note_write_progress(),
+            Poll::Ready(_) => {}
+        }
+    }
+}
+
+fn not_connected<T>() -> Poll<io::Result<T>> {
+    Poll::Ready(Err(io::ErrorKind::NotConnected.into()))
+}
+
 impl AsyncWrite for WatchedStream {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+        let this = self.get_mut();
+        let Some(inner) = this.inner.as_mut() else {
+            return not_connected();
+        };
+        let polled = Pin::new(inner).poll_write(cx, buf);
+        this.watch_write(&polled);
+        polled
     }
 
     fn poll_write_vectored(
@@ -517,19 +627,69 @@ impl AsyncWrite for WatchedStream {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        let Some(inner) = this.inner.as_mut() else {
+            return not_connected();
+        };
+        let polled = Pin::new(inner).poll_write_vectored(cx, bufs);
+        this.watch_write(&polled);
+        polled
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
+        self.inner
+            .as_ref()
+            .is_some_and(TcpStream::is_write_vectored)
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+        match self.get_mut().inner.as_mut() {
+            Some(inner) => Pin::new(inner).poll_flush(cx),
+            None => not_connected(),
+        }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+        match self.get_mut().inner.as_mut() {
+            Some(inner) => Pin::new(inner).poll_shutdown(cx),
+            None => not_connected(),
+        }
+    }
+}
+
+impl Drop for WatchedStream {
+    /// A connection hyper ended closes lingering: a client may still be sending a body that
+    /// an early answer (413, 401, 403) left unread, and closing a socket with unread bytes
+    /// resets it, losing the answer the client has not read yet. One cut by a deadline (a
+    /// slowloris, a stalled reader, a reclaimed socket) is closed at once.
+    fn drop(&mut self) {
+        let Some(stream) = self.inner.take() else {
+            return;
+        };
+        if self.state.cut.load(Ordering::Acquire) {
+            return;
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(linger(stream));
+        }
+    }
+}
+
+/// nginx's lingering close: the write half shut (the answer is all sent), then what the client
+/// still sends read and dropped until it closes, falls silent, or [`LINGER_TOTAL`] is over.
+async fn linger(mut stream: TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    if stream.shutdown().await.is_err() {
+        return;
+    }
+    let give_up = Instant::now() + LINGER_TOTAL;
+    let mut discarded = [0u8; 16 * 1024];
+    loop {
+        let silence_over = (Instant::now() + LINGER_SILENCE).min(give_up);
+        match tokio::time::timeout_at(silence_over, stream.read(&mut discarded)).await {
+            Ok(Ok(read)) if read > 0 => {}
+            _ => return,
+        }
     }
 }
 

@@ -66,6 +66,8 @@ pub struct Exchange {
     /// pass-through (no plugin at all), yet its path may be served as a generation
     /// ([`UnguardedCalls`]).
     pub watches_unguarded_calls: bool,
+    /// The client's connection, to tell a client that stopped reading from one that left.
+    pub connection: Option<crate::connections::DrainSignal>,
 }
 
 /// What a blocked answer becomes.
@@ -119,7 +121,24 @@ impl Exchange {
             mcp: None,
             recovery: None,
             watches_unguarded_calls,
+            connection: None,
         }
+    }
+
+    /// Records that the client stopped taking the answer: its connection was closed for
+    /// accepting no bytes within `write_timeout_ms` (`client_stalled`), or it left.
+    pub fn record_client_gone(&mut self) {
+        let stalled = self
+            .connection
+            .as_ref()
+            .is_some_and(crate::connections::DrainSignal::closed_stalled);
+        let outcome = if stalled {
+            "client_stalled"
+        } else {
+            "client_left"
+        };
+        self.annotations
+            .insert("outcome".to_owned(), serde_json::Value::from(outcome));
     }
 
     /// The `pre_request` stage: the chain judges the request. Edits are applied to `body` (or,

@@ -87,7 +87,19 @@ pub async fn handle(
                 ));
                 serving.await
             }
-            Some(route) => serve_llm(&state, &config, route, request, &request_id, started).await,
+            Some(route) => {
+                let connection = drain.clone();
+                serve_llm(
+                    &state,
+                    &config,
+                    route,
+                    request,
+                    &request_id,
+                    started,
+                    connection,
+                )
+                .await
+            }
         }
     };
     let serving = std::pin::pin!(crate::panics::contained(&request_id, serving));
@@ -190,6 +202,7 @@ async fn serve_llm(
     request: Request<Incoming>,
     request_id: &str,
     started: Instant,
+    connection: DrainSignal,
 ) -> Response<ProxyBody> {
     let meta = ExchangeMeta {
         request_id: request_id.to_owned(),
@@ -208,6 +221,7 @@ async fn serve_llm(
     };
     let mut exchange = Exchange::new(meta, route, kept_headers, started);
     exchange.keeps_checked_calls = state.audit.is_enabled();
+    exchange.connection = Some(connection);
     let result = match authenticate(&config.tenants, auth, request.headers()).await {
         Ok(tenant) => {
             exchange.meta.tenant = tenant;
@@ -444,16 +458,20 @@ async fn read_and_check(
     }
     // Read the answer whole, run `pre_response`, then release it or block.
     let limit = server.max_response_body_bytes;
-    let read = tokio::time::timeout(upstream.read_timeout, collect_limited(response_body, limit));
-    let bytes = match read.await {
-        Err(_) => return Err(GatewayError::upstream_timeout("the response body stalled")),
-        Ok(Err(error)) => {
+    // `read_timeout_ms` bounds each silence, as documented, not the whole body: a long answer
+    // that keeps arriving is read to its end.
+    let body = body::IdleTimeout::new(response_body, upstream.read_timeout);
+    let bytes = match collect_limited(body, limit).await {
+        Err(error) if error.is::<body::IdleTimeoutError>() => {
+            return Err(GatewayError::upstream_timeout("the response body stalled"));
+        }
+        Err(error) => {
             return Err(GatewayError::upstream_failed(format!(
                 "the upstream response was cut: {error}"
             )));
         }
-        Ok(Ok(None)) => return Err(GatewayError::response_too_large(limit)),
-        Ok(Ok(Some(bytes))) => bytes,
+        Ok(None) => return Err(GatewayError::response_too_large(limit)),
+        Ok(Some(bytes)) => bytes,
     };
     exchange.upstream_time += upstream_started.elapsed();
     check_and_release(exchange, response_parts, bytes).await

@@ -224,6 +224,7 @@ mod tests {
             first_byte_timeout: Duration::from_secs(1),
             handshake_timeout: Duration::from_secs(1),
             idle_timeout: Duration::from_secs(1),
+            write_timeout: Duration::from_secs(1),
             http2_keep_alive_interval: Duration::from_secs(1),
             http2_keep_alive_timeout: Duration::from_secs(1),
         }

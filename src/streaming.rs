@@ -615,7 +615,10 @@ impl Relay {
         match self.sender.send(Ok(out)).await {
             Ok(()) => Flow::Continue,
             // The client went away: stop reading the upstream.
-            Err(_) => Flow::Stop,
+            Err(_) => {
+                self.exchange.record_client_gone();
+                Flow::Stop
+            }
         }
     }
 

@@ -477,6 +477,7 @@ fn build_server(
         ("first_byte_timeout_ms", server.first_byte_timeout_ms),
         ("handshake_timeout_ms", server.handshake_timeout_ms),
         ("idle_timeout_ms", server.idle_timeout_ms),
+        ("write_timeout_ms", server.write_timeout_ms),
         (
             "http2_keep_alive_interval_ms",
             server.http2_keep_alive_interval_ms,
@@ -517,6 +518,7 @@ fn build_server(
         first_byte_timeout: millis(server.first_byte_timeout_ms),
         handshake_timeout: millis(server.handshake_timeout_ms),
         idle_timeout: millis(server.idle_timeout_ms),
+        write_timeout: millis(server.write_timeout_ms),
         http2_keep_alive_interval: millis(server.http2_keep_alive_interval_ms),
         http2_keep_alive_timeout: millis(server.http2_keep_alive_timeout_ms),
     })

@@ -68,8 +68,11 @@ pub struct ServerConfig {
     /// How long a new connection may take to deliver its first request head: protocol
     /// detection, the HTTP/2 preface and settings, the first request's headers.
     pub handshake_timeout: Duration,
-    /// How long a connection may stay open with no exchange in flight.
+    /// How long a connection may stay open with no exchange in flight and nothing to write.
     pub idle_timeout: Duration,
+    /// The longest a client may accept no bytes of an answer being written: then its
+    /// connection is closed and the exchange behind it dropped, its upstream call with it.
+    pub write_timeout: Duration,
     /// How often an HTTP/2 client is pinged, and how long its acknowledgement may take.
     pub http2_keep_alive_interval: Duration,
     pub http2_keep_alive_timeout: Duration,
@@ -434,6 +437,7 @@ pub(crate) struct RawServer {
     pub first_byte_timeout_ms: u64,
     pub handshake_timeout_ms: u64,
     pub idle_timeout_ms: u64,
+    pub write_timeout_ms: u64,
     pub http2_keep_alive_interval_ms: u64,
     pub http2_keep_alive_timeout_ms: u64,
 }
@@ -454,6 +458,7 @@ impl Default for RawServer {
             first_byte_timeout_ms: 10_000,
             handshake_timeout_ms: 30_000,
             idle_timeout_ms: 120_000,
+            write_timeout_ms: 60_000,
             http2_keep_alive_interval_ms: 30_000,
             http2_keep_alive_timeout_ms: 10_000,
         }

@@ -20,6 +20,7 @@ mod on_block;
 mod operator_messages;
 mod pipeline;
 mod proxy;
+mod real_traffic;
 mod reliability;
 mod request_paths;
 mod sdks;
