@@ -312,3 +312,87 @@ fn a_ca_file_that_cannot_be_read_or_without_tls_is_a_located_error() {
         );
     }
 }
+
+/// The statuses of `count` requests, one after another.
+async fn statuses(gateway: &TestGateway, count: usize) -> Vec<u16> {
+    let mut statuses = Vec::with_capacity(count);
+    for _ in 0..count {
+        statuses.push(
+            gateway
+                .post_status("/v1/chat/completions", &pay_request())
+                .await,
+        );
+    }
+    statuses
+}
+
+/// Requests until one passes (the store is back), within `patience`.
+async fn until_served(gateway: &TestGateway, patience: std::time::Duration, what: &str) {
+    let deadline = tokio::time::Instant::now() + patience;
+    loop {
+        if gateway
+            .post_status("/v1/chat/completions", &pay_request())
+            .await
+            == 200
+        {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the store did not recover after {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_store_recovers_from_a_password_flip_and_a_failover_it_reported() {
+    let redis = RedisServer::start_with_password("admin-secret", "toolgate", "tg-secret");
+    let upstream = proposing_upstream().await;
+    let store = store_at(&redis.url_with("toolgate", "tg-secret"), "block");
+    let gateway = TestGateway::start(&upstream, &budgeted(&store, 1_000_000)).await;
+    assert_eq!(statuses(&gateway, 5).await, [200; 5]);
+
+    // The password changes and the connection goes: every request meets WRONGPASS.
+    let admin = Some("admin-secret");
+    redis.cli(
+        admin,
+        &["ACL", "SETUSER", "toolgate", "resetpass", ">changed"],
+    );
+    redis.cli(admin, &["CLIENT", "KILL", "USER", "toolgate"]);
+    let during = statuses(&gateway, 10).await;
+    assert!(during.contains(&503), "{during:?}");
+    assert!(
+        during.iter().all(|status| matches!(status, 200 | 503)),
+        "{during:?}"
+    );
+    // Set back, the store serves again without a restart of the gateway.
+    redis.cli(
+        admin,
+        &["ACL", "SETUSER", "toolgate", "resetpass", ">tg-secret"],
+    );
+    until_served(
+        &gateway,
+        std::time::Duration::from_secs(15),
+        "the password was set back",
+    )
+    .await;
+
+    // A failover: the node toolgate writes to becomes a replica (READONLY), then is promoted.
+    let other = RedisServer::start();
+    let other_port = other.port().to_string();
+    redis.cli(admin, &["CONFIG", "SET", "replica-read-only", "yes"]);
+    redis.cli(admin, &["REPLICAOF", "127.0.0.1", &other_port]);
+    let replica = statuses(&gateway, 10).await;
+    assert!(
+        replica.contains(&503),
+        "writes to a replica fail: {replica:?}"
+    );
+    redis.cli(admin, &["REPLICAOF", "NO", "ONE"]);
+    until_served(
+        &gateway,
+        std::time::Duration::from_secs(15),
+        "the promotion",
+    )
+    .await;
+}

@@ -15,6 +15,12 @@
 //! - A Redis that refuses us — a wrong password or ACL user, a certificate we do not trust — is
 //!   a *refused* [`StoreError`]: the gateway's start-up check fails on it rather than the first
 //!   request.
+//! - An error about the connection rather than the request (a password or ACL changed under us:
+//!   WRONGPASS, NOAUTH; a node that is no longer the primary: READONLY, MASTERDOWN; one still
+//!   loading its data: LOADING) drops the connection, and the next call makes a new one, no
+//!   sooner than a backoff (100 ms, doubling to 5 s) after the last failure: the connection
+//!   manager alone remakes a connection only after an I/O error, so such a store would answer
+//!   its error for good.
 //! - `rediss://` is TLS over rustls, trusting the system's roots or the one CA given.
 //! - Keys: `<key>:<window ms>:<period>` per window (expiring when the period ends), the
 //!   markers as given, and records (a conversation's workflow state) as given, replaced by a
@@ -25,6 +31,8 @@
 //! - [`RedisStore`]: the store (`src/lib.rs`); the script is `src/count.lua`.
 
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use redis::aio::ConnectionManager;
 use redis::{ErrorKind, RedisError, ServerErrorKind};
@@ -38,6 +46,29 @@ use toolgate_plugin::store::{
 /// the windows in `ARGV`.
 const COUNT_SCRIPT: &str = include_str!("count.lua");
 
+/// The backoff before the first new connection after a failure, doubled after each further one.
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+const LONGEST_BACKOFF: Duration = Duration::from_secs(5);
+
+/// The connection, or why there is none and when the next attempt may be made.
+#[derive(Default)]
+struct Connection {
+    manager: Option<ConnectionManager>,
+    /// The last failure to connect (or the error that dropped the connection), answered until
+    /// the instant beside it.
+    failure: Option<(StoreError, Instant)>,
+    backoff: Duration,
+}
+
+impl Connection {
+    /// Drops the manager after `error`; the next attempt waits out the backoff.
+    fn drop_after(&mut self, error: StoreError) {
+        self.manager = None;
+        self.backoff = (self.backoff * 2).clamp(FIRST_BACKOFF, LONGEST_BACKOFF);
+        self.failure = Some((error, Instant::now() + self.backoff));
+    }
+}
+
 /// The state store on one Redis server.
 pub struct RedisStore {
     client: redis::Client,
@@ -45,7 +76,7 @@ pub struct RedisStore {
     display: String,
     tls: bool,
     timeout: Duration,
-    connection: Mutex<Option<ConnectionManager>>,
+    connection: Mutex<Connection>,
     script: redis::Script,
     replace_script: redis::Script,
 }
@@ -91,31 +122,54 @@ impl RedisStore {
             display,
             tls,
             timeout,
-            connection: Mutex::new(None),
+            connection: Mutex::new(Connection::default()),
             script: redis::Script::new(COUNT_SCRIPT),
             replace_script: redis::Script::new(REPLACE_SCRIPT),
         })
     }
 
-    /// The connection manager, made on first use (and again after a failed first attempt).
+    /// The connection manager, made on first use, and again after a failure once its backoff
+    /// is over (until then the failure is the answer, so a store that is down is not hammered).
     async fn connection(&self) -> Result<ConnectionManager, StoreError> {
         let mut slot = self.connection.lock().await;
-        if let Some(connection) = slot.as_ref() {
+        if let Some(connection) = slot.manager.as_ref() {
             return Ok(connection.clone());
+        }
+        if let Some((error, retry_at)) = &slot.failure
+            && Instant::now() < *retry_at
+        {
+            return Err(error.clone());
         }
         let config = redis::aio::ConnectionManagerConfig::new()
             .set_connection_timeout(Some(self.timeout))
             .set_response_timeout(Some(self.timeout))
             .set_number_of_retries(1);
-        let connection = tokio::time::timeout(
+        let made = tokio::time::timeout(
             self.timeout,
             ConnectionManager::new_with_config(self.client.clone(), config),
         )
         .await
-        .map_err(|_| self.timed_out())?
-        .map_err(|error| self.failure(&error))?;
-        *slot = Some(connection.clone());
-        Ok(connection)
+        .map_err(|_| self.timed_out())
+        .and_then(|made| made.map_err(|error| self.failure(&error)));
+        match made {
+            Ok(connection) => {
+                slot.manager = Some(connection.clone());
+                slot.failure = None;
+                slot.backoff = Duration::ZERO;
+                Ok(connection)
+            }
+            Err(error) => {
+                slot.drop_after(error.clone());
+                Err(error)
+            }
+        }
+    }
+
+    /// Drops the connection after an error about it rather than the request, so that the
+    /// next call (after the backoff) connects afresh.
+    async fn drop_connection(&self, error: &RedisError) {
+        tracing::warn!(store = %self.display, %error, "the store's connection failed; connecting again");
+        self.connection.lock().await.drop_after(self.failure(error));
     }
 
     fn timed_out(&self) -> StoreError {
@@ -149,15 +203,21 @@ impl RedisStore {
     /// answering 503 after every restart.
     async fn send(&self, request: Request<'_>) -> Result<redis::Value, StoreError> {
         let mut connection = self.connection().await?;
-        match self.attempt(request, &mut connection).await? {
-            Ok(reply) => Ok(reply),
+        let answer = match self.attempt(request, &mut connection).await? {
             Err(error) if is_broken_connection(&error) => {
                 tracing::debug!(store = %self.display, %error, "broken connection; sending once more");
-                self.attempt(request, &mut connection)
-                    .await?
-                    .map_err(|error| self.failure(&error))
+                self.attempt(request, &mut connection).await?
             }
-            Err(error) => Err(self.failure(&error)),
+            answer => answer,
+        };
+        match answer {
+            Ok(reply) => Ok(reply),
+            Err(error) => {
+                if is_broken_connection(&error) || is_about_the_connection(&error) {
+                    self.drop_connection(&error).await;
+                }
+                Err(self.failure(&error))
+            }
         }
     }
 
@@ -230,6 +290,19 @@ fn is_broken_connection(error: &RedisError) -> bool {
     // count twice.
     (error.is_connection_dropped() || error.is_io_error() || error.is_unrecoverable_error())
         && !error.is_timeout()
+}
+
+/// Whether Redis answered an error about this connection or its server's role rather than the
+/// request: a new connection (after credentials are set back, or to the node now primary) is
+/// the way out, and the connection manager would not make one.
+fn is_about_the_connection(error: &RedisError) -> bool {
+    matches!(
+        error.kind(),
+        ErrorKind::AuthenticationFailed | ErrorKind::Server(ServerErrorKind::NoPerm)
+    ) || matches!(
+        error.code(),
+        Some("WRONGPASS" | "NOAUTH" | "NOPERM" | "READONLY" | "LOADING" | "MASTERDOWN")
+    )
 }
 
 /// A URL error's text, with the URL's password (if the error quotes it) masked.

@@ -172,6 +172,22 @@ impl RedisServer {
         format!("redis://{user}:{password}@127.0.0.1:{}", self.port)
     }
 
+    /// Runs one command with `redis-cli` (as the default user with `password`, if given) and
+    /// returns what it printed.
+    pub fn cli(&self, password: Option<&str>, args: &[&str]) -> String {
+        let mut command = Command::new("redis-cli");
+        command.args(["-h", "127.0.0.1", "-p", &self.port.to_string()]);
+        if let Some(password) = password {
+            command.args(["-a", password, "--no-auth-warning"]);
+        }
+        let output = command.args(args).output().expect("redis-cli runs");
+        String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
     /// Kills the server (an outage as the gateway sees it).
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
