@@ -206,55 +206,102 @@ pub struct ProgressRelay {
 }
 
 /// The progress routes of a backend's calls in flight, by the token each request went out with.
+///
+/// rmcp hands each notification to its own task and each answer to its waiting caller, so a
+/// call's answer can be back before the task relaying its last progress has run: a route is
+/// closed only once the notifications that arrived before the answer are relayed.
 #[derive(Default)]
 struct ProgressRoutes {
-    routes: Mutex<HashMap<ProgressToken, ProgressRelay>>,
+    routes: Mutex<HashMap<ProgressToken, OpenRoute>>,
+    /// Told whenever a relay ends, for a route waiting to close.
+    relayed: tokio::sync::Notify,
 }
 
-/// An open route; dropping it closes the route (the call ended or was cancelled).
+/// One call's route and how many of its notifications are being relayed.
+struct OpenRoute {
+    relay: ProgressRelay,
+    relaying: usize,
+}
+
+/// An open route; dropping it closes the route at once (the call was cancelled), and
+/// [`ProgressRoute::close`] once its progress is relayed (the call was answered).
 struct ProgressRoute<'a> {
     routes: &'a ProgressRoutes,
     token: ProgressToken,
 }
 
+/// The longest an answer waits for its call's progress to be relayed.
+const PROGRESS_SETTLE: Duration = Duration::from_secs(1);
+
 impl ProgressRoutes {
     fn open(&self, token: ProgressToken, relay: ProgressRelay) -> ProgressRoute<'_> {
-        self.routes
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(token.clone(), relay);
+        self.lock()
+            .insert(token.clone(), OpenRoute { relay, relaying: 0 });
         ProgressRoute {
             routes: self,
             token,
         }
     }
 
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ProgressToken, OpenRoute>> {
+        self.routes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Passes a backend's progress notification to the caller of the call it is about, under
     /// the caller's token; progress on a token no call in flight has is dropped.
     async fn relay(&self, mut params: ProgressNotificationParam) {
         let route = {
-            let routes = self.routes.lock().unwrap_or_else(PoisonError::into_inner);
-            routes
-                .get(&params.progress_token)
-                .map(|relay| (relay.session.clone(), relay.token.clone()))
+            let mut routes = self.lock();
+            routes.get_mut(&params.progress_token).map(|route| {
+                route.relaying += 1;
+                (route.relay.session.clone(), route.relay.token.clone())
+            })
         };
         let Some((session, token)) = route else {
             return;
         };
-        params.progress_token = token;
+        let backend_token = std::mem::replace(&mut params.progress_token, token);
         if let Err(error) = session.notify_progress(params).await {
             tracing::debug!(%error, "a caller missed a progress notification");
         }
+        if let Some(route) = self.lock().get_mut(&backend_token) {
+            route.relaying = route.relaying.saturating_sub(1);
+        }
+        self.relayed.notify_waiters();
+    }
+}
+
+impl ProgressRoute<'_> {
+    /// Closes the route of an answered call once the progress that came before the answer has
+    /// reached the caller. The tasks relaying it were started before the answer was handed
+    /// over, but may not have run yet: yielding lets them take their place in the count.
+    async fn close(self) {
+        for _ in 0..4 {
+            tokio::task::yield_now().await;
+        }
+        let settled = async {
+            loop {
+                let relayed = self.routes.relayed.notified();
+                tokio::pin!(relayed);
+                relayed.as_mut().enable();
+                let relaying = self
+                    .routes
+                    .lock()
+                    .get(&self.token)
+                    .map_or(0, |route| route.relaying);
+                if relaying == 0 {
+                    return;
+                }
+                relayed.await;
+            }
+        };
+        let _ = tokio::time::timeout(PROGRESS_SETTLE, settled).await;
     }
 }
 
 impl Drop for ProgressRoute<'_> {
     fn drop(&mut self) {
-        self.routes
-            .routes
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&self.token);
+        self.routes.lock().remove(&self.token);
     }
 }
 
@@ -421,10 +468,14 @@ impl Backend {
             .peer
             .send_cancellable_request(request, PeerRequestOptions::no_options())
             .await?;
-        let _route = progress.map(|relay| self.progress.open(handle.progress_token.clone(), relay));
+        let route = progress.map(|relay| self.progress.open(handle.progress_token.clone(), relay));
         let mut abandoned = CancelOnDrop(Some((connection.peer.clone(), handle.id.clone())));
         let answer = handle.await_response().await;
         abandoned.0 = None;
+        // Notifications for a call are relayed before its answer.
+        if let Some(route) = route {
+            route.close().await;
+        }
         answer
     }
 }

@@ -88,6 +88,44 @@ async fn the_backends_progress_reaches_the_caller_under_its_own_token() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn under_concurrent_callers_every_progress_arrives_before_its_answer() {
+    let Some((_files, gateway)) = start("progress-race").await else {
+        return;
+    };
+    let url = format!("{}/mcp", gateway.url());
+    let callers = (0..4).map(|_| {
+        let url = url.clone();
+        tokio::spawn(async move {
+            let log = ProgressLog::default();
+            let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header("sk-dev");
+            let client = log
+                .clone()
+                .serve(StreamableHttpClientTransport::from_config(config))
+                .await
+                .expect("initialize");
+            for round in 0..4 {
+                log.0.lock().expect("not poisoned").clear();
+                // Short steps: the last progress and the answer leave the backend together.
+                client
+                    .call_tool_once(long_operation(0, 5))
+                    .await
+                    .expect("the operation completes");
+                let heard = log.0.lock().expect("not poisoned").len();
+                assert_eq!(
+                    heard, 5,
+                    "round {round}: every step's progress before the answer"
+                );
+            }
+        })
+    });
+    for caller in callers.collect::<Vec<_>>() {
+        caller
+            .await
+            .expect("a caller's calls all heard their progress");
+    }
+}
+
 #[tokio::test]
 async fn a_cancelled_call_ends_at_once_and_is_audited_as_cancelled() {
     let Some((_files, gateway)) = start("cancel").await else {
