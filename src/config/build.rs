@@ -650,6 +650,8 @@ struct MergedEntry<'a> {
     max_retries: Option<u32>,
     retry_deadline_ms: Option<u64>,
     hold_text: Option<bool>,
+    /// Whether the route's own entry set `hold_text`.
+    hold_text_from_route: bool,
     settings: toml::Table,
     /// Where each top-level settings key came from, to point errors at the right line.
     key_origins: BTreeMap<String, KeyPath>,
@@ -698,6 +700,7 @@ fn build_chain(
                         max_retries: None,
                         retry_deadline_ms: None,
                         hold_text: None,
+                        hold_text_from_route: false,
                         settings: toml::Table::new(),
                         key_origins: BTreeMap::new(),
                         entry_path: entry_path.clone(),
@@ -727,6 +730,7 @@ fn build_chain(
             target.max_retries = entry.max_retries.or(target.max_retries);
             target.retry_deadline_ms = entry.retry_deadline_ms.or(target.retry_deadline_ms);
             target.hold_text = entry.hold_text.or(target.hold_text);
+            target.hold_text_from_route |= entry.hold_text.is_some() && list_path == &local_path;
             for (setting, value) in entry.settings.iter().flatten() {
                 target.settings.insert(setting.clone(), value.clone());
                 target.key_origins.insert(
@@ -786,7 +790,16 @@ fn build_chain(
                 continue;
             }
         };
-        let hold_text = entry.hold_text == Some(true);
+        // Like on_block, a gateway-wide hold_text is for the LLM routes; the MCP route's own is
+        // a setting that cannot take effect.
+        if context.mcp_route && entry.hold_text_from_route {
+            errors.push(source.error_at_key(
+                &entry.entry_path.clone().key("hold_text"),
+                "hold_text has no effect on an MCP route: an MCP call has no text stream to hold",
+            ));
+            continue;
+        }
+        let hold_text = entry.hold_text == Some(true) && !context.mcp_route;
         // Holding text only serves a recovery; without one it would delay every stream for
         // nothing. (A gateway-wide entry that an MCP route turns to `error` holds nothing.)
         if hold_text && on_block == OnBlock::Error && !context.mcp_route {

@@ -102,3 +102,25 @@ fn on_block_on_an_mcp_route_is_refused_where_the_route_sets_it() {
         "{errors}"
     );
 }
+
+#[test]
+fn hold_text_on_an_mcp_route_is_refused_at_its_line() {
+    let plugins = PluginRegistry::builtin(&mut Default::default());
+    let base = "[mcp_servers.ok]\ncommand = \"x\"\n\n\
+                [upstreams.llm]\nurl = \"http://127.0.0.1:1\"\n\n\
+                [[plugins]]\nname = \"tool_selection\"\non_block = \"retry\"\nhold_text = true\n\n\
+                [[routes]]\npath = \"/v1\"\nupstream = \"llm\"\n\n\
+                [[routes]]\npath = \"/mcp\"\nkind = \"mcp\"\n";
+    if let Err(errors) = toolgate::Config::from_toml(base, "m.toml", &plugins) {
+        panic!("a gateway-wide hold_text does not stop an MCP route: {errors}");
+    }
+    let on_the_route =
+        format!("{base}[[routes.plugins]]\nname = \"tool_selection\"\nhold_text = true\n");
+    let errors = config_errors(&on_the_route, "m.toml", &plugins);
+    assert!(
+        errors.contains(
+            "m.toml:21:1: routes[1].plugins[0].hold_text: hold_text has no effect on an MCP route"
+        ),
+        "{errors}"
+    );
+}
