@@ -15,7 +15,7 @@ use arc_swap::{ArcSwap, ArcSwapOption};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
     ClientCapabilities, ClientConfig, ClientRequest, ErrorData, Implementation, JsonObject,
-    PingRequest, ProgressNotificationParam, ProgressToken, RequestId, ServerResult, Tool,
+    PingRequest, ProgressNotificationParam, RequestId, ServerResult, Tool,
 };
 use rmcp::service::{NotificationContext, Peer, PeerRequestOptions, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -27,6 +27,8 @@ use tokio::task::JoinHandle;
 use toolgate_plugin::DeclaredTool;
 
 use super::names::qualify;
+pub use super::progress::ProgressRelay;
+use super::progress::{CountingTransport, ProgressRoutes};
 use super::stdio::StrayOutput;
 use super::{McpConfig, ServerSettings, Transport};
 
@@ -197,112 +199,6 @@ pub enum BackendState {
     /// Waiting out the backoff before starting again.
     Restarting,
     Stopped,
-}
-
-/// Where a forwarded call's progress goes: the caller's session and the caller's own token.
-pub struct ProgressRelay {
-    pub session: Peer<RoleServer>,
-    pub token: ProgressToken,
-}
-
-/// The progress routes of a backend's calls in flight, by the token each request went out with.
-///
-/// rmcp hands each notification to its own task and each answer to its waiting caller, so a
-/// call's answer can be back before the task relaying its last progress has run: a route is
-/// closed only once the notifications that arrived before the answer are relayed.
-#[derive(Default)]
-struct ProgressRoutes {
-    routes: Mutex<HashMap<ProgressToken, OpenRoute>>,
-    /// Told whenever a relay ends, for a route waiting to close.
-    relayed: tokio::sync::Notify,
-}
-
-/// One call's route and how many of its notifications are being relayed.
-struct OpenRoute {
-    relay: ProgressRelay,
-    relaying: usize,
-}
-
-/// An open route; dropping it closes the route at once (the call was cancelled), and
-/// [`ProgressRoute::close`] once its progress is relayed (the call was answered).
-struct ProgressRoute<'a> {
-    routes: &'a ProgressRoutes,
-    token: ProgressToken,
-}
-
-/// The longest an answer waits for its call's progress to be relayed.
-const PROGRESS_SETTLE: Duration = Duration::from_secs(1);
-
-impl ProgressRoutes {
-    fn open(&self, token: ProgressToken, relay: ProgressRelay) -> ProgressRoute<'_> {
-        self.lock()
-            .insert(token.clone(), OpenRoute { relay, relaying: 0 });
-        ProgressRoute {
-            routes: self,
-            token,
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ProgressToken, OpenRoute>> {
-        self.routes.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Passes a backend's progress notification to the caller of the call it is about, under
-    /// the caller's token; progress on a token no call in flight has is dropped.
-    async fn relay(&self, mut params: ProgressNotificationParam) {
-        let route = {
-            let mut routes = self.lock();
-            routes.get_mut(&params.progress_token).map(|route| {
-                route.relaying += 1;
-                (route.relay.session.clone(), route.relay.token.clone())
-            })
-        };
-        let Some((session, token)) = route else {
-            return;
-        };
-        let backend_token = std::mem::replace(&mut params.progress_token, token);
-        if let Err(error) = session.notify_progress(params).await {
-            tracing::debug!(%error, "a caller missed a progress notification");
-        }
-        if let Some(route) = self.lock().get_mut(&backend_token) {
-            route.relaying = route.relaying.saturating_sub(1);
-        }
-        self.relayed.notify_waiters();
-    }
-}
-
-impl ProgressRoute<'_> {
-    /// Closes the route of an answered call once the progress that came before the answer has
-    /// reached the caller. The tasks relaying it were started before the answer was handed
-    /// over, but may not have run yet: yielding lets them take their place in the count.
-    async fn close(self) {
-        for _ in 0..4 {
-            tokio::task::yield_now().await;
-        }
-        let settled = async {
-            loop {
-                let relayed = self.routes.relayed.notified();
-                tokio::pin!(relayed);
-                relayed.as_mut().enable();
-                let relaying = self
-                    .routes
-                    .lock()
-                    .get(&self.token)
-                    .map_or(0, |route| route.relaying);
-                if relaying == 0 {
-                    return;
-                }
-                relayed.await;
-            }
-        };
-        let _ = tokio::time::timeout(PROGRESS_SETTLE, settled).await;
-    }
-}
-
-impl Drop for ProgressRoute<'_> {
-    fn drop(&mut self) {
-        self.routes.lock().remove(&self.token);
-    }
 }
 
 /// Tells a backend that a call it is working on was abandoned, unless disarmed first.
@@ -747,8 +643,13 @@ async fn connect(
             let spawned =
                 super::stdio::spawn(&settings.name, command, args, env, cwd.as_deref(), stray)?;
             let pid = spawned.child.id();
+            let routes = client.progress.clone();
+            let pipes = rmcp::transport::async_rw::AsyncRwTransport::new_client(
+                spawned.stdout,
+                spawned.stdin,
+            );
             let running = client
-                .serve((spawned.stdout, spawned.stdin))
+                .serve(CountingTransport::new(pipes, routes))
                 .await
                 .map_err(|error| format!("initialize failed: {error}"))?;
             Ok(Started {
@@ -760,11 +661,16 @@ async fn connect(
         Transport::Http { url, headers } => {
             let headers: HashMap<http::HeaderName, http::HeaderValue> =
                 headers.iter().cloned().collect();
-            let config =
-                StreamableHttpClientTransportConfig::with_uri(url.clone()).custom_headers(headers);
+            // No silent re-initialisation: a server that restarted lost every session, and with
+            // it perhaps the tools it offered; toolgate must see that (count it, list the tools
+            // again, tell its callers) rather than have the library paper over it.
+            let config = StreamableHttpClientTransportConfig::with_uri(url.clone())
+                .custom_headers(headers)
+                .reinit_on_expired_session(false);
             let transport = StreamableHttpClientTransport::from_config(config);
+            let routes = client.progress.clone();
             let running = client
-                .serve(transport)
+                .serve(CountingTransport::new(transport, routes))
                 .await
                 .map_err(|error| format!("initialize failed: {error}"))?;
             Ok(Started {

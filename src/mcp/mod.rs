@@ -14,6 +14,8 @@
 //! - [`backend`]: one supervised connection per backend server (stdio child or Streamable
 //!   HTTP), its tool list, restarts with backoff, call timeouts, progress and cancellation;
 //!   the hub that holds them.
+//! - [`progress`]: a backend's progress notifications, relayed to their callers before the
+//!   answers of their calls.
 //! - [`stdio`]: a stdio backend's child, its stderr logged, its stdout watched for what is not
 //!   JSON-RPC.
 //! - [`endpoint`]: the HTTP side — authentication, the message size cap, and the hand-over to
@@ -28,6 +30,7 @@ pub mod endpoint;
 pub mod handler;
 pub mod names;
 pub mod policy;
+pub mod progress;
 pub mod services;
 pub mod stdio;
 

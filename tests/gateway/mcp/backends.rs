@@ -270,3 +270,116 @@ async fn a_restarted_http_backend_is_reconnected_and_health_says_what_happened()
     assert!(text_of(&echo).contains("after"), "{echo:?}");
     let _ = backend.kill().await;
 }
+
+/// A TCP front for a backend whose target can be switched: new connections go to the current
+/// target, open ones stay where they were. Switched to a second server process, it is a backend
+/// that "restarted" without ever refusing a connection: only its sessions are gone.
+struct SwitchingFront {
+    port: u16,
+    target: Arc<std::sync::atomic::AtomicU16>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl SwitchingFront {
+    async fn start(target: u16) -> SwitchingFront {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("binds");
+        let port = listener.local_addr().expect("an address").port();
+        let target = Arc::new(std::sync::atomic::AtomicU16::new(target));
+        let current = target.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let port = current.load(Ordering::SeqCst);
+                tokio::spawn(async move {
+                    if let Ok(mut outbound) =
+                        tokio::net::TcpStream::connect(("127.0.0.1", port)).await
+                    {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+            }
+        });
+        SwitchingFront { port, target, task }
+    }
+
+    fn switch_to(&self, port: u16) {
+        self.target.store(port, Ordering::SeqCst);
+    }
+}
+
+impl Drop for SwitchingFront {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Waits until a backend listens on `port`.
+async fn listening(port: u16) {
+    for _ in 0..200 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no backend listens on {port}");
+}
+
+/// A Streamable HTTP backend that restarts without refusing a connection (only its sessions
+/// are gone) is seen all the same: the lost session is counted as a restart, the tool list
+/// read again, and each caller's session told with `notifications/tools/list_changed`.
+#[tokio::test]
+async fn a_silently_restarted_http_backend_is_counted_relisted_and_announced() {
+    let Some(servers) = servers_dir() else { return };
+    let (first_port, second_port) = (free_loopback_port(), free_loopback_port());
+    let mut first = http_everything(&servers, first_port);
+    let mut second = http_everything(&servers, second_port);
+    listening(first_port).await;
+    listening(second_port).await;
+    let front = SwitchingFront::start(first_port).await;
+    let upstream = ScriptedUpstream::start().await;
+    let gateway = TestGateway::start(&upstream, &http_backend_config(front.port)).await;
+    let health = wait_until_ready(&gateway, &["remote"]).await;
+    let restarts_before = health["mcp_servers"]["remote"]["restarts"]
+        .as_u64()
+        .unwrap_or(0);
+    let changes = ListWatcher::default();
+    let ops = super::connect_with(&gateway, "sk-ops", changes.clone()).await;
+    let mut listed = tool_names_of(&ops).await;
+    listed.sort();
+    assert_eq!(listed, ["remote__echo", "remote__get-sum"]);
+    let told_before = changes.0.load(Ordering::SeqCst);
+
+    // The "restart": every new connection reaches a server that never saw toolgate's session.
+    front.switch_to(second_port);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let health = gateway.admin_json("/health").await;
+        let remote = &health["mcp_servers"]["remote"];
+        if remote["restarts"].as_u64() > Some(restarts_before) && remote["state"] == "ready" {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the lost session was never seen: {health}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let told = async {
+        while changes.0.load(Ordering::SeqCst) == told_before {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), told)
+        .await
+        .expect("the caller was told the tool list changed");
+    let echo = call(&ops, "remote__echo", json!({"message": "after"}))
+        .await
+        .expect("answers on the new session");
+    assert!(text_of(&echo).contains("after"), "{echo:?}");
+    let _ = first.kill().await;
+    let _ = second.kill().await;
+}

@@ -94,3 +94,38 @@ limits = ["3/hour"]
         .await
         .expect("ops has its own count");
 }
+
+#[tokio::test]
+async fn a_proposed_budget_counts_each_call_once() {
+    let Some(servers) = servers_dir() else { return };
+    let files = temp_dir("budget-proposed");
+    let extra = r#"
+[[routes.plugins]]
+name = "tool_budget"
+[routes.plugins.settings]
+count = "proposed"
+[[routes.plugins.settings.budgets]]
+tools = "everything__echo"
+limits = ["3/hour"]
+"#;
+    let (_upstream, gateway) =
+        start_config(&standard_config(&servers, &files, extra), &["everything"]).await;
+    let dev = connect(&gateway, "sk-dev", None).await;
+    for turn in 0..3 {
+        call(
+            &dev,
+            "everything__echo",
+            json!({"message": format!("call {turn}")}),
+        )
+        .await
+        .unwrap_or_else(|error| panic!("call {turn} of 3 is within the budget: {error:?}"));
+    }
+    let error = call(&dev, "everything__echo", json!({"message": "one too many"}))
+        .await
+        .expect_err("the fourth call is over a budget of 3");
+    assert_eq!(
+        refusal_data(&error)["code"],
+        "tool_budget_exceeded",
+        "{error:?}"
+    );
+}

@@ -142,6 +142,20 @@ async fn connect(gateway: &TestGateway, key: &str, agent: Option<&str>) -> Clien
         .unwrap_or_else(|error| panic!("MCP initialize through toolgate failed: {error}"))
 }
 
+/// [`connect`] with a handler of the test's own (to hear notifications), without an agent.
+async fn connect_with<H: rmcp::ClientHandler>(
+    gateway: &TestGateway,
+    key: &str,
+    handler: H,
+) -> RunningService<RoleClient, H> {
+    let config = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", gateway.url()))
+        .auth_header(key);
+    handler
+        .serve(StreamableHttpClientTransport::from_config(config))
+        .await
+        .unwrap_or_else(|error| panic!("MCP initialize through toolgate failed: {error}"))
+}
+
 async fn try_connect(
     gateway: &TestGateway,
     key: &str,
@@ -218,7 +232,12 @@ fn arguments(value: Value) -> JsonObject {
     }
 }
 
-async fn call(client: &Client, name: &str, args: Value) -> Result<CallToolResult, ErrorData> {
+/// Calls a tool; any client, whatever its handler, derefs to the peer this takes.
+async fn call(
+    client: &rmcp::Peer<RoleClient>,
+    name: &str,
+    args: Value,
+) -> Result<CallToolResult, ErrorData> {
     let params = CallToolRequestParams::new(name.to_owned()).with_arguments(arguments(args));
     match client.call_tool(params).await {
         Ok(result) => Ok(result),
