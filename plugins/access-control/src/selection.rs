@@ -44,15 +44,37 @@ pub struct CallRef {
     pub tool: String,
 }
 
-/// One state change read from the conversation.
+/// One state change read from the conversation, as seed 000 §8.2 audits it: the tool, the
+/// states it moved between, and when (RFC 3339, UTC).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Transition {
     pub tool: String,
     pub from: String,
     pub to: String,
-    /// When toolgate recorded it (ms since the Unix epoch), for a state it keeps itself.
+    /// When toolgate saw it (RFC 3339, UTC, milliseconds), in both state sources.
+    #[serde(default)]
+    pub timestamp: String,
+    /// The same instant in ms since the Unix epoch, for a state toolgate keeps itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at: Option<u64>,
+}
+
+impl Transition {
+    /// A transition seen now; `keeps_millis` adds the epoch milliseconds a kept record holds.
+    pub fn now(tool: String, from: String, to: String, keeps_millis: bool) -> Transition {
+        let now = std::time::SystemTime::now();
+        let at = keeps_millis.then(|| {
+            now.duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |since| since.as_millis() as u64)
+        });
+        Transition {
+            tool,
+            from,
+            to,
+            timestamp: humantime::format_rfc3339_millis(now).to_string(),
+            at,
+        }
+    }
 }
 
 /// Why a request's selection is refused, with the groups to count as denied.
@@ -192,14 +214,14 @@ pub(crate) fn read(
             }
             if let Some(next) = &tool.transition {
                 if call.latest_turn {
-                    selection.transitions.push(Transition {
+                    selection.transitions.push(Transition::now(
                         // The catalog's spelling: one tool is one metric label, however a
                         // client cased the call.
-                        tool: tool.name.clone(),
-                        from: selection.state.clone(),
-                        to: next.clone(),
-                        at: None,
-                    });
+                        tool.name.clone(),
+                        selection.state.clone(),
+                        next.clone(),
+                        false,
+                    ));
                 }
                 selection.state = next.clone();
             }
@@ -458,13 +480,17 @@ mod tests {
         let selection = selection_after(&[ASK, QUERY, QUERY_RESULT, ANALYSIS, ANALYSIS_RESULT]);
         assert_eq!(selection.state, "results");
         assert_eq!(
-            selection.transitions,
-            [Transition {
-                tool: "complex-analysis".into(),
-                from: "analysis".into(),
-                to: "results".into(),
-                at: None,
-            }]
+            selection
+                .transitions
+                .iter()
+                .map(|t| (t.tool.as_str(), t.from.as_str(), t.to.as_str(), t.at))
+                .collect::<Vec<_>>(),
+            [("complex-analysis", "analysis", "results", None)]
+        );
+        assert!(
+            selection.transitions[0].timestamp.ends_with('Z'),
+            "{:?}",
+            selection.transitions[0]
         );
         // The model answered in text since: nothing new to record.
         let selection = selection_after(&[

@@ -4,14 +4,16 @@
 //!
 //! A conversation is named by `x-toolgate-conversation` or `toolgate.conversation`. The record
 //! holds the state, how many model turns of the conversation it has applied, each transition
-//! with its time, and the calls toolgate delivered to the client that are not answered yet. A
-//! request applies its latest turn only when that turn is past the record's (a retried or
-//! replayed request moves nothing), and only results of delivered calls (same id, same tool)
-//! count, each once: a call the client made up, or a delivered one answered again under a
+//! with its time, and the last 64 calls toolgate delivered to the client that are not answered
+//! yet. A request applies its latest turn when that turn is past the record's, or, wherever it
+//! sits, when it answers one of those delivered calls (a client that trimmed or summarised its
+//! history sends its latest turn at a smaller position); only results of delivered calls (same
+//! id, same tool) count, each once, as the first result taken off the list: a retried or
+//! replayed request, a call the client made up, or a delivered one answered again under a
 //! reused id, moves nothing. Writes are compare-and-set, so two replicas never both apply one
 //! turn.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use http::HeaderMap;
 use serde::{Deserialize, Serialize};
@@ -70,6 +72,13 @@ impl WorkflowRecord {
                 ..WorkflowRecord::default()
             },
         }
+    }
+
+    /// Whether `result` answers a delivered call still waiting for its result.
+    fn is_delivered(&self, result: &HistoryCall) -> bool {
+        self.delivered
+            .iter()
+            .any(|call| call.tool_call_id == result.id && call.tool == result.name)
     }
 
     /// Takes the delivered call `result` answers (same id, same tool), if one is waiting.
@@ -173,13 +182,28 @@ pub(crate) async fn apply(
             .iter()
             .filter(|call| call.latest_turn)
             .all(|call| call.outcome != CallOutcome::Pending);
-        if let Some(turn) = latest_turn.filter(|turn| *turn >= record.turns_applied && settled) {
-            let at = epoch_millis();
+        // A turn applies when it is past the record's, or when it carries the result of a call
+        // toolgate delivered and no result has answered yet: a client that trimmed or
+        // summarised its history sends its latest turn at a smaller position than it had.
+        let answers_delivered = history
+            .iter()
+            .filter(|call| call.latest_turn && call.outcome == CallOutcome::Completed)
+            .any(|call| record.is_delivered(call));
+        if let Some(turn) = latest_turn
+            .filter(|turn| settled && (*turn >= record.turns_applied || answers_delivered))
+        {
+            let fresh_turn = turn >= record.turns_applied;
             for call in history.iter().filter(|call| call.latest_turn) {
                 if call.outcome != CallOutcome::Completed {
                     continue;
                 }
                 if !next.take_delivered(call) {
+                    // In a turn at or before the record's, a result toolgate does not wait
+                    // for is one already applied (a trimmed history's older turn): it moves
+                    // nothing. Past it, it is a result of a call toolgate never delivered.
+                    if !fresh_turn {
+                        continue;
+                    }
                     if on_invalid == OnInvalidTransition::Block {
                         return Ok(Applied::Invalid(undelivered(call, &record.state)));
                     }
@@ -205,16 +229,18 @@ pub(crate) async fn apply(
                     }
                 }
                 if let Some(to) = &tool.transition {
-                    fresh.push(Transition {
-                        tool: tool.name.clone(),
-                        from: next.state.clone(),
-                        to: to.clone(),
-                        at: Some(at),
-                    });
+                    fresh.push(Transition::now(
+                        tool.name.clone(),
+                        next.state.clone(),
+                        to.clone(),
+                        true,
+                    ));
                     next.state = to.clone();
                 }
             }
-            next.turns_applied = turn + 1;
+            // One more turn applied, wherever the client's history placed it: a full history
+            // sent after a trimmed one then shows this turn as already applied.
+            next.turns_applied = (turn + 1).max(record.turns_applied + 1);
             next.transitions.extend(fresh.iter().cloned());
             let excess = next.transitions.len().saturating_sub(KEPT_TRANSITIONS);
             next.transitions.drain(..excess);
@@ -299,10 +325,4 @@ pub(crate) async fn record_delivery(
     Err(StoreError::new(
         "the conversation's record kept changing under concurrent requests",
     ))
-}
-
-fn epoch_millis() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| since.as_millis() as u64)
 }

@@ -379,3 +379,132 @@ async fn a_call_delivered_in_a_stream_moves_the_state_with_its_result() {
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["x-toolgate-state"], "analysis");
 }
+
+/// The conversation `conv` carried to `analysis` then `complex-analysis` delivered (call
+/// `call_2`); returns the full history up to that delivered call and its result.
+async fn to_analysis_with_a_delivered_call(
+    upstream: &ScriptedUpstream,
+    gateway: &TestGateway,
+    conv: &str,
+) -> Vec<Value> {
+    let mut history = vec![json!({"role": "user", "content": "analyse the graph"})];
+    step(
+        upstream,
+        gateway,
+        conv,
+        &history,
+        ("call_1", "knowledge-query"),
+    )
+    .await;
+    history.extend(executed("call_1", "knowledge-query"));
+    step(
+        upstream,
+        gateway,
+        conv,
+        &history,
+        ("call_2", "complex-analysis"),
+    )
+    .await;
+    history.extend(executed("call_2", "complex-analysis"));
+    history
+}
+
+/// The state the gateway reports for `history` in `conv`, the request answered with text.
+async fn state_after(
+    upstream: &ScriptedUpstream,
+    gateway: &TestGateway,
+    conv: &str,
+    history: Vec<Value>,
+) -> String {
+    upstream.push(Reply::chat_text("ok"));
+    let response = gateway
+        .post_json_with(
+            "/v1/chat/completions",
+            &[GROUPS, ("x-toolgate-conversation", conv)],
+            &request(&SEED_TOOLS, history),
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    response.headers()["x-toolgate-state"]
+        .to_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_history_trimmed_at_any_position_or_summarised_still_moves_the_state_once() {
+    let upstream = ScriptedUpstream::start().await;
+    let gateway = TestGateway::start(&upstream, &store_route("", "")).await;
+    // Keep the last `kept` messages of the full history (the result of complex-analysis and
+    // its call always among them), or put a summary in place of what was dropped.
+    for kept in 2..=5 {
+        for summarised in [false, true] {
+            let conv = format!("trim-{kept}-{summarised}");
+            let full = to_analysis_with_a_delivered_call(&upstream, &gateway, &conv).await;
+            let mut trimmed: Vec<Value> = full[full.len() - kept..].to_vec();
+            if summarised {
+                trimmed.insert(
+                    0,
+                    json!({"role": "user", "content": "Summary: the graph was queried."}),
+                );
+            }
+            assert_eq!(
+                state_after(&upstream, &gateway, &conv, trimmed.clone()).await,
+                "results",
+                "{kept} kept, summarised {summarised}: the delivered call's result applies"
+            );
+            // Sent again (a retry), or with the full history, it moves nothing more.
+            assert_eq!(
+                state_after(&upstream, &gateway, &conv, trimmed).await,
+                "results"
+            );
+            assert_eq!(
+                state_after(&upstream, &gateway, &conv, full).await,
+                "results"
+            );
+        }
+    }
+    // Each conversation recorded each of its two transitions once.
+    let lines = gateway.audit_lines();
+    let transitions: Vec<&Value> = lines
+        .iter()
+        .filter_map(|line| line["state_transitions"].as_array())
+        .flatten()
+        .collect();
+    assert_eq!(transitions.len(), 4 * 2 * 2, "{transitions:?}");
+    for transition in transitions {
+        let timestamp = transition["timestamp"].as_str().unwrap_or_default();
+        assert!(
+            timestamp.ends_with('Z') && humantime::parse_rfc3339(timestamp).is_ok(),
+            "seed 000 §8.2: tool, from, to, timestamp: {transition}"
+        );
+        assert!(transition["tool"].is_string() && transition["from"].is_string());
+    }
+}
+
+#[tokio::test]
+async fn concurrent_results_of_one_delivered_call_move_the_state_once() {
+    let redis = RedisServer::start();
+    let upstream = ScriptedUpstream::start().await;
+    let config = store_route(&format!("[store]\nurl = \"{}\"\n", redis.url()), "");
+    let (first, second) = (
+        TestGateway::start(&upstream, &config).await,
+        TestGateway::start(&upstream, &config).await,
+    );
+    let full = to_analysis_with_a_delivered_call(&upstream, &first, "conc").await;
+    let trimmed = full[full.len() - 2..].to_vec();
+    let (a, b) = tokio::join!(
+        state_after(&upstream, &first, "conc", trimmed.clone()),
+        state_after(&upstream, &second, "conc", trimmed),
+    );
+    assert_eq!((a.as_str(), b.as_str()), ("results", "results"));
+    let moved: usize = first
+        .audit_lines()
+        .into_iter()
+        .chain(second.audit_lines())
+        .filter_map(|line| line["state_transitions"].as_array().cloned())
+        .flatten()
+        .filter(|transition| transition["to"] == "results")
+        .count();
+    assert_eq!(moved, 1, "the result applied once over both replicas");
+}
