@@ -47,7 +47,7 @@ async fn answer(state: &GatewayState, request: &Request<Incoming>) -> Response<P
         "/ready" => ready(state).await,
         "/tools" => {
             let (status, body) =
-                crate::discovery::tools(&state.config.load(), request.uri().query());
+                crate::discovery::tools(&state.config.load_full(), request.uri().query()).await;
             json(status, body)
         }
         "/metrics" => {

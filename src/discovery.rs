@@ -64,12 +64,14 @@ struct Reason<'a> {
 }
 
 /// Answers one `/tools` query (`route`, `group` (comma-separated, repeatable), `state`,
-/// `tenant`) with a status and a JSON body.
-pub fn tools(config: &Config, query: Option<&str>) -> (StatusCode, String) {
+/// `tenant`, `conversation`) with a status and a JSON body. A conversation whose workflow
+/// state toolgate keeps is answered for its stored state, not the `state` given.
+pub async fn tools(config: &Config, query: Option<&str>) -> (StatusCode, String) {
     let mut route_path = None;
     let mut groups: Option<Vec<String>> = None;
     let mut state = None;
     let mut tenant_name = None;
+    let mut conversation = None;
     for (key, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
         match key.as_ref() {
             "route" => route_path = Some(value.into_owned()),
@@ -78,10 +80,13 @@ pub fn tools(config: &Config, query: Option<&str>) -> (StatusCode, String) {
                 .extend(toolgate_plugin::directives::split_list(&value)),
             "state" => state = Some(value.into_owned()),
             "tenant" => tenant_name = Some(value.into_owned()),
+            "conversation" => conversation = Some(value.into_owned()),
             other => {
                 return error(
                     StatusCode::BAD_REQUEST,
-                    format!("unknown parameter '{other}' (route, group, state, tenant)"),
+                    format!(
+                        "unknown parameter '{other}' (route, group, state, tenant, conversation)"
+                    ),
                 );
             }
         }
@@ -97,11 +102,16 @@ pub fn tools(config: &Config, query: Option<&str>) -> (StatusCode, String) {
     let Some(route) = config.router.find(path) else {
         return error(StatusCode::NOT_FOUND, format!("no route for path '{path}'"));
     };
-    let availability = AvailabilityQuery {
+    let mut availability = AvailabilityQuery {
         groups: groups.clone(),
         state: state.clone(),
         tenant,
+        conversation,
     };
+    if let Err(why) = route.chain.resolve_availability(&mut availability).await {
+        return error(StatusCode::SERVICE_UNAVAILABLE, why);
+    }
+    let state = availability.state.clone();
     let mut available = Vec::new();
     let mut unavailable = Vec::new();
     for tool in config.catalog.tools() {

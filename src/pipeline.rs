@@ -339,6 +339,18 @@ impl Chain {
             .collect()
     }
 
+    /// Lets each enforcing plugin complete a `GET /tools` query (a kept conversation's state).
+    pub async fn resolve_availability(&self, query: &mut AvailabilityQuery) -> Result<(), String> {
+        for entry in self
+            .entries
+            .iter()
+            .filter(|entry| entry.mode == Mode::Enforce)
+        {
+            entry.plugin.resolve_availability(query).await?;
+        }
+        Ok(())
+    }
+
     /// Runs `on_delivery` of every plugin that has such work, concurrently, observing ones too:
     /// recording what the client got is not enforcement.
     pub async fn on_delivery(&self, exchange: &ResponseExchange<'_>) {

@@ -98,6 +98,14 @@ pub trait Plugin: Send + Sync + 'static {
     fn unavailability(&self, _query: &AvailabilityQuery, _tool: &str) -> Option<Violation> {
         None
     }
+
+    /// Completes a `GET /tools` query with what this plugin keeps for it before the tools are
+    /// judged: a plugin that keeps each conversation's workflow state sets `query.state` to the
+    /// stored one when `query.conversation` names a conversation. `Err` says why it could not
+    /// (the store did not answer). Default: the query as it is.
+    async fn resolve_availability(&self, _query: &mut AvailabilityQuery) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// A would-be request, as `GET /tools` describes it.
@@ -109,6 +117,9 @@ pub struct AvailabilityQuery {
     pub state: Option<String>,
     /// The tenant it would be sent as (`None`: no tenant, or tenants are not configured).
     pub tenant: Option<Arc<Tenant>>,
+    /// The conversation it would continue, whose kept state (if a plugin keeps one) wins
+    /// over `state`.
+    pub conversation: Option<String>,
 }
 
 /// Builds a plugin from the `settings` table of one route's entry. Registered once per process;

@@ -377,6 +377,24 @@ impl Plugin for ToolGroups {
         self.settings.state_source == StateSource::Store
     }
 
+    /// `store` mode: a query naming a conversation is answered for the state kept for it (a
+    /// conversation toolgate has not seen is in the initial state), whatever state it named.
+    async fn resolve_availability(&self, query: &mut AvailabilityQuery) -> Result<(), String> {
+        if self.settings.state_source != StateSource::Store {
+            return Ok(());
+        }
+        let Some(conversation) = query.conversation.as_deref() else {
+            return Ok(());
+        };
+        let tenant = query.tenant.as_ref().map(|tenant| tenant.name.as_str());
+        let key = workflow::record_key(tenant, conversation);
+        let stored = self.store.read_record(&key).await.map_err(|error| {
+            format!("the conversation's workflow state could not be read: {error}")
+        })?;
+        query.state = Some(workflow::stored_state(stored.as_deref()));
+        Ok(())
+    }
+
     fn unavailability(&self, query: &AvailabilityQuery, tool: &str) -> Option<Violation> {
         let mut headers = http::HeaderMap::new();
         if let Some(groups) = &query.groups

@@ -91,6 +91,11 @@ impl WorkflowRecord {
     }
 }
 
+/// The state a stored record keeps (the initial state for none, or one toolgate cannot read).
+pub(crate) fn stored_state(stored: Option<&str>) -> String {
+    WorkflowRecord::read(stored).state
+}
+
 /// The conversation a request names, checked: 1–128 of `A-Za-z0-9_.:-`.
 pub(crate) fn conversation(
     headers: &HeaderMap,

@@ -508,3 +508,42 @@ async fn concurrent_results_of_one_delivered_call_move_the_state_once() {
         .count();
     assert_eq!(moved, 1, "the result applied once over both replicas");
 }
+
+#[tokio::test]
+async fn discovery_answers_for_a_conversations_stored_state() {
+    let upstream = ScriptedUpstream::start().await;
+    let gateway = TestGateway::start(&upstream, &store_route("", "")).await;
+    to_analysis_with_a_delivered_call(&upstream, &gateway, "asked").await;
+    let available = |answer: &Value| -> Vec<String> {
+        let mut names: Vec<String> = answer["available"]
+            .as_array()
+            .expect("a list")
+            .iter()
+            .map(|tool| tool["name"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    // The state named in the query does not count: the conversation's kept state does.
+    let answer = gateway
+        .admin_json(
+            "/tools?route=/v1/chat/completions&group=knowledge,compute,admin\
+             &state=undefined&conversation=asked",
+        )
+        .await;
+    assert_eq!(answer["state"], "analysis", "{answer}");
+    assert_eq!(
+        available(&answer),
+        ["complex-analysis", "graph-update", "reset-workflow"],
+        "{answer}"
+    );
+    // A conversation toolgate has not seen is in the initial state.
+    let answer = gateway
+        .admin_json(
+            "/tools?route=/v1/chat/completions&group=knowledge,compute,admin\
+             &state=analysis&conversation=new-one",
+        )
+        .await;
+    assert_eq!(answer["state"], "undefined", "{answer}");
+    assert_eq!(available(&answer), ["knowledge-query"], "{answer}");
+}
