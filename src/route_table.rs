@@ -70,8 +70,10 @@ pub fn table(router: &Router) -> Vec<String> {
         .routes()
         .map(|route| {
             let (kind, upstream) = match &route.kind {
-                RouteKind::Llm(upstream) => ("llm", upstream.name.as_str()),
-                RouteKind::Mcp => ("mcp", "-"),
+                RouteKind::Llm(upstream) => {
+                    ("llm", format!("{} ({})", upstream.name, upstream.url()))
+                }
+                RouteKind::Mcp => ("mcp", "-".to_owned()),
             };
             let format = match route.format {
                 RouteFormat::Auto => "auto",
@@ -86,7 +88,8 @@ pub fn table(router: &Router) -> Vec<String> {
         .collect()
 }
 
-/// `name (mode)` for each plugin of the route's chain in run order, or `none`.
+/// `name (mode)` for each plugin of the route's chain in run order (with its `on_block` when
+/// it recovers from blocks), or `none`.
 fn plugins(route: &Route) -> String {
     let entries: Vec<String> = route
         .chain
@@ -97,7 +100,17 @@ fn plugins(route: &Route) -> String {
                 Mode::Enforce => "enforce",
                 Mode::Observe => "observe",
             };
-            format!("{} ({mode})", entry.name)
+            // `on_block` is shown where it is not the default `error`.
+            match entry.on_block {
+                crate::on_block::OnBlock::Error => format!("{} ({mode})", entry.name),
+                crate::on_block::OnBlock::Message => {
+                    format!("{} ({mode}, on_block message)", entry.name)
+                }
+                crate::on_block::OnBlock::Retry(limits) => format!(
+                    "{} ({mode}, on_block retry, max_retries {})",
+                    entry.name, limits.max_retries
+                ),
+            }
         })
         .collect();
     if entries.is_empty() {
@@ -230,7 +243,7 @@ mod tests {
         let router = routes_of(
             "[[routes]]\npath = \"/v1/chat/completions\"\nupstream = \"u\"\n\
              format = \"chat_completions\"\n\
-             [[routes.plugins]]\nname = \"tool_selection\"\n\
+             [[routes.plugins]]\nname = \"tool_selection\"\non_block = \"retry\"\n\
              [[routes.plugins]]\nname = \"tool_arguments\"\nmode = \"observe\"\n\n\
              [[routes]]\npath = \"/v1\"\nupstream = \"u\"\n",
         );
@@ -238,11 +251,14 @@ mod tests {
         assert_eq!(table.len(), 2, "{table:?}");
         assert!(
             table[0].starts_with(
-                "/v1/chat/completions  kind=llm upstream=u format=chat_completions plugins="
+                "/v1/chat/completions  kind=llm upstream=u (http://127.0.0.1:1) format=chat_completions plugins="
             ),
             "{table:?}"
         );
-        assert!(table[0].contains("tool_selection (enforce)"), "{table:?}");
+        assert!(
+            table[0].contains("tool_selection (enforce, on_block retry, max_retries 2)"),
+            "{table:?}"
+        );
         assert!(table[0].contains("tool_arguments (observe)"), "{table:?}");
         assert!(
             table[1].starts_with("/v1 ") && table[1].ends_with("format=auto plugins=none"),

@@ -52,14 +52,35 @@ pub struct Gateway {
 /// How long exchanges cut at the end of the grace get to write their error answers.
 const CUT_ANSWER_WINDOW: Duration = Duration::from_secs(1);
 
+/// Binds one listener; a failure says which address, which setting gave it and the variable
+/// the shipped gateway.toml reads it from, so "address already in use" says what to change.
+async fn bind_listener(
+    address: SocketAddr,
+    key: &str,
+    variable: &str,
+) -> std::io::Result<TcpListener> {
+    TcpListener::bind(address).await.map_err(|error| {
+        std::io::Error::new(
+            error.kind(),
+            format!(
+                "cannot listen on {address} ({key}; the shipped gateway.toml reads it from \
+                 ${variable}): {error}"
+            ),
+        )
+    })
+}
+
 impl Gateway {
     /// Checks the state store, binds `server.listen` and `server.admin_listen` and opens the
     /// audit output.
     pub async fn bind(config: Config, runtime: Runtime) -> std::io::Result<Gateway> {
         config.check_store().await.map_err(std::io::Error::other)?;
-        let listener = TcpListener::bind(config.server.listen).await?;
+        let listener =
+            bind_listener(config.server.listen, "[server] listen", "TOOLGATE_LISTEN").await?;
         let admin = match config.server.admin_listen {
-            Some(address) => Some(TcpListener::bind(address).await?),
+            Some(address) => {
+                Some(bind_listener(address, "[server] admin_listen", "TOOLGATE_ADMIN").await?)
+            }
             None => None,
         };
         let audit = AuditLog::start(&config.audit)?;

@@ -129,6 +129,14 @@ pub struct Upstream {
     client: Client<HttpsConnector<HttpConnector>, ProxyBody>,
 }
 
+impl Upstream {
+    /// The URL requests go to, as the route table shows it: scheme, host and path prefix (a
+    /// URL's credentials never reach the parts kept, so none are shown).
+    pub fn url(&self) -> String {
+        format!("{}://{}{}", self.scheme, self.authority, self.base_path)
+    }
+}
+
 /// Why an upstream could not answer.
 #[derive(Debug)]
 pub enum UpstreamError {

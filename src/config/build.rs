@@ -375,7 +375,17 @@ pub(super) fn build(
             store_fail_mode: context.store_fail_mode,
             origin: source.origin.to_owned(),
         }),
-        _ => Err(ConfigErrors(errors)),
+        _ => {
+            // A gateway-wide entry is merged into every route, so its mistake would be found
+            // once per route: each is said once, at its line.
+            let mut said = Vec::with_capacity(errors.len());
+            for error in errors {
+                if !said.contains(&error) {
+                    said.push(error);
+                }
+            }
+            Err(ConfigErrors(said))
+        }
     }
 }
 

@@ -496,3 +496,42 @@ fn with_defaults_for_unset_variables(text: &str) -> String {
     out.push_str(rest);
     out
 }
+
+#[test]
+fn a_port_in_use_names_its_address_setting_and_variable() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
+    let address = taken.local_addr().expect("an address").to_string();
+    let output = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["serve", "--config", "gateway.toml"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("TOOLGATE_CONFIG")
+        .env("TOOLGATE_LISTEN", &address)
+        .env("TOOLGATE_ADMIN", "127.0.0.1:0")
+        .env("TOOLGATE_AUDIT", "off")
+        .output()
+        .expect("the binary runs");
+    assert!(!output.status.success());
+    let said = stderr(&output);
+    for expected in [
+        address.as_str(),
+        "[server] listen",
+        "TOOLGATE_LISTEN",
+        "in use",
+    ] {
+        assert!(said.contains(expected), "missing {expected:?} in: {said}");
+    }
+}
+
+#[test]
+fn a_gateway_wide_mistake_is_said_once_whatever_the_routes() {
+    let path = write_config(
+        "[upstreams.u]\nurl = \"http://127.0.0.1:1\"\n\n\
+         [[plugins]]\nname = \"tool_selection\"\nmax_retries = 3\n\n\
+         [[routes]]\npath = \"/v1/chat/completions\"\nupstream = \"u\"\n\n\
+         [[routes]]\npath = \"/v1/responses\"\nupstream = \"u\"\n",
+    );
+    let output = check(&path);
+    assert_eq!(output.status.code(), Some(2));
+    let said = stderr(&output);
+    assert_eq!(said.matches("plugins[0].max_retries").count(), 1, "{said}");
+}
