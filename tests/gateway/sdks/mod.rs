@@ -12,6 +12,7 @@
 
 mod calls;
 mod frameworks;
+mod readme;
 mod streams;
 mod unreadable;
 
