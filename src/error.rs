@@ -353,6 +353,44 @@ impl ErrorReport<'_> {
     /// them, and nested in `error` with the violations, where the SDKs that raise a typed error
     /// from it read them.
     pub fn sse_frame(&self, format: WireFormat, sequence_number: u64) -> Bytes {
+        // Some SDKs keep only an error event's `code`, `message`, `param` and sequence number
+        // (the Vercel AI SDK's Responses provider): the message names every violation too.
+        let report = ErrorReport {
+            message: self.message_with_violations(),
+            headers: None,
+            ..*self
+        };
+        report.event(format, sequence_number)
+    }
+
+    /// The message followed by each violation in a few words: `[check code tool (call id)
+    /// at /path; …]`.
+    fn message_with_violations(&self) -> String {
+        if self.violations.is_empty() {
+            return self.message.clone();
+        }
+        let listed: Vec<String> = self
+            .violations
+            .iter()
+            .map(|violation| {
+                let mut words = format!("{} {}", violation.check.as_str(), violation.code);
+                if let Some(tool) = &violation.tool {
+                    words.push_str(&format!(" {tool}"));
+                }
+                if let Some(id) = &violation.tool_call_id {
+                    words.push_str(&format!(" ({id})"));
+                }
+                if let Some(path) = violation.instance_path.as_deref().filter(|p| !p.is_empty()) {
+                    words.push_str(&format!(" at {path}"));
+                }
+                words
+            })
+            .collect();
+        format!("{} [{}]", self.message, listed.join("; "))
+    }
+
+    /// The error event of `format` with this report as it is.
+    fn event(&self, format: WireFormat, sequence_number: u64) -> Bytes {
         let text = match format {
             WireFormat::ChatCompletions => {
                 format!("data: {}\n\n", self.body(ErrorShape::OpenAi))

@@ -187,6 +187,18 @@ fn runs(name: &str) -> Vec<Run> {
                 ],
             ),
         ],
+        "vercel-responses-stream-blocked" => vec![Run::blocked(
+            Reply::raw(
+                200,
+                "text/event-stream",
+                fixture("responses/text_then_call.sse"),
+            ),
+            &[
+                "Let me check where it is.",
+                "blocked mid-stream: undeclared_tool tool call blocked: 'get_order_status'",
+                "[membership undeclared_tool get_order_status (call_",
+            ],
+        )],
         other => panic!("docs/frameworks.md checks {other:?}, which this test does not know"),
     }
 }
