@@ -109,6 +109,8 @@ async fn a_budget_of_n_allows_n_executed_calls_and_refuses_the_next_with_429() {
     let retry_after: u64 = headers["retry-after"].to_str().unwrap().parse().unwrap();
     assert!((1..=30 * 86_400).contains(&retry_after), "{retry_after}");
     assert_eq!(headers["x-ratelimit-reset"], headers["retry-after"]);
+    // A window days long is not worth waiting for: the SDKs are told not to retry.
+    assert_eq!(headers["x-should-retry"], "false");
     assert!(headers.contains_key("x-request-id"));
     let body: Value = refused.json().await.unwrap();
     assert_eq!(body["error"]["code"], "tool_budget_exceeded");

@@ -301,6 +301,10 @@ impl Plugin for ToolBudget {
     }
 }
 
+/// The longest wait a budget's 429 still invites a retry for: the OpenAI SDKs honour a
+/// `retry-after` up to a minute; a window that resets later says `x-should-retry: false`.
+const RETRY_WORTH_WAITING_SECS: u64 = 60;
+
 /// Whole seconds, rounded up, so a client that waits that long finds the window reset.
 fn seconds_up(duration: Duration) -> u64 {
     duration.as_millis().div_ceil(1000) as u64
@@ -308,8 +312,15 @@ fn seconds_up(duration: Duration) -> u64 {
 
 /// The 429 a spent budget answers, with the headers rate-limited clients read.
 fn rate_limited(violations: Vec<Violation>, window: &WindowUsage, tool: &str) -> Rejection {
-    let reset = seconds_up(window.resets_in).max(1).to_string();
+    let seconds = seconds_up(window.resets_in).max(1);
+    let reset = seconds.to_string();
     let mut headers: BTreeMap<&'static str, String> = BTreeMap::new();
+    // A window that ends later than a client can usefully wait is said not worth retrying, in
+    // the header the OpenAI and Anthropic SDKs obey before any backoff: otherwise they sleep
+    // (or retry at once, past their ceiling on `retry-after`) into answers that stay 429s.
+    if seconds > RETRY_WORTH_WAITING_SECS {
+        headers.insert("x-should-retry", "false".to_owned());
+    }
     headers.insert("retry-after", reset.clone());
     headers.insert("x-ratelimit-limit", window.window.limit.to_string());
     headers.insert("x-ratelimit-remaining", window.remaining().to_string());

@@ -10,6 +10,7 @@
 //! `TOOLGATE_SKIP_SDK_TESTS=1`. This module is that harness and the requests and stream edits
 //! the files below share.
 
+mod budgets;
 mod calls;
 mod frameworks;
 mod readme;
