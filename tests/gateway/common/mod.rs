@@ -32,6 +32,33 @@ pub struct TestGateway {
     task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
 }
 
+/// What a test whose dependency is missing does: it fails, naming what to install, unless the
+/// run opted out with `TOOLGATE_SKIP_MISSING=1` (or, for the SDK tests, the older
+/// `TOOLGATE_SKIP_SDK_TESTS=1`). A skip is never silent: it is said on stderr and written to
+/// the file `TOOLGATE_SKIP_LOG` names, whose lines the run's closing line counts (`.ci/test`).
+/// Returns true when the test is to be skipped.
+pub fn skip_for_missing(what: &str, install: &str) -> bool {
+    let opted_out = ["TOOLGATE_SKIP_MISSING", "TOOLGATE_SKIP_SDK_TESTS"]
+        .iter()
+        .any(|variable| std::env::var(variable).as_deref() == Ok("1"));
+    assert!(
+        opted_out,
+        "{what} is missing: {install} (or set TOOLGATE_SKIP_MISSING=1 to skip, counted)"
+    );
+    eprintln!("\n!!!!! SKIPPED: {what} is missing ({install}) !!!!!\n");
+    if let Some(log) = std::env::var_os("TOOLGATE_SKIP_LOG") {
+        use std::io::Write;
+        if let Ok(mut file) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+        {
+            let _ = writeln!(file, "{what}");
+        }
+    }
+    true
+}
+
 /// A fresh file path for one gateway's audit lines.
 pub fn temp_audit_path() -> PathBuf {
     static NEXT: AtomicUsize = AtomicUsize::new(0);

@@ -16,16 +16,11 @@ fn agents_sdk_installed() -> bool {
         .args(["-c", "import agents"])
         .output()
         .is_ok_and(|output| output.status.success());
-    if !imports && std::env::var("TOOLGATE_SKIP_SDK_TESTS").as_deref() == Ok("1") {
-        eprintln!("agent test skipped: TOOLGATE_SKIP_SDK_TESTS=1 and openai-agents is missing");
-        return false;
-    }
-    assert!(
-        imports,
-        "the OpenAI Agents SDK is missing (`python3 -c \"import agents\"` failed); run .ci/test, \
-         which pip installs openai-agents, or set TOOLGATE_SKIP_SDK_TESTS=1"
-    );
-    true
+    imports
+        || !crate::common::skip_for_missing(
+            "the OpenAI Agents SDK (`import agents`)",
+            "run .ci/test, which pip installs openai-agents",
+        )
 }
 
 /// Runs the agent once against `gateway`; what its run ended with.

@@ -5,10 +5,9 @@
 //! models it was asked for shows who a fallback asked. So the guide's exception classes, the
 //! place it says the violations are, and its fallback advice cannot drift from what the SDKs do.
 //!
-//! The Python snippets need the packages `.ci/test` installs with pip (missing, the test fails
-//! unless `TOOLGATE_SKIP_SDK_TESTS=1`, as for the other SDK tests); the Node ones the packages
-//! `.ci/frameworks.sh` installs into `.ci/frameworks/` (missing, the test fails when
-//! `TOOLGATE_REQUIRE_NODE_PACKAGES` is set, as `.ci/test` does, and is skipped loudly otherwise).
+//! The Python snippets need the packages `.ci/test` installs with pip, the Node ones the packages
+//! `.ci/frameworks.sh` installs into `.ci/frameworks/`; missing, the tests fail unless the run
+//! opted out ([`crate::common::skip_for_missing`]), which its closing line then counts.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -361,17 +360,11 @@ fn python_frameworks_installed() -> bool {
         .args(["-c", "import pydantic_ai, langchain_openai"])
         .output()
         .is_ok_and(|output| output.status.success());
-    if !imports && std::env::var("TOOLGATE_SKIP_SDK_TESTS").as_deref() == Ok("1") {
-        eprintln!("frameworks snippets skipped: pydantic-ai or langchain-openai is missing");
-        return false;
-    }
-    assert!(
-        imports,
-        "pydantic-ai or langchain-openai is missing (`python3 -c \"import pydantic_ai, \
-         langchain_openai\"` failed); run .ci/test, which pip installs them, or set \
-         TOOLGATE_SKIP_SDK_TESTS=1"
-    );
-    true
+    imports
+        || !crate::common::skip_for_missing(
+            "pydantic-ai or langchain-openai (`import pydantic_ai, langchain_openai`)",
+            "run .ci/test, which pip installs them",
+        )
 }
 
 #[tokio::test]
@@ -409,14 +402,9 @@ fn node_packages() -> Option<PathBuf> {
     if missing.is_empty() {
         return Some(dir);
     }
-    assert!(
-        std::env::var_os("TOOLGATE_REQUIRE_NODE_PACKAGES").is_none(),
-        "the Node packages {missing:?} are missing from {}: run .ci/frameworks.sh",
-        dir.display()
-    );
-    eprintln!(
-        "\n!!!!! SKIPPED: the Node packages {missing:?} are not installed in {}. Run .ci/frameworks.sh !!!!!\n",
-        dir.display()
+    crate::common::skip_for_missing(
+        &format!("the Node packages {missing:?} in {}", dir.display()),
+        "run .ci/frameworks.sh",
     );
     None
 }

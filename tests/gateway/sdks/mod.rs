@@ -24,8 +24,8 @@ use serde_json::{Value, json};
 
 use crate::common::{GUARDED_V1, Reply, ScriptedUpstream, TestGateway, fixture, fixture_json};
 
-/// Whether the SDK tests run: true when `python3` imports both SDKs; false (skipped, said on
-/// stderr) only when they are missing and `TOOLGATE_SKIP_SDK_TESTS=1`; otherwise a failure.
+/// Whether the SDK tests run: true when `python3` imports the SDKs; when they are missing, a
+/// failure unless the run opted out ([`crate::common::skip_for_missing`]), then false.
 fn sdks_installed() -> bool {
     static IMPORTS: OnceLock<Result<(), String>> = OnceLock::new();
     let imports = IMPORTS.get_or_init(|| {
@@ -40,14 +40,9 @@ fn sdks_installed() -> bool {
     });
     match imports {
         Ok(()) => true,
-        Err(_) if std::env::var("TOOLGATE_SKIP_SDK_TESTS").as_deref() == Ok("1") => {
-            eprintln!("SDK tests skipped: TOOLGATE_SKIP_SDK_TESTS=1 and the SDKs are missing");
-            false
-        }
-        Err(why) => panic!(
-            "the official Python SDKs are missing (`python3 -c \"import openai, anthropic, agents\"` \
-             failed: {why}); run .ci/test, which pip installs them, or set \
-             TOOLGATE_SKIP_SDK_TESTS=1 to skip these tests"
+        Err(why) => !crate::common::skip_for_missing(
+            &format!("the official Python SDKs (`import openai, anthropic, agents`: {why})"),
+            "run .ci/test, which pip installs them",
         ),
     }
 }
