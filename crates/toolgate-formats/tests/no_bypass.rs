@@ -1685,6 +1685,51 @@ fn clean_answers_carry_calls_that_toolgate_reads() {
     }
 }
 
+proptest! {
+    #![proptest_config(config())]
+
+    /// The converse: a guard that refused everything would pass the properties above, so a
+    /// valid, well-formed answer must pass, whole and streamed, with exactly the calls a client
+    /// would run — the same names, as many times, and (whole) with the same arguments.
+    #[test]
+    fn a_clean_answer_passes_with_exactly_the_calls_a_client_runs(
+        plan in plan(),
+        cuts in prop::collection::vec(any::<usize>(), 0..4),
+    ) {
+        let format = plan.format;
+        let body = json_body(&plan, &[], 0);
+        let read = read_answer(format, &body);
+        prop_assert!(read.is_ok(), "{:?} refused: {:?}\n{}", format, read.err(),
+            String::from_utf8_lossy(&body));
+        let read = read.unwrap_or_default();
+        prop_assert_eq!(oracle::checked_runs(&read.calls),
+            oracle::client_runs_beside(&read.calls, oracle::client_runs(&body, false)),
+            "{:?} whole:\n{}", format, String::from_utf8_lossy(&body));
+
+        let stream = stream_body(&plan, &[], 0);
+        let mut positions: Vec<usize> = cuts.iter().map(|cut| cut % (stream.len() + 1)).collect();
+        positions.sort_unstable();
+        positions.dedup();
+        let mut chunks = Vec::new();
+        let mut start = 0;
+        for position in positions.into_iter().chain([stream.len()]) {
+            chunks.push(&stream[start..position]);
+            start = position;
+        }
+        let relayed = reassemble(format, chunks);
+        prop_assert!(relayed.refused.is_none(), "{:?} stream refused: {:?}", format,
+            relayed.refused);
+        // Streamed, the names as a multiset: the forgiving reader's reassembly of streamed
+        // arguments is not yet a client's (an Anthropic block's `input: {}` before its deltas).
+        let names = |runs: Vec<(String, String)>| -> Vec<String> {
+            runs.into_iter().map(|(name, _)| name).collect()
+        };
+        prop_assert_eq!(names(oracle::checked_runs(&relayed.response.calls)),
+            names(oracle::client_runs(&stream, true)),
+            "{:?} streamed:\n{}", format, String::from_utf8_lossy(&stream));
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Regressions: the minimal answers the properties found getting past toolgate.
 

@@ -110,6 +110,79 @@ pub fn decoded_as_json_readers_do(body: &[u8]) -> Option<String> {
     text.map(|text| text.trim_start_matches('\u{feff}').to_owned())
 }
 
+/// What a client would run from a clean answer: each call as (name, arguments), the arguments
+/// as the JSON value a client parses them into (their text when they are not JSON), sorted —
+/// a multiset, so a second call of one name, or one checked with other arguments, shows.
+pub fn client_runs(body: &[u8], streamed: bool) -> Vec<(String, String)> {
+    let calls = match streamed {
+        false => calls_in_json(body).unwrap_or_default(),
+        true => {
+            let data = event_data(body);
+            calls_in_stream(data.iter().map(Vec::as_slice))
+        }
+    };
+    runs(calls.into_iter().map(|call| (call.name, call.arguments)))
+}
+
+/// The calls toolgate checked, as [`client_runs`] lists them. A built-in call the provider ran
+/// is no call the client runs: its name counts, not its payload (an MCP item is named by the
+/// MCP tool its payload names, as [`checked_names`] says).
+pub fn checked_runs(calls: &[ToolCall]) -> Vec<(String, String)> {
+    runs(calls.iter().map(|call| match call.kind {
+        ToolKind::Builtin => {
+            let named = (call.name == "mcp")
+                .then(|| {
+                    let mut values =
+                        serde_json::Deserializer::from_str(&call.arguments).into_iter();
+                    let payload: Option<serde_json::Value> = values.next().and_then(Result::ok);
+                    payload?.get("name")?.as_str().map(str::to_owned)
+                })
+                .flatten();
+            (named.unwrap_or_else(|| call.name.clone()), String::new())
+        }
+        _ => (call.name.clone(), call.arguments.clone()),
+    }))
+}
+
+/// [`client_runs`] with the arguments of the calls `checked` holds as provider-run built-ins
+/// left out, as [`checked_runs`] leaves theirs.
+pub fn client_runs_beside(
+    checked: &[ToolCall],
+    client: Vec<(String, String)>,
+) -> Vec<(String, String)> {
+    let builtin: BTreeSet<String> = checked_runs(
+        &checked
+            .iter()
+            .filter(|call| call.kind == ToolKind::Builtin)
+            .cloned()
+            .collect::<Vec<_>>(),
+    )
+    .into_iter()
+    .map(|(name, _)| name)
+    .collect();
+    runs(
+        client
+            .into_iter()
+            .map(|(name, arguments)| match builtin.contains(&name) {
+                true => (name, String::new()),
+                false => (name, arguments),
+            }),
+    )
+}
+
+fn runs(calls: impl Iterator<Item = (String, String)>) -> Vec<(String, String)> {
+    let mut runs: Vec<(String, String)> = calls
+        .filter(|(name, _)| !name.is_empty())
+        .map(|(name, arguments)| {
+            let parsed = serde_json::from_str::<serde_json::Value>(&arguments)
+                .map_or(arguments, |value| value.to_string());
+            (name, parsed)
+        })
+        .collect();
+    runs.sort();
+    runs
+}
+
 pub fn client_reads_stream(stream: &[u8]) -> BTreeSet<String> {
     let data = event_data(stream);
     named(calls_in_stream(data.iter().map(Vec::as_slice)))
