@@ -18,18 +18,26 @@
 //! - `stack`: starting the upstream, nginx and toolgate with generated configs.
 //! - `procs`: child processes that die with the driver, and /proc readings (CPU, RSS).
 //! - `report`: the markdown tables.
-//! - `redis`: a real redis-server the soak kills and restarts.
+//! - `redis`: a real redis-server the soak kills, restarts, flips the password of and fails over.
 //! - `rogue_service`: the soak's misbehaving validator service.
+//! - `big_answers`: the soak's multi-megabyte answers and the checks that a client got them whole.
+//! - `raw_http`: the soak's slow and stalled readers' sockets and the answers they read.
+//! - `front`: the TCP front that "restarts" the soak's MCP backend by switching it.
+//! - `mcp`: the soak's MCP backend (server-everything) and its JSON-RPC client.
 //! - `callgrind`: the functions a callgrind profile saw run (for `link/hot-functions.txt`).
 //! - `dist`: the `dist` build measured, and the check that its hot-function list is current.
 //! - `least_guard`: the least tool-call guard serde_json and jsonschema make (the guarded floor).
 
+pub mod big_answers;
 pub mod callgrind;
 pub mod client;
 pub mod dist;
+pub mod front;
 pub mod least_guard;
+pub mod mcp;
 pub mod oha;
 pub mod procs;
+pub mod raw_http;
 pub mod redis;
 pub mod report;
 pub mod rogue_service;
