@@ -118,9 +118,10 @@ pub struct HistoryCall {
     /// The call's id, which its result refers to.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
-    /// The tool's name as the model wrote it.
+    /// The tool's name as the model wrote it; empty for a result whose call the request does
+    /// not hold (a Responses output answering a stored response's call).
     pub name: String,
-    /// The arguments as the model wrote them.
+    /// The arguments as the model wrote them (empty when the call is not in the request).
     pub arguments: String,
     /// Whether the call ran, failed or has no result yet.
     pub outcome: CallOutcome,

@@ -81,9 +81,15 @@ impl ToolGroups {
         tenant: Option<&str>,
         selection: Selection,
     ) -> Result<Selection, Verdict<RequestEdit>> {
-        let conversation =
-            workflow::conversation(exchange.headers, selection.conversation.as_deref())
-                .map_err(|refusal| Verdict::Block(*refusal.rejection))?;
+        let conversation = self
+            .conversation_of(
+                exchange.headers,
+                selection.conversation.as_deref(),
+                exchange.request.as_parsed(),
+                tenant,
+            )
+            .await
+            .map_err(|refusal| Verdict::Block(*refusal.rejection))?;
         let key = workflow::record_key(tenant, &conversation);
         let claimed = selection.claimed_state.clone();
         let applied = workflow::apply(
@@ -135,6 +141,37 @@ impl ToolGroups {
         }
     }
 
+    /// The conversation a request names; or, when it names none but answers calls of a stored
+    /// response (a Responses continuation), the one those calls were delivered in.
+    async fn conversation_of(
+        &self,
+        headers: &http::HeaderMap,
+        named_in_body: Option<&str>,
+        request: Option<&toolgate_plugin::ToolRequest>,
+        tenant: Option<&str>,
+    ) -> Result<String, Refusal> {
+        let refusal = match workflow::conversation(headers, named_in_body) {
+            Ok(conversation) => return Ok(conversation),
+            Err(refusal) => refusal,
+        };
+        let missing = refusal
+            .rejection
+            .violations
+            .first()
+            .is_some_and(|violation| violation.code == "missing_conversation");
+        if !missing {
+            return Err(refusal);
+        }
+        match workflow::continued_conversation(self.store.as_ref(), tenant, request).await {
+            Ok(Some(conversation)) => Ok(conversation),
+            Ok(None) => Err(refusal),
+            Err(error) => {
+                tracing::warn!(store = %self.store.describe(), %error, "a continued conversation could not be looked up");
+                Err(refusal)
+            }
+        }
+    }
+
     fn conversation_ttl(&self) -> Duration {
         Duration::from_secs(self.settings.conversation_ttl_secs.max(1))
     }
@@ -151,21 +188,27 @@ impl ToolGroups {
             .as_parsed()
             .and_then(|request| request.directives().ok().flatten())
             .and_then(|directives| directives.conversation);
-        // pre_request refused a request without a valid conversation, so there is one.
-        let Ok(conversation) =
-            workflow::conversation(exchange.request_headers, named_in_body.as_deref())
-        else {
-            return;
-        };
         let tenant = exchange
             .meta
             .tenant
             .as_deref()
             .map(|tenant| tenant.name.as_str());
+        // pre_request refused a request without a conversation it could find, so there is one.
+        let Ok(conversation) = self
+            .conversation_of(
+                exchange.request_headers,
+                named_in_body.as_deref(),
+                exchange.request.as_parsed(),
+                tenant,
+            )
+            .await
+        else {
+            return;
+        };
         let key = workflow::record_key(tenant, &conversation);
         let recorded = workflow::record_delivery(
             self.store.as_ref(),
-            &key,
+            (&key, tenant, &conversation),
             self.conversation_ttl(),
             &delivered.calls,
         )

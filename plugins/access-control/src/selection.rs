@@ -204,7 +204,9 @@ pub(crate) fn read(
         for call in request.history() {
             // Seed 000: a state changes only after a successful execution. A result flagged
             // as an error (Anthropic `is_error`, Responses `failed`) moves nothing.
-            if call.outcome != CallOutcome::Completed {
+            // A result whose call is not in the request (a stored response's) names no tool:
+            // without memory of what was delivered, client mode cannot follow it.
+            if call.outcome != CallOutcome::Completed || call.name.is_empty() {
                 continue;
             }
             let mut fallback = None;

@@ -76,19 +76,25 @@ impl WorkflowRecord {
 
     /// Whether `result` answers a delivered call still waiting for its result.
     fn is_delivered(&self, result: &HistoryCall) -> bool {
-        self.delivered
-            .iter()
-            .any(|call| call.tool_call_id == result.id && call.tool == result.name)
+        self.delivered.iter().any(|call| answers(call, result))
     }
 
-    /// Takes the delivered call `result` answers (same id, same tool), if one is waiting.
-    fn take_delivered(&mut self, result: &HistoryCall) -> bool {
+    /// Takes the delivered call `result` answers, if one is waiting, and returns its tool.
+    fn take_delivered(&mut self, result: &HistoryCall) -> Option<String> {
         let position = self
             .delivered
             .iter()
-            .position(|call| call.tool_call_id == result.id && call.tool == result.name);
-        position.map(|at| self.delivered.remove(at)).is_some()
+            .position(|call| answers(call, result))?;
+        Some(self.delivered.remove(position).tool)
     }
+}
+
+/// Whether `result` answers the delivered `call`: same id and same tool, or, for a result whose
+/// call the request does not hold (a Responses continuation by `previous_response_id`), the
+/// same id — ids toolgate delivered are the ones it matches.
+fn answers(call: &CallRef, result: &HistoryCall) -> bool {
+    call.tool_call_id == result.id
+        && (call.tool == result.name || (result.name.is_empty() && result.id.is_some()))
 }
 
 /// The state a stored record keeps (the initial state for none, or one toolgate cannot read).
@@ -148,6 +154,38 @@ pub(crate) fn record_key(tenant: Option<&str>, conversation: &str) -> String {
     format!("toolgate:workflow:{}:{tenant}:{conversation}", tenant.len())
 }
 
+/// The store key that names the conversation a delivered call (by its id) belongs to, so that
+/// a Responses continuation by `previous_response_id`, which sends only its outputs, finds its
+/// conversation without naming it.
+pub(crate) fn call_key(tenant: Option<&str>, call_id: &str) -> String {
+    let tenant = tenant.unwrap_or_default();
+    format!("toolgate:workflow-call:{}:{tenant}:{call_id}", tenant.len())
+}
+
+/// The conversation of a request that names none but answers calls of a stored response: the
+/// one toolgate delivered the first of those calls in. `None` when it answers none it knows.
+pub(crate) async fn continued_conversation(
+    store: &dyn StateStore,
+    tenant: Option<&str>,
+    request: Option<&ToolRequest>,
+) -> Result<Option<String>, StoreError> {
+    let Some(request) = request else {
+        return Ok(None);
+    };
+    for call in request.history() {
+        if !call.name.is_empty() || !call.latest_turn {
+            continue;
+        }
+        let Some(id) = call.id.as_deref() else {
+            continue;
+        };
+        if let Some(conversation) = store.read_record(&call_key(tenant, id)).await? {
+            return Ok(Some(conversation));
+        }
+    }
+    Ok(None)
+}
+
 /// What applying a request to a conversation's record decided.
 pub(crate) enum Applied {
     /// The selection to run the request under (its transitions are the newly recorded ones).
@@ -202,7 +240,7 @@ pub(crate) async fn apply(
                 if call.outcome != CallOutcome::Completed {
                     continue;
                 }
-                if !next.take_delivered(call) {
+                let Some(delivered_tool) = next.take_delivered(call) else {
                     // In a turn at or before the record's, a result toolgate does not wait
                     // for is one already applied (a trimmed history's older turn): it moves
                     // nothing. Past it, it is a result of a call toolgate never delivered.
@@ -217,9 +255,9 @@ pub(crate) async fn apply(
                         tool: call.name.clone(),
                     });
                     continue;
-                }
+                };
                 let mut fallback = None;
-                let tool = entry_of(catalog, &call.name, &mut fallback);
+                let tool = entry_of(catalog, &delivered_tool, &mut fallback);
                 if !tool.available_in(&next.state) {
                     invalid += 1;
                     if on_invalid == OnInvalidTransition::Block {
@@ -302,13 +340,23 @@ fn undelivered(result: &HistoryCall, state: &str) -> Refusal {
 }
 
 /// Records calls delivered to the client in the conversation's record at `key`, so their
-/// results (and only theirs) may move the state, each once.
+/// results (and only theirs) may move the state, each once; and, by each call's id, which
+/// conversation it belongs to ([`call_key`]).
 pub(crate) async fn record_delivery(
     store: &dyn StateStore,
-    key: &str,
+    (key, tenant, conversation): (&str, Option<&str>, &str),
     ttl: Duration,
     calls: &[ToolCall],
 ) -> Result<(), StoreError> {
+    for id in calls.iter().filter_map(|call| call.id.as_deref()) {
+        let key = call_key(tenant, id);
+        let stored = store.read_record(&key).await?;
+        // A lost race leaves the other writer's conversation, for a reused id: either is one
+        // this tenant delivered the id in.
+        store
+            .replace_record(&key, stored.as_deref(), conversation, ttl)
+            .await?;
+    }
     for _ in 0..ATTEMPTS {
         let stored = store.read_record(key).await?;
         let mut record = WorkflowRecord::read(stored.as_deref());

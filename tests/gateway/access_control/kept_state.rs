@@ -547,3 +547,85 @@ async fn discovery_answers_for_a_conversations_stored_state() {
     assert_eq!(answer["state"], "undefined", "{answer}");
     assert_eq!(available(&answer), ["knowledge-query"], "{answer}");
 }
+
+/// The official OpenAI Python SDK continuing a Responses conversation by `previous_response_id`
+/// (only the `function_call_output` sent), printing the `x-toolgate-state` of each answer.
+const RESPONSES_CONTINUATION: &str = r#"
+import json, os, openai
+client = openai.OpenAI(base_url=os.environ["BASE"], api_key="sk-test")
+tools = [{"type": "function", "name": name, "parameters": {"type": "object"}}
+         for name in json.loads(os.environ["TOOLS"])]
+groups = {"x-toolgate-group": "knowledge,compute,admin"}
+first = client.responses.with_raw_response.create(
+    model="m", input="analyse the graph", tools=tools,
+    extra_headers={**groups, "x-toolgate-conversation": "server-side"})
+response = first.parse()
+call = next(item for item in response.output if item.type == "function_call")
+print("first", first.headers.get("x-toolgate-state"), call.name)
+second = client.responses.with_raw_response.create(
+    model="m", previous_response_id=response.id, tools=tools, extra_headers=groups,
+    input=[{"type": "function_call_output", "call_id": call.call_id, "output": "found"}])
+print("continued", second.headers.get("x-toolgate-state"))
+"#;
+
+#[tokio::test]
+async fn a_responses_continuation_by_previous_response_id_moves_the_kept_state() {
+    let imports = std::process::Command::new("python3")
+        .args(["-c", "import openai"])
+        .output()
+        .is_ok_and(|output| output.status.success());
+    if !imports
+        && crate::common::skip_for_missing(
+            "the official OpenAI Python SDK (`import openai`)",
+            "run .ci/test, which pip installs it",
+        )
+    {
+        return;
+    }
+    let upstream = ScriptedUpstream::start().await;
+    let config = format!(
+        "{}\n[[routes]]\npath = \"/v1/responses\"\nupstream = \"llm\"\n\
+         [[routes.plugins]]\nname = \"tool_groups\"\n[routes.plugins.settings]\n\
+         state_source = \"store\"\n",
+        super::CATALOG
+    );
+    let gateway = TestGateway::start(&upstream, &config).await;
+    upstream.push(Reply::json(
+        200,
+        json!({"id": "resp_1", "object": "response", "created_at": 1, "status": "completed",
+               "model": "m", "output": [{"type": "function_call", "id": "fc_1",
+               "call_id": "call_kq", "name": "knowledge-query", "arguments": "{}",
+               "status": "completed"}]}),
+    ));
+    upstream.push(Reply::json(
+        200,
+        json!({"id": "resp_2", "object": "response", "created_at": 2, "status": "completed",
+               "model": "m", "output": [{"type": "message", "id": "msg_1", "role": "assistant",
+               "status": "completed", "content": [{"type": "output_text", "text": "done",
+               "annotations": []}]}]}),
+    ));
+    let output = tokio::process::Command::new("python3")
+        .args(["-c", RESPONSES_CONTINUATION])
+        .env("BASE", format!("{}/v1", gateway.url()))
+        .env("TOOLS", json!(SEED_TOOLS).to_string())
+        .output()
+        .await
+        .expect("python3 runs");
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{printed}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        printed.contains("first undefined knowledge-query"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("continued analysis"),
+        "the continuation found its conversation by the delivered call: {printed}"
+    );
+    // The continuation went upstream with previous_response_id and only the output.
+    let forwarded = upstream.forwarded_json();
+    assert_eq!(forwarded["previous_response_id"], "resp_1");
+}

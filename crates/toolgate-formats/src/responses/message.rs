@@ -220,11 +220,16 @@ fn input_items(body: &[u8]) -> Option<(&RawValue, Vec<&RawValue>)> {
 /// by a later `*_call_output` with its id, failed when that output has `status: "failed"` (the
 /// API defines no other error flag on outputs); a built-in the provider ran reports its own
 /// `status` (`completed`, `failed`, or an `error`). Approval requests are not calls yet.
+///
+/// An output whose call is not in the request answers a call of a stored response (a client
+/// continuing with `previous_response_id` sends only its outputs): it is listed with its id and
+/// no name, in the latest turn when the request holds no model turn of its own.
 pub(crate) fn history(body: &[u8]) -> Vec<HistoryCall> {
     let mut calls: Vec<HistoryCall> = Vec::new();
     // A model turn is a run of the model's items (calls, reasoning, its messages) between the
     // client's (its messages and call outputs).
     let (mut turns, mut in_model_turn) = (0usize, false);
+    let mut orphans = false;
     for raw in input_items(body)
         .map(|(_, items)| items)
         .unwrap_or_default()
@@ -257,22 +262,35 @@ pub(crate) fn history(body: &[u8]) -> Vec<HistoryCall> {
                 call_id: Some(id),
                 failed,
             }) => {
-                if let Some(call) = calls
+                let outcome = match failed {
+                    true => CallOutcome::Failed,
+                    false => CallOutcome::Completed,
+                };
+                match calls
                     .iter_mut()
                     // The latest call with the id: a client may reuse ids across turns.
                     .rev()
                     .find(|call| call.id.as_deref() == Some(id.as_str()))
                 {
-                    call.outcome = match failed {
-                        true => CallOutcome::Failed,
-                        false => CallOutcome::Completed,
-                    };
+                    Some(call) => call.outcome = outcome,
+                    None => {
+                        orphans = true;
+                        calls.push(HistoryCall {
+                            id: Some(id),
+                            name: String::new(),
+                            arguments: String::new(),
+                            outcome,
+                            turn: turns.saturating_sub(1),
+                            latest_turn: false,
+                        });
+                    }
                 }
             }
             _ => {}
         }
     }
-    crate::tool::mark_latest_turn(&mut calls, turns.checked_sub(1));
+    let latest = turns.checked_sub(1).or(orphans.then_some(0));
+    crate::tool::mark_latest_turn(&mut calls, latest);
     calls
 }
 
@@ -533,6 +551,28 @@ mod tests {
         assert_eq!(calls, expected);
         assert!(history(br#"{"input":"just text"}"#).is_empty());
         assert!(history(b"not json").is_empty());
+    }
+
+    #[test]
+    fn outputs_of_a_stored_responses_calls_are_the_latest_turn_with_no_name() {
+        let continuation = br#"{"previous_response_id":"resp_1","input":[
+            {"type":"function_call_output","call_id":"call_a","output":"done"},
+            {"type":"function_call_output","call_id":"call_b","output":"no","status":"failed"}]}"#;
+        let calls: Vec<String> = (history(continuation).iter())
+            .map(|c| {
+                format!(
+                    "{:?} '{}' {:?} {} {}",
+                    c.id, c.name, c.outcome, c.turn, c.latest_turn
+                )
+            })
+            .collect();
+        assert_eq!(
+            calls,
+            [
+                r#"Some("call_a") '' Completed 0 true"#,
+                r#"Some("call_b") '' Failed 0 true"#
+            ]
+        );
     }
 
     fn edit(body: &str, names: &[&str]) -> Option<String> {
