@@ -629,3 +629,108 @@ async fn a_responses_continuation_by_previous_response_id_moves_the_kept_state()
     let forwarded = upstream.forwarded_json();
     assert_eq!(forwarded["previous_response_id"], "resp_1");
 }
+
+/// The official OpenAI and Anthropic Python SDKs, each carrying a conversation to `analysis`,
+/// delivering `complex-analysis`, then sending its result with the earlier turns dropped and a
+/// summary in their place; prints the `x-toolgate-state` after each request.
+const TRIMMED_BY_THE_SDKS: &str = r#"
+import json, os, openai, anthropic
+names = json.loads(os.environ["TOOLS"])
+groups = {"x-toolgate-group": "knowledge,compute,admin"}
+
+chat = openai.OpenAI(base_url=os.environ["BASE"] + "/v1", api_key="sk-test")
+tools = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n in names]
+def ask(messages):
+    raw = chat.chat.completions.with_raw_response.create(
+        model="m", messages=messages, tools=tools,
+        extra_headers={**groups, "x-toolgate-conversation": "sdk-chat"})
+    return raw.headers.get("x-toolgate-state"), raw.parse().choices[0].message
+history = [{"role": "user", "content": "analyse"}]
+for _ in range(2):
+    state, message = ask(history)
+    call = message.tool_calls[0]
+    history += [message.model_dump(exclude_none=True),
+                {"role": "tool", "tool_call_id": call.id, "content": "done"}]
+trimmed = [{"role": "user", "content": "Summary: the graph was queried."}] + history[-2:]
+print("chat", ask(trimmed)[0])
+
+claude = anthropic.Anthropic(base_url=os.environ["BASE"], api_key="sk-test")
+atools = [{"name": n, "input_schema": {"type": "object"}} for n in names]
+def ask_claude(messages):
+    raw = claude.messages.with_raw_response.create(
+        model="claude", max_tokens=100, messages=messages, tools=atools,
+        extra_headers={**groups, "x-toolgate-conversation": "sdk-claude"})
+    return raw.headers.get("x-toolgate-state"), raw.parse()
+history = [{"role": "user", "content": "analyse"}]
+for _ in range(2):
+    state, message = ask_claude(history)
+    block = next(b for b in message.content if b.type == "tool_use")
+    history += [{"role": "assistant", "content": [block.model_dump()]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": block.id, "content": "done"}]}]
+trimmed = [{"role": "user", "content": "Summary: the graph was queried."}] + history[-2:]
+print("anthropic", ask_claude(trimmed)[0])
+"#;
+
+#[tokio::test]
+async fn the_official_sdks_trimmed_histories_still_move_the_kept_state() {
+    let imports = std::process::Command::new("python3")
+        .args(["-c", "import openai, anthropic"])
+        .output()
+        .is_ok_and(|output| output.status.success());
+    if !imports
+        && crate::common::skip_for_missing(
+            "the official Python SDKs (`import openai, anthropic`)",
+            "run .ci/test, which pip installs them",
+        )
+    {
+        return;
+    }
+    let upstream = ScriptedUpstream::start().await;
+    let config = format!(
+        "{}\n[[routes]]\npath = \"/v1\"\nupstream = \"llm\"\n\
+         [[routes.plugins]]\nname = \"tool_groups\"\n[routes.plugins.settings]\n\
+         state_source = \"store\"\n",
+        super::CATALOG
+    );
+    let gateway = TestGateway::start(&upstream, &config).await;
+    for (id, tool) in [
+        ("call_1", "knowledge-query"),
+        ("call_2", "complex-analysis"),
+    ] {
+        upstream.push(Reply::chat_calls(&[(id, tool, "{}")]));
+    }
+    upstream.push(Reply::chat_text("analysed"));
+    for (id, tool) in [
+        ("toolu_1", "knowledge-query"),
+        ("toolu_2", "complex-analysis"),
+    ] {
+        upstream.push(Reply::json(
+            200,
+            json!({"id": format!("msg_{id}"), "type": "message", "role": "assistant",
+                   "model": "claude", "content": [{"type": "tool_use", "id": id,
+                   "name": tool, "input": {}}], "stop_reason": "tool_use",
+                   "stop_sequence": null, "usage": {"input_tokens": 1, "output_tokens": 1}}),
+        ));
+    }
+    upstream.push(Reply::json(
+        200,
+        json!({"id": "msg_3", "type": "message", "role": "assistant", "model": "claude",
+               "content": [{"type": "text", "text": "analysed"}], "stop_reason": "end_turn",
+               "stop_sequence": null, "usage": {"input_tokens": 1, "output_tokens": 1}}),
+    ));
+    let output = tokio::process::Command::new("python3")
+        .args(["-c", TRIMMED_BY_THE_SDKS])
+        .env("BASE", gateway.url())
+        .env("TOOLS", json!(SEED_TOOLS).to_string())
+        .output()
+        .await
+        .expect("python3 runs");
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{printed}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(printed.contains("chat results"), "{printed}");
+    assert!(printed.contains("anthropic results"), "{printed}");
+}
