@@ -586,6 +586,13 @@ async fn soak(duration: Duration, concurrency: usize) -> Result<bool, String> {
     let log = std::fs::read_to_string(dir.0.join("toolgate.log")).unwrap_or_default();
     let panics = log.matches("panicked").count();
     let refused_reloads = log.matches("not applied").count();
+    // Why the gateway let clients that stopped reading go, as it logs each.
+    let stalled_closes = (
+        log.matches("the client accepted no bytes within write_timeout_ms")
+            .count(),
+        log.matches("stalled, closed for a new client at max_connections")
+            .count(),
+    );
     let rss = Rss::of(&rss_samples, load_ended, peak_rss_kib, rss_after_kib);
     let outcome = Outcome {
         duration,
@@ -593,6 +600,7 @@ async fn soak(duration: Duration, concurrency: usize) -> Result<bool, String> {
         cap,
         reloads,
         refused_reloads,
+        stalled_closes,
         panics,
         alive: alive.is_ok(),
         store,

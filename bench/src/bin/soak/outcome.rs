@@ -74,6 +74,9 @@ pub struct Outcome {
     pub cap: usize,
     pub reloads: usize,
     pub refused_reloads: usize,
+    /// Connections the gateway closed as stalled: after `write_timeout_ms`, and reclaimed for a
+    /// new client at `max_connections` (from its log).
+    pub stalled_closes: (usize, usize),
     pub panics: usize,
     pub alive: bool,
     pub store: StoreTimeline,
@@ -136,6 +139,7 @@ impl Outcome {
              | … answered otherwise than 200 | {slow_not_ok} |\n\
              | stalled clients ({STALLED_CLIENTS}, 8 MiB asked, nothing read for {} s, write_timeout_ms {WRITE_TIMEOUT_MS}): let go by the gateway | {stalled_let_go} of {stalled} |\n\
              | … not let go (the whole answer still there, or the connection never ended) | {stalled_kept} |\n\
+             | connections the gateway closed as stalled (its log): after write_timeout_ms / reclaimed at the cap | {} / {} |\n\
              | store events (one every {} s): Redis killed (SIGKILL) and started again at once / ACL password flipped for {} s / killed for {} s / failover (a replica for {} s) | {restarts} / {flips} / {outages} / {failovers} |\n\
              | store recoveries (a budgeted request answered 200 within {} s of an event's end) | {} of {store_events}, slowest {} ms |\n\
              | store events that failed or were not recovered from | {} |\n\
@@ -164,6 +168,8 @@ impl Outcome {
             CLIENT_DEADLINE.as_secs(),
             self.cap,
             STALL.as_secs(),
+            self.stalled_closes.0,
+            self.stalled_closes.1,
             STORE_EVERY.as_secs(),
             REDIS_OUTAGE.as_secs(),
             REDIS_OUTAGE.as_secs(),
