@@ -21,6 +21,9 @@ struct ToolRemover {
     tool: String,
     seen_tools: Arc<Mutex<Vec<Vec<String>>>>,
     completed: Arc<AtomicUsize>,
+    /// While set, `post_response` waits for a permit of `release` before it counts.
+    hold: Arc<std::sync::atomic::AtomicBool>,
+    release: Arc<tokio::sync::Semaphore>,
 }
 
 #[async_trait]
@@ -68,6 +71,12 @@ impl Plugin for ToolRemover {
         true
     }
     async fn post_response(&self, exchange: &CompletedExchange<'_>) {
+        if self.hold.load(Ordering::SeqCst) {
+            // Bounded: a test that forgot to release must not hang the gateway's task.
+            let _ =
+                tokio::time::timeout(std::time::Duration::from_secs(10), self.release.acquire())
+                    .await;
+        }
         if exchange.status == StatusCode::OK {
             self.completed.fetch_add(1, Ordering::SeqCst);
         }
@@ -77,6 +86,9 @@ impl Plugin for ToolRemover {
 struct ToolRemoverFactory {
     seen_tools: Arc<Mutex<Vec<Vec<String>>>>,
     completed: Arc<AtomicUsize>,
+    /// While set, `post_response` waits for a permit of `release` before it counts.
+    hold: Arc<std::sync::atomic::AtomicBool>,
+    release: Arc<tokio::sync::Semaphore>,
 }
 
 #[derive(serde::Deserialize)]
@@ -99,6 +111,8 @@ impl PluginFactory for ToolRemoverFactory {
             tool: settings.tool,
             seen_tools: self.seen_tools.clone(),
             completed: self.completed.clone(),
+            hold: self.hold.clone(),
+            release: self.release.clone(),
         }))
     }
 }
@@ -115,13 +129,17 @@ async fn start(mode: &str) -> (ScriptedUpstream, TestGateway, ToolRemoverFactory
     let factory = ToolRemoverFactory {
         seen_tools: Arc::default(),
         completed: Arc::default(),
+        hold: Arc::default(),
+        release: Arc::new(tokio::sync::Semaphore::new(0)),
     };
-    let (seen_tools, completed) = (factory.seen_tools.clone(), factory.completed.clone());
+    let shared = ToolRemoverFactory {
+        seen_tools: factory.seen_tools.clone(),
+        completed: factory.completed.clone(),
+        hold: factory.hold.clone(),
+        release: factory.release.clone(),
+    };
     let runtime = Runtime::with_plugins(move |registry| {
-        PluginRegistry::builtin(registry).with(Arc::new(ToolRemoverFactory {
-            seen_tools,
-            completed,
-        }))
+        PluginRegistry::builtin(registry).with(Arc::new(shared))
     });
     let upstream = ScriptedUpstream::start().await;
     let routes = format!(
@@ -191,6 +209,29 @@ async fn observe_mode_neither_blocks_nor_modifies() {
 async fn post_response_runs_after_the_client_is_answered() {
     let (upstream, gateway, factory) = start("enforce").await;
     upstream.set_default(Reply::chat_text("ok"));
+    // Held in post_response, the exchange still answers its client: the stage runs after.
+    factory.hold.store(true, Ordering::SeqCst);
+    assert_eq!(
+        gateway
+            .post_status("/v1/chat/completions", &request(&["get_weather"]))
+            .await,
+        200
+    );
+    assert_eq!(
+        factory.completed.load(Ordering::SeqCst),
+        0,
+        "the client was answered before post_response finished"
+    );
+    factory.hold.store(false, Ordering::SeqCst);
+    factory.release.add_permits(1);
+    for _ in 0..200 {
+        if factory.completed.load(Ordering::SeqCst) == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(factory.completed.load(Ordering::SeqCst), 1);
+    factory.completed.store(0, Ordering::SeqCst);
     for _ in 0..3 {
         assert_eq!(
             gateway

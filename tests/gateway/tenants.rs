@@ -16,16 +16,13 @@ fn config(upstream_url: &str) -> String {
          [tenants.globex]\napi_key_sha256 = [\"{}\"]\n\n\
          [[routes]]\npath = \"/v1\"\nupstream = \"keyed\"\n\n\
          [[routes]]\npath = \"/open\"\nupstream = \"llm\"\nauth = \"none\"\n",
-        sha256_hex("sk-globex-tenant-key")
+        GLOBEX_KEY_SHA256
     )
 }
 
-fn sha256_hex(key: &str) -> String {
-    toolgate::digest(key.as_bytes())
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
-}
+/// `printf %s sk-globex-tenant-key | sha256sum`, as docs/access-control.md tells an operator to
+/// write a key's digest: fixed here, so a change in how toolgate digests keys fails the test.
+const GLOBEX_KEY_SHA256: &str = "e498bb0f856f03f803691f02804343083f13520247d78896e9d62bf12eeb2d37";
 
 fn request() -> async_openai::types::chat::CreateChatCompletionRequest {
     CreateChatCompletionRequestArgs::default()

@@ -121,7 +121,10 @@ async fn an_untouched_request_keeps_its_bytes_and_on_empty_is_honoured() {
                 before,
                 "rejected before the upstream"
             );
-            let _ = upstream.queued_replies();
+            assert!(
+                upstream.queued_replies() >= 1,
+                "{on_empty}: the reply pushed for it is still waiting"
+            );
             upstream.set_default(Reply::chat_text("ok"));
         }
         gateway.stop().await;
