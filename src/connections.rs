@@ -120,6 +120,10 @@ pub struct ConnectionState {
     write_blocked_since: AtomicU64,
     /// Closed by one of its deadlines (not ended by hyper): no lingering for it.
     cut: AtomicBool,
+    /// The client socket, to read how much of what was written it still holds.
+    send_queue: SendQueue,
+    /// What the send queue held when the current wait began (or was last seen to shrink).
+    queued_at_block: AtomicU64,
     /// Chosen to make room for a new client: closed as soon as it is idle.
     reclaimed: AtomicBool,
     /// Set, and the connection's task woken, when it is reclaimed (the one change that moves
@@ -162,6 +166,8 @@ impl Connections {
             idle_since: AtomicU64::new(0),
             write_blocked_since: AtomicU64::new(0),
             cut: AtomicBool::new(false),
+            send_queue: SendQueue::default(),
+            queued_at_block: AtomicU64::new(0),
             reclaimed: AtomicBool::new(false),
             look_again: AtomicBool::new(false),
             task: AtomicWaker::new(),
@@ -206,6 +212,9 @@ impl Connections {
         let idlest = open
             .values()
             .filter(|connection| !connection.is_reclaimed())
+            .filter(|connection| {
+                connection.write_blocked_since().is_none() || !connection.reading_while_blocked()
+            })
             .filter_map(|connection| Some((connection.useless_since_millis()?, connection)))
             .filter(|(since, _)| now.saturating_sub(*since) >= recent)
             .min_by_key(|(since, _)| *since)
@@ -323,9 +332,29 @@ impl ConnectionState {
         if self.write_blocked_since.load(Ordering::Relaxed) == 0 {
             let now = millis_between(self.epoch, Instant::now());
             self.write_blocked_since.store(now + 1, Ordering::Release);
+            self.queued_at_block
+                .store(self.send_queue.queued().unwrap_or(0), Ordering::Release);
             // Its deadline may be nearer than the one the task sleeps until.
             self.look_again.store(true, Ordering::Release);
         }
+    }
+
+    /// Whether a client whose writes wait has taken bytes since the wait began, though no write
+    /// went through: the kernel wakes a waiting write only once a third of the socket's send
+    /// buffer (megabytes, autotuned) is free, so a client reading slowly but steadily leaves
+    /// writes waiting for seconds. Its send queue shrinking is the client reading; then the
+    /// wait counts from now.
+    fn reading_while_blocked(&self) -> bool {
+        let Some(queued) = self.send_queue.queued() else {
+            return false;
+        };
+        if queued < self.queued_at_block.load(Ordering::Acquire) {
+            let now = millis_between(self.epoch, Instant::now());
+            self.write_blocked_since.store(now + 1, Ordering::Release);
+            self.queued_at_block.store(queued, Ordering::Release);
+            return true;
+        }
+        false
     }
 
     /// The client accepted bytes. After the last exchange, each write moves the start of
@@ -408,6 +437,56 @@ impl ConnectionState {
         let idle_since = self.epoch + Duration::from_millis(self.idle_since_millis());
         let (wait, reason) = phases.between_exchanges(http1);
         Some((idle_since + wait, reason))
+    }
+}
+
+/// How many bytes written to a client's socket it has not yet acknowledged (Linux's
+/// `TIOCOUTQ`); elsewhere unknown, and a waiting write counts as the client taking nothing.
+struct SendQueue {
+    /// The socket's descriptor; -1 until watched and once the socket is let go.
+    fd: std::sync::atomic::AtomicI32,
+}
+
+impl Default for SendQueue {
+    fn default() -> Self {
+        SendQueue {
+            fd: std::sync::atomic::AtomicI32::new(-1),
+        }
+    }
+}
+
+impl SendQueue {
+    /// Forgets the socket, before it is closed (its number may then name another).
+    fn unwatch(&self) {
+        self.fd.store(-1, Ordering::Release);
+    }
+
+    fn watch(&self, stream: &TcpStream) {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsRawFd;
+            self.fd.store(stream.as_raw_fd(), Ordering::Release);
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = stream;
+    }
+
+    fn queued(&self) -> Option<u64> {
+        #[cfg(target_os = "linux")]
+        {
+            let fd = self.fd.load(Ordering::Acquire);
+            if fd < 0 {
+                return None;
+            }
+            let mut queued: libc::c_int = 0;
+            // SAFETY: `fd` is the connection's own socket, open for as long as its state is
+            // asked (the connection, which owns the socket, is dropped after the last ask), and
+            // TIOCOUTQ writes one c_int to the pointer it is given.
+            let done = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut queued) };
+            (done == 0).then(|| u64::try_from(queued).unwrap_or(0))
+        }
+        #[cfg(not(target_os = "linux"))]
+        None
     }
 }
 
@@ -512,6 +591,9 @@ pub async fn drive<C, E>(
                 // The deadline is read again: the connection may have moved on meanwhile.
                 if let Some((at, reason)) = state.deadline(&phases)
                     && at <= Instant::now()
+                    // A client that took bytes meanwhile is reading, however slowly.
+                    && !(state.write_blocked_since().is_some() && !state.is_reclaimed()
+                        && state.reading_while_blocked())
                 {
                     if state.write_blocked_since().is_some() {
                         // The exchanges in flight are dropped with the connection, and their
@@ -541,6 +623,7 @@ pub struct WatchedStream {
 
 impl WatchedStream {
     pub fn new(inner: TcpStream, registered: &Registered) -> Self {
+        registered.state().send_queue.watch(&inner);
         WatchedStream {
             inner: Some(inner),
             state: registered.state().clone(),
@@ -663,6 +746,7 @@ impl Drop for WatchedStream {
     /// resets it, losing the answer the client has not read yet. One cut by a deadline (a
     /// slowloris, a stalled reader, a reclaimed socket) is closed at once.
     fn drop(&mut self) {
+        self.state.send_queue.unwatch();
         let Some(stream) = self.inner.take() else {
             return;
         };

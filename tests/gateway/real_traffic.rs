@@ -98,6 +98,44 @@ async fn an_answer_read_slowly_is_never_cut_as_idle() {
 }
 
 #[tokio::test]
+async fn a_slow_but_steady_reader_is_not_taken_for_a_stalled_one() {
+    let upstream = ScriptedUpstream::start().await;
+    // A write waits until a third of the socket's (megabytes) send buffer is free: at ~1 MB/s
+    // that is longer than this write timeout, though the client never stops reading.
+    let gateway = TestGateway::start_tuned(
+        &upstream,
+        "idle_timeout_ms = 300
+write_timeout_ms = 300",
+        &guarded_chat(""),
+    )
+    .await;
+    let text = "s".repeat(8 * 1024 * 1024);
+    upstream.push(Reply::json(200, chat_completion(&[], Some(&text))));
+    let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+    socket
+        .set_recv_buffer_size(64 * 1024)
+        .expect("a small window");
+    let mut stream = socket.connect(gateway.addr).await.expect("connects");
+    let body = chat_request(false);
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: gateway\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\n\r\n",
+        body.len()
+    );
+    stream
+        .write_all([head.as_bytes(), body.as_bytes()].concat().as_slice())
+        .await
+        .expect("sends");
+    let answer = read_paced(&mut stream, 64 * 1024, Duration::from_millis(60)).await;
+    let announced = content_length(&answer).expect("a content-length");
+    assert_eq!(
+        answer.len() - head_length(&answer),
+        announced,
+        "the whole answer arrived, read at about 1 MB/s"
+    );
+}
+
+#[tokio::test]
 async fn a_client_that_stops_reading_is_let_go_and_its_stream_audited() {
     let upstream = ScriptedUpstream::start().await;
     let gateway = TestGateway::start_tuned(
