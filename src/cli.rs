@@ -66,6 +66,17 @@ enum Command {
     /// Start the gateway against a built-in scripted upstream and show allowed and blocked
     /// exchanges as a client sees them. Offline.
     Demo,
+    /// Ask the semantic judge a configuration names (its first tool_selection entry with a
+    /// judge) about a labelled set of tool calls, and print its accuracy, false allows,
+    /// unparsable verdicts and latency.
+    JudgeEval {
+        #[arg(long, short, env = "TOOLGATE_CONFIG", default_value = "gateway.toml")]
+        config: PathBuf,
+        /// A labelled set of one's own (JSON lines: user_request, tool, arguments, expected,
+        /// and optionally reasoning); default: the set shipped with toolgate.
+        #[arg(long)]
+        cases: Option<PathBuf>,
+    },
 }
 
 pub fn main() -> ExitCode {
@@ -98,6 +109,60 @@ pub fn main() -> ExitCode {
             }
         }
         Some(Command::Demo) => runtime.block_on(crate::demo::run()),
+        Some(Command::JudgeEval { config, cases }) => {
+            runtime.block_on(judge_eval(&config, cases.as_deref()))
+        }
+    }
+}
+
+/// `toolgate judge-eval`: the configuration is loaded whole (so a broken one says so first),
+/// then the judge of its first tool_selection entry with one is scored on the labelled set.
+async fn judge_eval(path: &std::path::Path, cases: Option<&std::path::Path>) -> ExitCode {
+    use toolgate_tool_selection::judge_eval;
+    let runtime = Runtime::new();
+    if load_config(path, &runtime).is_none() {
+        return ExitCode::from(2);
+    }
+    let settings = match crate::config::judge_settings(path) {
+        Ok(Some(settings)) => settings,
+        Ok(None) => {
+            eprintln!(
+                "{}: no tool_selection entry turns the judge on (openai_api_key)",
+                path.display()
+            );
+            return ExitCode::from(2);
+        }
+        Err(error) => {
+            eprintln!("{error}");
+            return ExitCode::from(2);
+        }
+    };
+    let text = match cases {
+        Some(file) => match std::fs::read_to_string(file) {
+            Ok(text) => text,
+            Err(error) => {
+                eprintln!("cannot read {}: {error}", file.display());
+                return ExitCode::from(2);
+            }
+        },
+        None => judge_eval::SHIPPED_CASES.to_owned(),
+    };
+    let cases = match judge_eval::read_cases(&text) {
+        Ok(cases) => cases,
+        Err(error) => {
+            eprintln!("{error}");
+            return ExitCode::from(2);
+        }
+    };
+    match judge_eval::evaluate(&settings, &cases).await {
+        Ok(evaluation) => {
+            print!("{evaluation}");
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("{error}");
+            ExitCode::from(2)
+        }
     }
 }
 

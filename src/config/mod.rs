@@ -589,6 +589,41 @@ impl<'de> Deserialize<'de> for EnvString {
 
 /// Converts a settings table to JSON, expanding `${VAR}` in every string. Errors carry the
 /// dotted path of the offending string inside the table.
+/// The settings of the first `tool_selection` entry (gateway-wide first, then each route's)
+/// that turns the judge on, `${VAR}` expanded, for `toolgate judge-eval`. The file is assumed
+/// to have loaded (`Config::from_file`); `Err` says why it cannot be read again.
+pub fn judge_settings(path: &Path) -> Result<Option<serde_json::Value>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|error| format!("cannot read {}: {error}", path.display()))?;
+    let origin = path.display().to_string();
+    let source = source::Source {
+        origin: &origin,
+        text: &text,
+    };
+    let Some(raw) = recover::read(&source).raw else {
+        return Err(format!("{origin} does not load"));
+    };
+    let entries = raw
+        .plugins
+        .iter()
+        .chain(raw.routes.iter().flat_map(|route| route.plugins.iter()));
+    for entry in entries {
+        if entry.name != "tool_selection" || entry.enabled == Some(false) {
+            continue;
+        }
+        let Some(settings) = &entry.settings else {
+            continue;
+        };
+        if !settings.contains_key("openai_api_key") {
+            continue;
+        }
+        let json =
+            settings_to_json(settings).map_err(|(key, message)| format!("{key}: {message}"))?;
+        return Ok(Some(json));
+    }
+    Ok(None)
+}
+
 pub(crate) fn settings_to_json(table: &toml::Table) -> Result<serde_json::Value, (String, String)> {
     fn convert(value: &toml::Value, path: &str) -> Result<serde_json::Value, (String, String)> {
         Ok(match value {

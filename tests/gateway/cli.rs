@@ -535,3 +535,59 @@ fn a_gateway_wide_mistake_is_said_once_whatever_the_routes() {
     let said = stderr(&output);
     assert_eq!(said.matches("plugins[0].max_retries").count(), 1, "{said}");
 }
+
+#[tokio::test]
+async fn judge_eval_scores_the_configured_judge_on_the_shipped_set() {
+    use crate::common::{Reply, ScriptedUpstream};
+    let judge = ScriptedUpstream::start().await;
+    let config = write_config(&format!(
+        "[upstreams.u]\nurl = \"http://127.0.0.1:1\"\n\n\
+         [[plugins]]\nname = \"tool_selection\"\n[plugins.settings]\n\
+         openai_api_key = \"sk-judge\"\nmodel = \"judge-model\"\nbase_url = \"{}/v1\"\n\n\
+         [[routes]]\npath = \"/v1\"\nupstream = \"u\"\n",
+        judge.url()
+    ));
+    let run = |config: PathBuf| async move {
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(["judge-eval", "--config", config.to_str().expect("utf-8")])
+            .env_remove("TOOLGATE_CONFIG")
+            .output()
+            .await
+            .expect("the binary runs")
+    };
+    // A judge that allows everything: right on the 20 calls to allow, wrong on the 26 to deny.
+    judge.set_default(Reply::judge("allow", "fine"));
+    let output = run(config.clone()).await;
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{printed}{}", stderr(&output));
+    for expected in [
+        "cases: 46",
+        "accuracy: 43.5% (20 of 46)",
+        "false allows: 26",
+        "false denies: 0",
+        "unparsable or missing verdicts: 0",
+        "latency: p50",
+    ] {
+        assert!(
+            printed.contains(expected),
+            "missing {expected:?}:\n{printed}"
+        );
+    }
+    assert_eq!(judge.request_count(), 46, "one question a case");
+    let asked = judge.last_request().expect("asked").json();
+    assert_eq!(asked["model"], "judge-model");
+    assert_eq!(asked["response_format"]["type"], "json_schema");
+
+    // A judge whose answers are no verdicts: every case says so.
+    judge.set_default(Reply::json(
+        200,
+        crate::common::upstream::chat_completion(&[], Some("I think it is fine")),
+    ));
+    let output = run(config).await;
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        printed.contains("unparsable or missing verdicts: 46"),
+        "{printed}"
+    );
+    assert!(printed.contains("no verdict: case 1:"), "{printed}");
+}

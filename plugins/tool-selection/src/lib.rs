@@ -37,11 +37,13 @@
 //! - `judge`: the semantic judge — concurrency, timeout, verdict cache, fail mode.
 //! - `judge_client`: how the judge is asked (client, prompt, response format) and how its
 //!   answer is read.
+//! - [`judge_eval`]: `toolgate judge-eval` — the judge scored on a labelled set of calls.
 //! - `metrics`: the Prometheus series the plugin exports.
 
 mod checks;
 mod judge;
 mod judge_client;
+pub mod judge_eval;
 mod metrics;
 mod plugin;
 mod settings;
