@@ -53,6 +53,7 @@ pub struct ToolRequest {
     /// The client asked for a background response (Responses `background: true`), whose answer
     /// it fetches later by id rather than in this exchange.
     pub background: bool,
+    /// The model the request asks for, when it names one.
     pub model: Option<String>,
     /// The top-level `toolgate` object, verbatim: the client's group, state and agent. Read
     /// with [`ToolRequest::directives`]; the gateway removes it before forwarding.
@@ -88,6 +89,7 @@ impl ToolRequest {
         self.declared_tools.len() != before
     }
 
+    /// Whether the request declares any tool.
     pub fn declares_tools(&self) -> bool {
         !self.declared_tools.is_empty()
     }
@@ -119,6 +121,7 @@ impl ToolRequest {
             .unwrap_or_default()
     }
 
+    /// The request's bytes, as the client sent them (or as edited).
     pub fn body(&self) -> &Bytes {
         &self.body
     }
@@ -161,6 +164,7 @@ impl ToolResponse {
         }
     }
 
+    /// Whether the answer carries any call.
     pub fn has_calls(&self) -> bool {
         !self.calls.is_empty()
     }
@@ -207,10 +211,12 @@ impl ParseError {
         }
     }
 
+    /// What kind of failure this is.
     pub fn kind(&self) -> ParseErrorKind {
         self.kind
     }
 
+    /// Whether the body repeats a key the checks read (never passed through).
     pub fn is_ambiguous(&self) -> bool {
         self.kind == ParseErrorKind::Ambiguous
     }

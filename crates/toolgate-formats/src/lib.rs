@@ -38,6 +38,8 @@
 //! - [`stream`]: what an event is to the guard, the assembler trait, whole-stream reading, and
 //!   edits and usage written into a stream's events.
 
+#![deny(missing_docs)]
+
 mod adapter;
 mod anthropic;
 mod chat;
@@ -50,7 +52,6 @@ mod scan;
 mod tool_entry;
 mod tools_cache;
 
-// The items below are documented with their formats; `missing_docs` is the plugin API's lint.
 pub mod answer;
 pub mod directives;
 pub mod edits;

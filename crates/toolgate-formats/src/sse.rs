@@ -14,6 +14,7 @@ pub struct SseEvent {
     pub event: Option<String>,
     /// The `data:` lines joined with `\n`; `None` for an event without data (comments only).
     pub data: Option<String>,
+    /// The event's exact bytes in the stream, its ending blank line included.
     pub raw: Bytes,
 }
 
@@ -73,6 +74,7 @@ struct EventFields {
 const BYTE_ORDER_MARK: &[u8] = b"\xEF\xBB\xBF";
 
 impl SseParser {
+    /// A parser at the start of a stream.
     pub fn new() -> Self {
         SseParser::default()
     }
@@ -249,6 +251,7 @@ pub struct SseBoundary {
 }
 
 impl SseBoundary {
+    /// An empty scanner.
     pub fn new() -> Self {
         SseBoundary {
             line_empty: true,
@@ -256,6 +259,7 @@ impl SseBoundary {
         }
     }
 
+    /// Feeds a chunk of the stream.
     pub fn push(&mut self, chunk: &[u8]) {
         for &byte in chunk {
             let after_cr = std::mem::replace(&mut self.after_cr, byte == b'\r');

@@ -104,7 +104,9 @@ pub trait StreamAssembler: Send {
 /// and the exact bytes of its events (which must equal the input).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reassembled {
+    /// The stream's bytes as they arrived.
     pub raw: Vec<u8>,
+    /// The calls the stream built.
     pub response: ToolResponse,
     /// Why the guard refuses the stream, if it does: the first [`refusal`].
     pub refused: Option<ParseError>,

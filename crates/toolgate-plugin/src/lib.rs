@@ -92,7 +92,7 @@
 //! - [`store`]: the shared state store (fixed-window counters, once-only markers) and its
 //!   in-memory implementation.
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 pub mod catalog;
 // The wire formats and the nouns they yield live in `toolgate-formats`; they are part of the

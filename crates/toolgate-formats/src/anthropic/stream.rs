@@ -80,6 +80,7 @@ pub struct AnthropicStreamAssembler {
 }
 
 impl AnthropicStreamAssembler {
+    /// An assembler for a stream that has not begun.
     pub fn new() -> Self {
         AnthropicStreamAssembler::default()
     }

@@ -136,6 +136,7 @@ pub struct ChatStreamAssembler {
 }
 
 impl ChatStreamAssembler {
+    /// An assembler for a stream that has not begun.
     pub fn new() -> Self {
         ChatStreamAssembler::default()
     }

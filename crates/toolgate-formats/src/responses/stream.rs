@@ -212,6 +212,7 @@ pub struct ResponsesStreamAssembler {
 }
 
 impl ResponsesStreamAssembler {
+    /// An assembler for a stream that has not begun.
     pub fn new() -> Self {
         ResponsesStreamAssembler::default()
     }

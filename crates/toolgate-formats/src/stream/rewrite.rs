@@ -44,6 +44,7 @@ pub struct StreamRewriter {
 }
 
 impl StreamRewriter {
+    /// A rewriter for a stream in `format`, with nothing to rewrite yet.
     pub fn new(format: WireFormat) -> Self {
         StreamRewriter {
             format,

@@ -36,6 +36,7 @@ pub struct StreamUsage {
 }
 
 impl StreamUsage {
+    /// A reader of the usage a stream in `format` reports.
     pub fn new(format: WireFormat) -> Self {
         StreamUsage {
             format,
