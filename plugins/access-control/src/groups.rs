@@ -206,13 +206,24 @@ impl ToolGroups {
             return;
         };
         let key = workflow::record_key(tenant, &conversation);
-        let recorded = workflow::record_delivery(
-            self.store.as_ref(),
-            (&key, tenant, &conversation),
-            self.conversation_ttl(),
-            &delivered.calls,
-        )
-        .await;
+        let ttl = self.conversation_ttl();
+        let mut recorded =
+            workflow::record_delivery(self.store.as_ref(), &key, ttl, &delivered.calls).await;
+        // Only the Responses API continues a conversation kept on the server by outputs alone:
+        // the calls of other formats need no way back to their conversation by id.
+        let responses = exchange
+            .request
+            .as_parsed()
+            .is_some_and(|request| request.format == Some(toolgate_plugin::WireFormat::Responses));
+        if recorded.is_ok() && responses {
+            recorded = workflow::remember_calls(
+                self.store.as_ref(),
+                (tenant, &conversation),
+                ttl,
+                &delivered.calls,
+            )
+            .await;
+        }
         if let Err(error) = recorded {
             tracing::warn!(request_id = %exchange.meta.request_id, store = %self.store.describe(), %error, "the delivered calls could not be recorded: their results will not move the workflow state");
         }

@@ -339,12 +339,11 @@ fn undelivered(result: &HistoryCall, state: &str) -> Refusal {
     )
 }
 
-/// Records calls delivered to the client in the conversation's record at `key`, so their
-/// results (and only theirs) may move the state, each once; and, by each call's id, which
-/// conversation it belongs to ([`call_key`]).
-pub(crate) async fn record_delivery(
+/// Remembers, by each delivered call's id, which conversation it belongs to ([`call_key`]), so
+/// a Responses continuation that sends only its outputs finds the conversation.
+pub(crate) async fn remember_calls(
     store: &dyn StateStore,
-    (key, tenant, conversation): (&str, Option<&str>, &str),
+    (tenant, conversation): (Option<&str>, &str),
     ttl: Duration,
     calls: &[ToolCall],
 ) -> Result<(), StoreError> {
@@ -357,6 +356,17 @@ pub(crate) async fn record_delivery(
             .replace_record(&key, stored.as_deref(), conversation, ttl)
             .await?;
     }
+    Ok(())
+}
+
+/// Records calls delivered to the client in the conversation's record at `key`, so their
+/// results (and only theirs) may move the state, each once.
+pub(crate) async fn record_delivery(
+    store: &dyn StateStore,
+    key: &str,
+    ttl: Duration,
+    calls: &[ToolCall],
+) -> Result<(), StoreError> {
     for _ in 0..ATTEMPTS {
         let stored = store.read_record(key).await?;
         let mut record = WorkflowRecord::read(stored.as_deref());
