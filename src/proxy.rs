@@ -38,12 +38,14 @@ pub async fn handle(
 ) -> Response<ProxyBody> {
     let started = Instant::now();
     let request_id = request_id_for(request.headers());
-    // Routed on, forwarded and audited from here on: the path as the upstream will read it.
-    if let Err(refusal) = crate::request_path::canonicalize(request.uri_mut()) {
-        return refuse_path(&state, &refusal, &request_id, started);
-    }
+    // Routed on, forwarded and audited from here on: the path as the upstream will read it. A
+    // path with no one reading is answered like one with no route, with its own 400.
+    let refused = crate::request_path::canonicalize(request.uri_mut()).err();
     let config = state.config.load_full();
-    let route = config.router.find(request.uri().path()).cloned();
+    let route = match refused {
+        Some(_) => None,
+        None => config.router.find(request.uri().path()).cloned(),
+    };
     let shape = match &route {
         Some(route) => route.format.resolve(request.uri().path(), None),
         None => WireFormat::from_path(request.uri().path()).unwrap_or(WireFormat::ChatCompletions),
@@ -58,15 +60,22 @@ pub async fn handle(
             None => {
                 // The operator's first clue to a client with a wrong base URL; the query is
                 // left out, as some clients put keys there.
-                tracing::warn!(
-                    request_id = %request_id,
-                    method = %request.method(),
-                    path = %request.uri().path(),
-                    "404: no route for the path"
-                );
-                let response = GatewayError::route_not_found(request.uri().path())
-                    .report(&request_id)
-                    .response(shape);
+                let error = match &refused {
+                    Some(refusal) => {
+                        tracing::warn!(request_id = %request_id, reason = %refusal, "400: the request path was refused");
+                        GatewayError::path_refused(refusal)
+                    }
+                    None => {
+                        tracing::warn!(
+                            request_id = %request_id,
+                            method = %request.method(),
+                            path = %request.uri().path(),
+                            "404: no route for the path"
+                        );
+                        GatewayError::route_not_found(request.uri().path())
+                    }
+                };
+                let response = error.report(&request_id).response(shape);
                 state.metrics.record_request(
                     &Arc::from(""),
                     response.status().as_u16(),
@@ -130,29 +139,6 @@ pub async fn handle(
         }
     };
     if let Ok(value) = HeaderValue::from_str(&request_id) {
-        response.headers_mut().insert(REQUEST_ID, value);
-    }
-    response
-}
-
-/// The answer to a request path toolgate will not guess the reading of: a 400, counted without
-/// a route (none was chosen) and logged for the operator, without the query.
-fn refuse_path(
-    state: &GatewayState,
-    refusal: &crate::request_path::PathRefusal,
-    request_id: &str,
-    started: Instant,
-) -> Response<ProxyBody> {
-    tracing::warn!(request_id = %request_id, reason = %refusal, "400: the request path was refused");
-    let mut response = GatewayError::path_refused(refusal)
-        .report(request_id)
-        .response(WireFormat::ChatCompletions.error_shape());
-    state.metrics.record_request(
-        &Arc::from(""),
-        response.status().as_u16(),
-        started.elapsed(),
-    );
-    if let Ok(value) = HeaderValue::from_str(request_id) {
         response.headers_mut().insert(REQUEST_ID, value);
     }
     response
