@@ -570,16 +570,7 @@ print("continued", second.headers.get("x-toolgate-state"))
 
 #[tokio::test]
 async fn a_responses_continuation_by_previous_response_id_moves_the_kept_state() {
-    let imports = std::process::Command::new("python3")
-        .args(["-c", "import openai"])
-        .output()
-        .is_ok_and(|output| output.status.success());
-    if !imports
-        && crate::common::skip_for_missing(
-            "the official OpenAI Python SDK (`import openai`)",
-            "run .ci/test, which pip installs it",
-        )
-    {
+    if !crate::common::python_imports("openai") {
         return;
     }
     let upstream = ScriptedUpstream::start().await;
@@ -604,19 +595,14 @@ async fn a_responses_continuation_by_previous_response_id_moves_the_kept_state()
                "status": "completed", "content": [{"type": "output_text", "text": "done",
                "annotations": []}]}]}),
     ));
-    let output = tokio::process::Command::new("python3")
-        .args(["-c", RESPONSES_CONTINUATION])
-        .env("BASE", format!("{}/v1", gateway.url()))
-        .env("TOOLS", json!(SEED_TOOLS).to_string())
-        .output()
-        .await
-        .expect("python3 runs");
-    let printed = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{printed}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let printed = crate::common::run_python(
+        RESPONSES_CONTINUATION,
+        &[
+            ("BASE", format!("{}/v1", gateway.url())),
+            ("TOOLS", json!(SEED_TOOLS).to_string()),
+        ],
+    )
+    .await;
     assert!(
         printed.contains("first undefined knowledge-query"),
         "{printed}"
@@ -673,16 +659,7 @@ print("anthropic", ask_claude(trimmed)[0])
 
 #[tokio::test]
 async fn the_official_sdks_trimmed_histories_still_move_the_kept_state() {
-    let imports = std::process::Command::new("python3")
-        .args(["-c", "import openai, anthropic"])
-        .output()
-        .is_ok_and(|output| output.status.success());
-    if !imports
-        && crate::common::skip_for_missing(
-            "the official Python SDKs (`import openai, anthropic`)",
-            "run .ci/test, which pip installs them",
-        )
-    {
+    if !crate::common::python_imports("openai, anthropic") {
         return;
     }
     let upstream = ScriptedUpstream::start().await;
@@ -718,19 +695,14 @@ async fn the_official_sdks_trimmed_histories_still_move_the_kept_state() {
                "content": [{"type": "text", "text": "analysed"}], "stop_reason": "end_turn",
                "stop_sequence": null, "usage": {"input_tokens": 1, "output_tokens": 1}}),
     ));
-    let output = tokio::process::Command::new("python3")
-        .args(["-c", TRIMMED_BY_THE_SDKS])
-        .env("BASE", gateway.url())
-        .env("TOOLS", json!(SEED_TOOLS).to_string())
-        .output()
-        .await
-        .expect("python3 runs");
-    let printed = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{printed}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let printed = crate::common::run_python(
+        TRIMMED_BY_THE_SDKS,
+        &[
+            ("BASE", gateway.url()),
+            ("TOOLS", json!(SEED_TOOLS).to_string()),
+        ],
+    )
+    .await;
     assert!(printed.contains("chat results"), "{printed}");
     assert!(printed.contains("anthropic results"), "{printed}");
 }

@@ -59,6 +59,37 @@ pub fn skip_for_missing(what: &str, install: &str) -> bool {
     true
 }
 
+/// Whether python3 imports `modules` (comma-separated); when not, the test fails or, opted
+/// out, is skipped ([`skip_for_missing`]) and this says false.
+pub fn python_imports(modules: &str) -> bool {
+    let imports = std::process::Command::new("python3")
+        .args(["-c", &format!("import {modules}")])
+        .output()
+        .is_ok_and(|output| output.status.success());
+    imports
+        || !skip_for_missing(
+            &format!("python3's `import {modules}`"),
+            "run .ci/test, which pip installs what the tests import",
+        )
+}
+
+/// Runs a Python script with `env`, asserts it succeeded, and returns what it printed.
+pub async fn run_python(script: &str, env: &[(&str, String)]) -> String {
+    let mut command = tokio::process::Command::new("python3");
+    command.args(["-c", script]);
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let output = command.output().await.expect("python3 runs");
+    let printed = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "the script failed:\n{printed}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    printed
+}
+
 /// A fresh file path for one gateway's audit lines.
 pub fn temp_audit_path() -> PathBuf {
     static NEXT: AtomicUsize = AtomicUsize::new(0);

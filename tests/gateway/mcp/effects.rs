@@ -4,6 +4,8 @@
 
 use serde_json::json;
 
+use crate::common::TestGateway;
+
 use super::{
     call, connect, refusal_data, servers_dir, standard_config, start_config, temp_dir, text_of,
 };
@@ -51,21 +53,20 @@ replacement = "[REDACTED]"
     assert!(text_of(&plain).contains("nothing to hide"));
 }
 
-#[tokio::test]
-async fn executed_mcp_calls_use_up_a_budget_exactly() {
-    let Some(servers) = servers_dir() else { return };
-    let files = temp_dir("budget");
-    let extra = r#"
-[[routes.plugins]]
-name = "tool_budget"
-[routes.plugins.settings]
-count = "executed"
-[[routes.plugins.settings.budgets]]
-tools = "everything__echo"
-limits = ["3/hour"]
-"#;
+/// A gateway whose `everything__echo` has a budget of 3 counted `count`, with `dev` having
+/// spent it: three calls answered, the fourth refused as over the budget. One call, one count.
+async fn spend_a_budget_of_three(
+    count: &str,
+) -> Option<(super::TempDir, TestGateway, super::Client)> {
+    let servers = servers_dir()?;
+    let files = temp_dir(&format!("budget-{count}"));
+    let extra = format!(
+        "\n[[routes.plugins]]\nname = \"tool_budget\"\n[routes.plugins.settings]\n\
+         count = \"{count}\"\n[[routes.plugins.settings.budgets]]\n\
+         tools = \"everything__echo\"\nlimits = [\"3/hour\"]\n"
+    );
     let (_upstream, gateway) =
-        start_config(&standard_config(&servers, &files, extra), &["everything"]).await;
+        start_config(&standard_config(&servers, &files, &extra), &["everything"]).await;
     let dev = connect(&gateway, "sk-dev", None).await;
     for turn in 0..3 {
         call(
@@ -74,7 +75,9 @@ limits = ["3/hour"]
             json!({"message": format!("call {turn}")}),
         )
         .await
-        .unwrap_or_else(|error| panic!("call {turn} is within the budget: {error:?}"));
+        .unwrap_or_else(|error| {
+            panic!("{count}: call {turn} of 3 is within the budget: {error:?}")
+        });
     }
     let error = call(&dev, "everything__echo", json!({"message": "one too many"}))
         .await
@@ -83,8 +86,16 @@ limits = ["3/hour"]
     assert_eq!(
         refusal_data(&error)["code"],
         "tool_budget_exceeded",
-        "{error:?}"
+        "{count}: {error:?}"
     );
+    Some((files, gateway, dev))
+}
+
+#[tokio::test]
+async fn executed_mcp_calls_use_up_a_budget_exactly() {
+    let Some((_files, gateway, dev)) = spend_a_budget_of_three("executed").await else {
+        return;
+    };
     // Another tool is not covered; another tenant has a budget of its own.
     call(&dev, "everything__get-sum", json!({"a": 1, "b": 2}))
         .await
@@ -97,35 +108,6 @@ limits = ["3/hour"]
 
 #[tokio::test]
 async fn a_proposed_budget_counts_each_call_once() {
-    let Some(servers) = servers_dir() else { return };
-    let files = temp_dir("budget-proposed");
-    let extra = r#"
-[[routes.plugins]]
-name = "tool_budget"
-[routes.plugins.settings]
-count = "proposed"
-[[routes.plugins.settings.budgets]]
-tools = "everything__echo"
-limits = ["3/hour"]
-"#;
-    let (_upstream, gateway) =
-        start_config(&standard_config(&servers, &files, extra), &["everything"]).await;
-    let dev = connect(&gateway, "sk-dev", None).await;
-    for turn in 0..3 {
-        call(
-            &dev,
-            "everything__echo",
-            json!({"message": format!("call {turn}")}),
-        )
-        .await
-        .unwrap_or_else(|error| panic!("call {turn} of 3 is within the budget: {error:?}"));
-    }
-    let error = call(&dev, "everything__echo", json!({"message": "one too many"}))
-        .await
-        .expect_err("the fourth call is over a budget of 3");
-    assert_eq!(
-        refusal_data(&error)["code"],
-        "tool_budget_exceeded",
-        "{error:?}"
-    );
+    // The helper asserts it: three calls admitted, the fourth refused.
+    spend_a_budget_of_three("proposed").await;
 }
