@@ -190,34 +190,46 @@ async fn a_client_that_stops_reading_is_let_go_and_its_stream_audited() {
     assert_eq!(stalled["outcome"], "client_stalled", "{stalled}");
 }
 
+/// Sends a 24 MiB body (more than the kernel's buffers take in for a socket nobody reads)
+/// whole before reading, as most clients do, and returns the answer.
+async fn send_a_large_body(gateway: &TestGateway, extra_head: &str) -> String {
+    let body = format!("{{\"pad\": \"{}\"}}", "p".repeat(24 * 1024 * 1024));
+    let mut stream = TcpStream::connect(gateway.addr).await.expect("connects");
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: gateway\r\n{extra_head}\
+         content-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    stream
+        .write_all(head.as_bytes())
+        .await
+        .expect("sends the head");
+    stream
+        .write_all(body.as_bytes())
+        .await
+        .expect("the gateway takes the whole body, not a reset");
+    let answer = read_paced(&mut stream, 64 * 1024, Duration::ZERO).await;
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
 #[tokio::test]
 async fn an_early_answer_reaches_a_client_still_sending_its_body() {
     let upstream = ScriptedUpstream::start().await;
     let gateway =
         TestGateway::start_tuned(&upstream, "max_request_body_bytes = 1048576", PASS_THROUGH).await;
-    // Larger than what the kernel's buffers take in for a socket nobody reads.
-    let body = format!("{{\"pad\": \"{}\"}}", "p".repeat(24 * 1024 * 1024));
     for _ in 0..3 {
-        let mut stream = TcpStream::connect(gateway.addr).await.expect("connects");
-        let head = format!(
-            "POST /v1/chat/completions HTTP/1.1\r\nhost: gateway\r\n\
-             content-type: application/json\r\ncontent-length: {}\r\n\r\n",
-            body.len()
-        );
-        stream
-            .write_all(head.as_bytes())
-            .await
-            .expect("sends the head");
-        // The whole body goes out before the client reads, as most clients do.
-        stream
-            .write_all(body.as_bytes())
-            .await
-            .expect("the gateway takes the whole body, not a reset");
-        let answer = read_paced(&mut stream, 64 * 1024, Duration::ZERO).await;
-        let text = String::from_utf8_lossy(&answer);
+        let text = send_a_large_body(&gateway, "").await;
         assert!(text.starts_with("HTTP/1.1 413"), "{text}");
         assert!(text.contains("request_too_large"), "{text}");
     }
+    // A 401 before the body is read, on a route that requires a tenant's key, the same.
+    let tenants = TestGateway::start(
+        &upstream,
+        &format!("[tenants.acme]\napi_keys = [\"sk-acme\"]\n\n{PASS_THROUGH}"),
+    )
+    .await;
+    let text = send_a_large_body(&tenants, "authorization: Bearer sk-wrong\r\n").await;
+    assert!(text.starts_with("HTTP/1.1 401"), "{text}");
     assert_eq!(upstream.request_count(), 0);
 }
 
