@@ -118,10 +118,15 @@ pub struct ConnectionState {
     /// One more than the milliseconds from `epoch` to when a write first found the client's
     /// window full, since the last byte it accepted; 0 while writes go through.
     write_blocked_since: AtomicU64,
+    /// One more than the milliseconds from `epoch` to the first byte an HTTP/1 client sent
+    /// after its connection went idle: the next request's head has begun, and the connection
+    /// is no longer idle but bounded by `header_read_timeout`. 0 while no head is under way.
+    head_began: AtomicU64,
     /// Closed by one of its deadlines (not ended by hyper): no lingering for it.
     cut: AtomicBool,
-    /// The client socket, to read how much of what was written it still holds.
-    send_queue: SendQueue,
+    /// The client socket, to read how much of what was written it still holds, and whether
+    /// bytes it sent wait unread.
+    queues: SocketQueues,
     /// What the send queue held when the current wait began (or was last seen to shrink).
     queued_at_block: AtomicU64,
     /// Chosen to make room for a new client: closed as soon as it is idle.
@@ -165,8 +170,9 @@ impl Connections {
             first_request_seen: AtomicBool::new(false),
             idle_since: AtomicU64::new(0),
             write_blocked_since: AtomicU64::new(0),
+            head_began: AtomicU64::new(0),
             cut: AtomicBool::new(false),
-            send_queue: SendQueue::default(),
+            queues: SocketQueues::default(),
             queued_at_block: AtomicU64::new(0),
             reclaimed: AtomicBool::new(false),
             look_again: AtomicBool::new(false),
@@ -212,6 +218,8 @@ impl Connections {
         let idlest = open
             .values()
             .filter(|connection| !connection.is_reclaimed())
+            // A request that reached the socket is served, not dropped with it.
+            .filter(|connection| connection.queues.unread().is_none_or(|unread| unread == 0))
             .filter(|connection| {
                 connection.write_blocked_since().is_none() || !connection.reading_while_blocked()
             })
@@ -310,6 +318,27 @@ impl ConnectionState {
         self.in_flight.load(Ordering::Acquire) == 0
     }
 
+    /// When the head of the next request began arriving on an idle HTTP/1 connection.
+    fn head_began(&self) -> Option<Instant> {
+        match self.head_began.load(Ordering::Acquire) {
+            0 => None,
+            began => Some(self.epoch + Duration::from_millis(began - 1)),
+        }
+    }
+
+    /// An idle HTTP/1 connection received bytes: a request's head has begun. Noted once per
+    /// head; HTTP/2 needs none of this, its GOAWAY tells a client which requests were served.
+    fn note_read(&self) {
+        if self.head_began.load(Ordering::Relaxed) == 0
+            && self.is_idle()
+            && self.first_request_seen.load(Ordering::Relaxed)
+            && self.http1.load(Ordering::Relaxed)
+        {
+            let now = millis_between(self.epoch, Instant::now());
+            self.head_began.store(now + 1, Ordering::Release);
+        }
+    }
+
     /// Since when a write has waited on the client, if one does.
     fn write_blocked_since(&self) -> Option<Instant> {
         match self.write_blocked_since.load(Ordering::Acquire) {
@@ -322,9 +351,23 @@ impl ConnectionState {
     /// nothing to write, or stalled on a client that accepts no bytes.
     fn useless_since_millis(&self) -> Option<u64> {
         match self.write_blocked_since.load(Ordering::Acquire) {
-            0 => self.is_idle().then(|| self.idle_since_millis()),
+            0 => (self.is_idle() && self.head_began().is_none()).then(|| self.idle_since_millis()),
             since => Some(since - 1),
         }
+    }
+
+    /// Whether an idle connection's next request already waits in the socket, not yet read
+    /// (the task woke for its deadline first): then its head has begun, and is served.
+    fn request_waits_unread(&self) -> bool {
+        let waits = self.is_idle()
+            && self.write_blocked_since().is_none()
+            && self.head_began().is_none()
+            && self.queues.unread().is_some_and(|unread| unread > 0);
+        if waits {
+            let now = millis_between(self.epoch, Instant::now());
+            self.head_began.store(now + 1, Ordering::Release);
+        }
+        waits
     }
 
     /// A write found the client's window full.
@@ -333,7 +376,7 @@ impl ConnectionState {
             let now = millis_between(self.epoch, Instant::now());
             self.write_blocked_since.store(now + 1, Ordering::Release);
             self.queued_at_block
-                .store(self.send_queue.queued().unwrap_or(0), Ordering::Release);
+                .store(self.queues.queued().unwrap_or(0), Ordering::Release);
             // Its deadline may be nearer than the one the task sleeps until.
             self.look_again.store(true, Ordering::Release);
         }
@@ -345,7 +388,7 @@ impl ConnectionState {
     /// writes waiting for seconds. Its send queue shrinking is the client reading; then the
     /// wait counts from now.
     fn reading_while_blocked(&self) -> bool {
-        let Some(queued) = self.send_queue.queued() else {
+        let Some(queued) = self.queues.queued() else {
             return false;
         };
         if queued < self.queued_at_block.load(Ordering::Acquire) {
@@ -386,6 +429,7 @@ impl ConnectionState {
     pub fn begin_exchange(self: &Arc<Self>) -> Busy {
         self.first_request_seen.store(true, Ordering::Release);
         self.in_flight.fetch_add(1, Ordering::AcqRel);
+        self.head_began.store(0, Ordering::Release);
         Busy(self.clone())
     }
 
@@ -407,6 +451,13 @@ impl ConnectionState {
         // A reclaimed connection that a request reached first finishes it before it closes.
         if !self.is_idle() {
             return None;
+        }
+        // So does one whose next request has begun arriving: only its head's deadline holds.
+        if let Some(began) = self.head_began() {
+            return Some((
+                began + phases.head,
+                "sent no complete request head within header_read_timeout_ms",
+            ));
         }
         if self.is_reclaimed() {
             return Some((self.accepted, "closed for a new client at max_connections"));
@@ -440,22 +491,23 @@ impl ConnectionState {
     }
 }
 
-/// How many bytes written to a client's socket it has not yet acknowledged (Linux's
-/// `TIOCOUTQ`); elsewhere unknown, and a waiting write counts as the client taking nothing.
-struct SendQueue {
+/// A client socket's two kernel queues: the bytes written to it that the client has not yet
+/// acknowledged (Linux's `TIOCOUTQ`), and the bytes it sent that are not yet read
+/// (`FIONREAD`). Elsewhere unknown: a waiting write counts as the client taking nothing.
+struct SocketQueues {
     /// The socket's descriptor; -1 until watched and once the socket is let go.
     fd: std::sync::atomic::AtomicI32,
 }
 
-impl Default for SendQueue {
+impl Default for SocketQueues {
     fn default() -> Self {
-        SendQueue {
+        SocketQueues {
             fd: std::sync::atomic::AtomicI32::new(-1),
         }
     }
 }
 
-impl SendQueue {
+impl SocketQueues {
     /// Forgets the socket, before it is closed (its number may then name another).
     fn unwatch(&self) {
         self.fd.store(-1, Ordering::Release);
@@ -471,22 +523,34 @@ impl SendQueue {
         let _ = stream;
     }
 
+    /// Bytes written and not yet acknowledged by the client.
     fn queued(&self) -> Option<u64> {
         #[cfg(target_os = "linux")]
-        {
-            let fd = self.fd.load(Ordering::Acquire);
-            if fd < 0 {
-                return None;
-            }
-            let mut queued: libc::c_int = 0;
-            // SAFETY: `fd` is the connection's own socket, open for as long as its state is
-            // asked (the connection, which owns the socket, is dropped after the last ask), and
-            // TIOCOUTQ writes one c_int to the pointer it is given.
-            let done = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut queued) };
-            (done == 0).then(|| u64::try_from(queued).unwrap_or(0))
-        }
+        return self.ask(libc::TIOCOUTQ);
         #[cfg(not(target_os = "linux"))]
         None
+    }
+
+    /// Bytes the client sent that the connection has not read yet.
+    fn unread(&self) -> Option<u64> {
+        #[cfg(target_os = "linux")]
+        return self.ask(libc::FIONREAD);
+        #[cfg(not(target_os = "linux"))]
+        None
+    }
+
+    #[cfg(target_os = "linux")]
+    fn ask(&self, request: libc::Ioctl) -> Option<u64> {
+        let fd = self.fd.load(Ordering::Acquire);
+        if fd < 0 {
+            return None;
+        }
+        let mut count: libc::c_int = 0;
+        // SAFETY: `fd` is the connection's own socket, open for as long as its state is asked
+        // (the connection, which owns the socket, is dropped after the last ask), and TIOCOUTQ
+        // and FIONREAD each write one c_int to the pointer they are given.
+        let done = unsafe { libc::ioctl(fd, request, &mut count) };
+        (done == 0).then(|| u64::try_from(count).unwrap_or(0))
     }
 }
 
@@ -594,6 +658,7 @@ pub async fn drive<C, E>(
                     // A client that took bytes meanwhile is reading, however slowly.
                     && !(state.write_blocked_since().is_some() && !state.is_reclaimed()
                         && state.reading_while_blocked())
+                    && !state.request_waits_unread()
                 {
                     if state.write_blocked_since().is_some() {
                         // The exchanges in flight are dropped with the connection, and their
@@ -623,7 +688,7 @@ pub struct WatchedStream {
 
 impl WatchedStream {
     pub fn new(inner: TcpStream, registered: &Registered) -> Self {
-        registered.state().send_queue.watch(&inner);
+        registered.state().queues.watch(&inner);
         WatchedStream {
             inner: Some(inner),
             state: registered.state().clone(),
@@ -663,6 +728,9 @@ impl AsyncRead for WatchedStream {
             return Poll::Ready(Err(io::ErrorKind::NotConnected.into()));
         };
         let polled = Pin::new(inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            this.state.note_read();
+        }
         if buf.filled().len() > before && this.preface_matched.is_some() {
             if !this.state.first_byte_seen.load(Ordering::Relaxed) {
                 let at = millis_between(this.state.epoch, Instant::now());
@@ -746,7 +814,7 @@ impl Drop for WatchedStream {
     /// resets it, losing the answer the client has not read yet. One cut by a deadline (a
     /// slowloris, a stalled reader, a reclaimed socket) is closed at once.
     fn drop(&mut self) {
-        self.state.send_queue.unwatch();
+        self.state.queues.unwatch();
         let Some(stream) = self.inner.take() else {
             return;
         };

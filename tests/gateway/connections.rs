@@ -271,6 +271,105 @@ async fn idle_keep_alive_connections_at_the_cap_do_not_lock_out_a_new_client() {
     );
 }
 
+/// A request's head begun on a kept-alive connection is the client's next exchange, not
+/// idleness: reclaiming at the cap passes over it (only its head's own deadline holds) for a
+/// connection truly idle, though the one with the head begun has been idle longer.
+#[tokio::test]
+async fn a_request_begun_on_a_kept_alive_connection_is_not_reclaimed_at_the_cap() {
+    let upstream = ScriptedUpstream::start().await;
+    upstream.set_default(Reply::json(200, json!({"ok": true})));
+    let gateway = TestGateway::start_tuned(
+        &upstream,
+        "max_connections = 2\nheader_read_timeout_ms = 5000",
+        PASS_THROUGH,
+    )
+    .await;
+    let mut begun = connect(gateway.addr).await;
+    begun.write_all(&get("/v1/a")).await.expect("writes");
+    assert_eq!(read_answer(&mut begun).await.status, 200);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let mut idle = connect(gateway.addr).await;
+    idle.write_all(&get("/v1/b")).await.expect("writes");
+    assert_eq!(read_answer(&mut idle).await.status, 200);
+
+    // Half a head, and both connections long enough without an exchange to be reclaimable.
+    begun
+        .write_all(b"GET /v1/c HTTP/1.1\r\nhost: ga")
+        .await
+        .expect("writes");
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let mut third = connect(gateway.addr).await;
+    third.write_all(&get("/v1/d")).await.expect("writes");
+    assert_eq!(read_answer(&mut third).await.status, 200);
+    assert!(
+        closed_by_gateway(&mut idle).await,
+        "the idle connection made room"
+    );
+    begun.write_all(b"teway\r\n\r\n").await.expect("writes");
+    assert_eq!(
+        read_answer(&mut begun).await.status,
+        200,
+        "the request begun was served"
+    );
+    assert!(
+        upstream
+            .requests()
+            .iter()
+            .any(|request| request.path_and_query == "/v1/c")
+    );
+}
+
+/// Nor does the idle deadline close a connection whose next head has begun.
+#[tokio::test]
+async fn a_head_begun_before_the_idle_deadline_is_served_after_it() {
+    let upstream = ScriptedUpstream::start().await;
+    upstream.set_default(Reply::json(200, json!({"ok": true})));
+    let gateway = TestGateway::start_tuned(
+        &upstream,
+        "idle_timeout_ms = 300\nheader_read_timeout_ms = 5000",
+        PASS_THROUGH,
+    )
+    .await;
+    let mut stream = connect(gateway.addr).await;
+    stream.write_all(&get("/v1/a")).await.expect("writes");
+    assert_eq!(read_answer(&mut stream).await.status, 200);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    stream
+        .write_all(b"GET /v1/b HTTP/1.1\r\nhost: ga")
+        .await
+        .expect("writes");
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    stream.write_all(b"teway\r\n\r\n").await.expect("writes");
+    assert_eq!(read_answer(&mut stream).await.status, 200);
+    assert_eq!(upstream.request_count(), 2);
+}
+
+/// The head begun on a kept-alive connection still has a deadline: header_read_timeout_ms,
+/// counted from its first byte.
+#[tokio::test]
+async fn a_head_begun_after_an_exchange_is_bounded_by_its_own_deadline() {
+    let upstream = ScriptedUpstream::start().await;
+    upstream.set_default(Reply::json(200, json!({"ok": true})));
+    let gateway = TestGateway::start_tuned(
+        &upstream,
+        "idle_timeout_ms = 60000\nheader_read_timeout_ms = 300",
+        PASS_THROUGH,
+    )
+    .await;
+    let mut stream = connect(gateway.addr).await;
+    stream.write_all(&get("/v1/a")).await.expect("writes");
+    assert_eq!(read_answer(&mut stream).await.status, 200);
+    stream
+        .write_all(b"GET /v1/b HTTP/1.1\r\n")
+        .await
+        .expect("writes");
+    assert!(
+        closed_by_gateway(&mut stream).await,
+        "a head that never ends is closed"
+    );
+    assert_eq!(upstream.request_count(), 1);
+}
+
 #[tokio::test]
 async fn a_connection_with_an_exchange_in_flight_keeps_its_slot() {
     let upstream = ScriptedUpstream::start().await;
