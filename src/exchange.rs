@@ -77,11 +77,8 @@ pub enum AfterBlock {
     /// A 200 whose assistant text says what was blocked.
     Message(Rejection),
     /// This request goes upstream again: the conversation with the blocked calls answered.
-    /// The block stays at hand: the client gets it if the retry fails.
-    Retry {
-        request: Bytes,
-        rejection: Rejection,
-    },
+    /// The block stays with the exchange: the client gets it if the retry fails.
+    Retry(Bytes),
 }
 
 impl Exchange {
@@ -463,11 +460,9 @@ impl Exchange {
                     attempt: retries + 1,
                     violations: std::mem::take(&mut self.violations),
                 });
+                recovery.retrying = Some(rejection);
                 self.blocked = false;
-                AfterBlock::Retry {
-                    request: body,
-                    rejection,
-                }
+                AfterBlock::Retry(body)
             }
             Err(error) => {
                 tracing::warn!(request_id = %self.meta.request_id, %error, "the blocked answer cannot be retried; answering the block");
@@ -516,22 +511,25 @@ impl Exchange {
     }
 
     /// The latest retry got no answer to check (an error status, a cut): the exchange ends
-    /// with the block that retry answered, as if it had not been tried.
-    pub fn retry_failed(&mut self) {
-        self.retried(RetryOutcome::Failed);
-        if let Some(attempt) = self
-            .recovery
-            .as_mut()
-            .and_then(|recovery| recovery.attempts.pop())
-        {
+    /// with the block that retry answered, as if it had not been tried. `None` when no retry
+    /// was under way.
+    pub fn retry_failed(&mut self) -> Option<Rejection> {
+        let recovery = self.recovery.as_mut()?;
+        let rejection = recovery.retrying.take()?;
+        recovery.outcomes.push(RetryOutcome::Failed);
+        if let Some(attempt) = recovery.attempts.pop() {
             self.violations = attempt.violations;
         }
         self.blocked = true;
+        Some(rejection)
     }
 
-    /// Records what became of the latest retry.
-    pub fn retried(&mut self, outcome: RetryOutcome) {
-        if let Some(recovery) = self.recovery.as_mut() {
+    /// Records what became of the retry under way, if one is: its answer reached the client,
+    /// or was blocked again.
+    pub fn settle_retry(&mut self, outcome: RetryOutcome) {
+        if let Some(recovery) = self.recovery.as_mut()
+            && recovery.retrying.take().is_some()
+        {
             recovery.outcomes.push(outcome);
         }
     }
@@ -590,7 +588,7 @@ impl Exchange {
         match after {
             AfterBlock::Error(rejection) => Some(self.block_response(&rejection)),
             AfterBlock::Message(rejection) => Some(self.message_response(&rejection)),
-            AfterBlock::Retry { .. } => None,
+            AfterBlock::Retry(_) => None,
         }
     }
 

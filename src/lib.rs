@@ -54,6 +54,7 @@ mod proxy;
 mod reload;
 mod request_body;
 mod request_path;
+mod rounds;
 mod route_table;
 mod router;
 mod server;

@@ -88,6 +88,9 @@ pub struct Recovery {
     pub outcomes: Vec<RetryOutcome>,
     /// The usage of the blocked attempts' answers, summed.
     pub usage: Option<serde_json::Value>,
+    /// The block a retry under way answers, until the retry's answer is known: the client
+    /// gets it if the retry has no usable answer.
+    pub retrying: Option<Rejection>,
 }
 
 impl Recovery {

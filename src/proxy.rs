@@ -21,6 +21,7 @@ use crate::error::GatewayError;
 use crate::exchange::{AfterBlock, Exchange, forwarded_path_and_query, path_and_query};
 use crate::on_block::{OnBlock, Recovery, ResendHead, RetryOutcome};
 use crate::request_body::ClientBody;
+use crate::rounds::{self, Round, Transport};
 use crate::router::{Route, RouteKind};
 use crate::shutdown::{CutAtGraceEnd, GraceOver};
 use crate::state::GatewayState;
@@ -319,66 +320,87 @@ async fn forward(
         },
     };
     exchange.upstream_time = upstream_started.elapsed();
-    // 3. and 4., once per attempt: a block the route retries sends the conversation upstream
-    //    again, with the blocked calls answered; the client gets the first answer that passes.
-    let mut answered = Box::pin(read_and_check(
-        exchange, response, &upstream, server, grace_over,
-    ))
-    .await;
-    let mut retried_block = None;
-    loop {
-        let blocked = match (answered, retried_block.take()) {
-            (Ok(Answered::Passed(response)), retried) => {
-                if retried.is_some() {
-                    exchange.retried(RetryOutcome::Passed);
-                }
-                return Ok(Step::Respond(response));
-            }
-            (Ok(Answered::Blocked(blocked)), retried) => {
-                if retried.is_some() {
-                    exchange.retried(RetryOutcome::Blocked);
-                }
-                blocked
-            }
-            (Ok(Answered::Other(step)), None) => return Ok(step),
-            (Err(error), None) => return Err(error),
-            // The retry's answer is no answer to check (an error status, a cut): the client
-            // gets the block it would have had without the retry.
-            (other, Some(rejection)) => {
-                if let Err(error) = other {
-                    tracing::warn!(request_id = %exchange.meta.request_id, code = error.code, message = %error.message, "a retry failed; answering the block it retried");
-                }
-                exchange.retry_failed();
-                return Ok(Step::Respond(exchange.block_response(&rejection)));
-            }
+    // 3. and 4., in rounds: a block the route retries sends the conversation upstream again,
+    //    with the blocked calls answered; the client gets the first answer that passes.
+    let mut answers = WholeAnswers {
+        exchange,
+        first: Some(response),
+        upstream: &upstream,
+        server,
+        grace_over,
+    };
+    rounds::run(&mut answers).await
+}
+
+/// An exchange's upstream answers as `forward` reads them: whole, each checked before any of it
+/// is released; the first may turn out to be a stream, which the stream guard takes on.
+struct WholeAnswers<'a> {
+    exchange: &'a mut Exchange,
+    first: Option<Response<Incoming>>,
+    upstream: &'a crate::upstream::Upstream,
+    server: &'a ServerConfig,
+    grace_over: &'a GraceOver,
+}
+
+impl Transport for WholeAnswers<'_> {
+    type Answer = Result<Step, GatewayError>;
+
+    fn exchange(&mut self) -> &mut Exchange {
+        self.exchange
+    }
+
+    async fn read(&mut self, retry: Option<Response<Incoming>>) -> Round<Self::Answer> {
+        let retrying = retry.is_some();
+        let Some(response) = retry.or_else(|| self.first.take()) else {
+            return Round::Answered(Err(GatewayError::internal("an answer read twice")));
         };
+        let answered = Box::pin(read_and_check(
+            self.exchange,
+            response,
+            self.upstream,
+            self.server,
+            self.grace_over,
+        ))
+        .await;
+        let blocked = match answered {
+            Ok(Answered::Passed(response)) => {
+                self.exchange.settle_retry(RetryOutcome::Passed);
+                return Round::Answered(Ok(Step::Respond(response)));
+            }
+            Ok(Answered::Blocked(blocked)) => blocked,
+            // A retry's answer that is no answer to check (an error status, a cut).
+            Ok(Answered::Other(_)) if retrying => return Round::Unusable(None),
+            Err(error) if retrying => return Round::Unusable(Some(error)),
+            Ok(Answered::Other(step)) => return Round::Answered(Ok(step)),
+            Err(error) => return Round::Answered(Err(error)),
+        };
+        self.exchange.settle_retry(RetryOutcome::Blocked);
         let BlockedAnswer {
             rejection,
             on_block,
             calls,
             usage,
         } = *blocked;
-        let after = exchange.after_block(rejection, on_block, &calls, usage, true);
-        let AfterBlock::Retry {
-            request: body,
-            rejection,
-        } = after
-        else {
-            let response = exchange.blocked_answer(after);
-            return response
-                .map(Step::Respond)
-                .ok_or_else(|| GatewayError::internal("a retry without its request"));
-        };
-        retried_block = Some(rejection);
-        answered = match Box::pin(exchange.resend(body)).await {
-            Ok(response) => {
-                Box::pin(read_and_check(
-                    exchange, response, &upstream, server, grace_over,
-                ))
-                .await
-            }
-            Err(error) => Err(error),
-        };
+        match self
+            .exchange
+            .after_block(rejection, on_block, &calls, usage, true)
+        {
+            AfterBlock::Retry(request) => Round::Again(request),
+            after => Round::Answered(
+                self.exchange
+                    .blocked_answer(after)
+                    .map(Step::Respond)
+                    .ok_or_else(|| GatewayError::internal("a retry without its request")),
+            ),
+        }
+    }
+
+    async fn answer_block(&mut self, rejection: Rejection) -> Self::Answer {
+        Ok(Step::Respond(self.exchange.block_response(&rejection)))
+    }
+
+    async fn answer_error(&mut self, error: GatewayError) -> Self::Answer {
+        Err(error)
     }
 }
 

@@ -27,6 +27,7 @@ use crate::body::{BoxError, ChannelBody, Coalesce, ProxyBody};
 use crate::error::{ErrorReport, GatewayError};
 use crate::exchange::{AfterBlock, Exchange};
 use crate::on_block::{self, OnBlock, RetryOutcome};
+use crate::rounds::{self, Round, Transport};
 use crate::state::GatewayState;
 
 /// The longest a blocked attempt's stream is waited on, per read, for the usage it reports.
@@ -85,7 +86,6 @@ pub fn guard(
         events_seen: 0,
         limit,
         head_status: parts.status,
-        retrying: None,
     };
     // Kept apart for the record of a relay that panics, which cannot close its exchange.
     let kept_for_panic = (
@@ -178,9 +178,6 @@ struct Relay {
     limit: usize,
     /// The status the client got, for metrics and the audit line.
     head_status: StatusCode,
-    /// The block a retry under way answers, until the retry's answer is known: the client
-    /// gets it if the retry fails.
-    retrying: Option<Rejection>,
 }
 
 /// The upstream's stream as the relay reads it, kept across the attempts of one answer: a
@@ -199,6 +196,55 @@ impl<G> UpstreamEvents<'_, G> {
     fn restart(&mut self, body: Incoming) {
         self.body = Coalesce::new(body);
         self.parser = SseParser::new();
+    }
+}
+
+/// The relay's upstream answers, in the exchange's rounds: the first stream, then each retry's
+/// stream, relayed by the one relay as if it were the first.
+struct StreamAttempts<'r, 'g, G> {
+    relay: &'r mut Relay,
+    upstream: UpstreamEvents<'g, G>,
+}
+
+impl<G: Future<Output = ()> + Send> Transport for StreamAttempts<'_, '_, G> {
+    /// The relay sends the client's answer itself.
+    type Answer = ();
+
+    fn exchange(&mut self) -> &mut Exchange {
+        &mut self.relay.exchange
+    }
+
+    async fn read(&mut self, retry: Option<Response<Incoming>>) -> Round<()> {
+        if let Some(response) = retry {
+            let is_stream = response.status().is_success()
+                && crate::upstream::is_event_stream(response.headers());
+            if !is_stream {
+                return Round::Unusable(None);
+            }
+            self.relay.restart();
+            self.upstream.restart(response.into_body());
+        }
+        let flow = self.relay.relay(&mut self.upstream).await;
+        // A blocked attempt is billed, whether its place is taken by a retry or a notice.
+        if let Flow::Retry(_) | Flow::Notice(_) = flow {
+            Box::pin(self.relay.bill_blocked_attempt(&mut self.upstream)).await;
+        }
+        match flow {
+            Flow::Retry(request) => Round::Again(request),
+            Flow::Notice(rejection) => {
+                self.relay.notice(&rejection);
+                Round::Answered(())
+            }
+            Flow::Continue | Flow::Stop => Round::Answered(()),
+        }
+    }
+
+    async fn answer_block(&mut self, rejection: Rejection) {
+        Box::pin(self.relay.block(rejection)).await;
+    }
+
+    async fn answer_error(&mut self, error: GatewayError) {
+        Box::pin(self.relay.fail(error)).await;
     }
 }
 
@@ -240,30 +286,16 @@ impl Relay {
         let upstream_started = Instant::now();
         let grace_over = state.grace_over.arrived();
         tokio::pin!(grace_over);
-        let mut upstream = UpstreamEvents {
-            body,
-            parser: SseParser::new(),
-            read_timeout,
-            grace_over,
+        let mut attempts = StreamAttempts {
+            relay: &mut self,
+            upstream: UpstreamEvents {
+                body,
+                parser: SseParser::new(),
+                read_timeout,
+                grace_over,
+            },
         };
-        loop {
-            let flow = self.relay(&mut upstream).await;
-            // A blocked attempt is billed, whether its place is taken by a retry or a notice.
-            if let Flow::Retry(_) | Flow::Notice(_) = flow {
-                Box::pin(self.bill_blocked_attempt(&mut upstream)).await;
-            }
-            match flow {
-                Flow::Retry(request) => match Box::pin(self.retry(request)).await {
-                    Some(next) => upstream.restart(next),
-                    None => break,
-                },
-                Flow::Notice(rejection) => {
-                    self.notice(&rejection);
-                    break;
-                }
-                Flow::Continue | Flow::Stop => break,
-            }
-        }
+        rounds::run(&mut attempts).await;
         // A stream that ends having shown nothing still needs its head.
         if self.head.is_some() {
             let preamble = std::mem::take(&mut self.preamble).freeze();
@@ -410,42 +442,18 @@ impl Relay {
         self.usage = Some(usage);
     }
 
-    /// Sends the conversation with the blocked calls answered upstream again; the relay goes
-    /// on with its stream as if it were the first. `None` when there is none to relay: the
-    /// upstream did not answer the retry with a stream, and the client got the block.
-    async fn retry(&mut self, request: Bytes) -> Option<Incoming> {
-        let rejection = self.retrying.take()?;
-        let response = self.exchange.resend(request).await;
-        match response {
-            Ok(response)
-                if response.status().is_success()
-                    && crate::upstream::is_event_stream(response.headers()) =>
-            {
-                self.assembler = self.exchange.format.stream_assembler();
-                self.rewriter = StreamRewriter::new(self.exchange.format);
-                if let Some(earlier) = self.exchange.blocked_usage() {
-                    self.rewriter.add_earlier_usage(earlier.clone());
-                }
-                self.upstream_ended = false;
-                self.preamble.clear();
-                self.unparsable_seen = false;
-                self.events_seen = 0;
-                self.retrying = Some(rejection);
-                Some(response.into_body())
-            }
-            _ => {
-                self.exchange.retry_failed();
-                self.block(rejection).await;
-                None
-            }
+    /// Starts over for a retry's stream, as if it were the first; the usage of the blocked
+    /// attempts is added into what the client will read.
+    fn restart(&mut self) {
+        self.assembler = self.exchange.format.stream_assembler();
+        self.rewriter = StreamRewriter::new(self.exchange.format);
+        if let Some(earlier) = self.exchange.blocked_usage() {
+            self.rewriter.add_earlier_usage(earlier.clone());
         }
-    }
-
-    /// A retry's answer is reaching the client, or was blocked again: what became of it.
-    fn settle_retry(&mut self, outcome: RetryOutcome) {
-        if self.retrying.take().is_some() {
-            self.exchange.retried(outcome);
-        }
+        self.upstream_ended = false;
+        self.preamble.clear();
+        self.unparsable_seen = false;
+        self.events_seen = 0;
     }
 
     /// Decides the client's head; called once.
@@ -599,7 +607,7 @@ impl Relay {
     /// the upstream's head and the preamble held for it.
     fn open_outbox(&mut self) {
         if self.head.is_some() {
-            self.settle_retry(RetryOutcome::Passed);
+            self.exchange.settle_retry(RetryOutcome::Passed);
             self.decide_head(Head::Stream(Vec::new()));
             let preamble = std::mem::take(&mut self.preamble);
             self.outbox.extend_from_slice(&preamble);
@@ -631,7 +639,7 @@ impl Relay {
         on_block: Option<OnBlock>,
         calls: &[ToolCall],
     ) -> Flow {
-        self.settle_retry(RetryOutcome::Blocked);
+        self.exchange.settle_retry(RetryOutcome::Blocked);
         let nothing_sent = self.head.is_some();
         match self
             .exchange
@@ -639,9 +647,8 @@ impl Relay {
         {
             AfterBlock::Error(rejection) => self.block(rejection).await,
             AfterBlock::Message(rejection) => Flow::Notice(rejection),
-            AfterBlock::Retry { request, rejection } => {
+            AfterBlock::Retry(request) => {
                 self.drop_held();
-                self.retrying = Some(rejection);
                 Flow::Retry(request)
             }
         }
