@@ -183,7 +183,8 @@ async fn a_client_that_stops_reading_is_let_go_and_its_stream_audited() {
         assert!(read.len() < full, "{name}: {} bytes arrived", read.len());
     }
     let stalled = gateway
-        .audit_lines()
+        .audit_lines_until(|lines| lines.iter().any(|line| line["streamed"] == true))
+        .await
         .into_iter()
         .find(|line| line["streamed"] == true)
         .expect("the stream's audit line");

@@ -221,7 +221,9 @@ async fn a_valid_token_of_each_algorithm_applies_its_tenants_groups() {
         offered_with(&gateway, &upstream, "sk-operator").await,
         ["lookup", "drop_table"]
     );
-    let audit = gateway.audit_lines();
+    let audit = gateway
+        .audit_lines_until(|lines| lines.iter().any(|line| line.to_string().contains("reader")))
+        .await;
     assert!(
         audit.iter().any(|line| line.to_string().contains("reader")),
         "the audit names the token's tenant"

@@ -7,7 +7,7 @@ use super::{SEED_TOOLS, client, executed, forwarded_tools, groups_route, request
 use crate::common::answers::{assert_sdk_error, sdk_chat_request};
 use crate::common::redis::RedisServer;
 use crate::common::upstream::chat_stream;
-use crate::common::{Reply, ScriptedUpstream, TestGateway};
+use crate::common::{Reply, ScriptedUpstream, TestGateway, audit_lines_of_all};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
@@ -139,17 +139,23 @@ async fn the_seed_workflow_is_kept_across_two_replicas_sharing_redis() {
     assert_eq!(forwarded_tools(&upstream), names(&["knowledge-query"]));
 
     // Each transition recorded once, with its time, over both replicas' audit lines.
-    let recorded: Vec<Value> = first
-        .audit_lines()
-        .into_iter()
-        .chain(second.audit_lines())
-        .flat_map(|line| {
-            line["state_transitions"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-        })
-        .collect();
+    let recorded: Vec<Value> = audit_lines_of_all(&[&first, &second], |lines| {
+        lines
+            .iter()
+            .filter_map(|line| line["state_transitions"].as_array())
+            .map(Vec::len)
+            .sum::<usize>()
+            >= 3
+    })
+    .await
+    .into_iter()
+    .flat_map(|line| {
+        line["state_transitions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    })
+    .collect();
     let mut moves: Vec<(String, String)> = recorded
         .iter()
         .map(|t| {
@@ -465,7 +471,16 @@ async fn a_history_trimmed_at_any_position_or_summarised_still_moves_the_state_o
         }
     }
     // Each conversation recorded each of its two transitions once.
-    let lines = gateway.audit_lines();
+    let lines = gateway
+        .audit_lines_until(|lines| {
+            lines
+                .iter()
+                .filter_map(|line| line["state_transitions"].as_array())
+                .map(Vec::len)
+                .sum::<usize>()
+                >= 4 * 2 * 2
+        })
+        .await;
     let transitions: Vec<&Value> = lines
         .iter()
         .filter_map(|line| line["state_transitions"].as_array())
@@ -498,14 +513,19 @@ async fn concurrent_results_of_one_delivered_call_move_the_state_once() {
         state_after(&upstream, &second, "conc", trimmed),
     );
     assert_eq!((a.as_str(), b.as_str()), ("results", "results"));
-    let moved: usize = first
-        .audit_lines()
-        .into_iter()
-        .chain(second.audit_lines())
-        .filter_map(|line| line["state_transitions"].as_array().cloned())
-        .flatten()
-        .filter(|transition| transition["to"] == "results")
-        .count();
+    let moved: usize = audit_lines_of_all(&[&first, &second], |lines| {
+        lines
+            .iter()
+            .filter_map(|line| line["state_transitions"].as_array())
+            .flatten()
+            .any(|transition| transition["to"] == "results")
+    })
+    .await
+    .into_iter()
+    .filter_map(|line| line["state_transitions"].as_array().cloned())
+    .flatten()
+    .filter(|transition| transition["to"] == "results")
+    .count();
     assert_eq!(moved, 1, "the result applied once over both replicas");
 }
 

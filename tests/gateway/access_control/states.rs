@@ -217,7 +217,15 @@ async fn a_ten_step_conversation_counts_each_transition_once() {
         ])
         .await;
     let recorded: usize = gateway
-        .audit_lines()
+        .audit_lines_until(|lines| {
+            lines
+                .iter()
+                .filter_map(|line| line["state_transitions"].as_array())
+                .map(Vec::len)
+                .sum::<usize>()
+                >= 9
+        })
+        .await
         .iter()
         .map(|line| line["state_transitions"].as_array().map_or(0, Vec::len))
         .sum();

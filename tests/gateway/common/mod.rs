@@ -389,6 +389,13 @@ impl TestGateway {
         );
     }
 
+    /// The audit lines once `enough` holds of them: the audit task writes each line after its
+    /// answer is released, so a test that counts lines waits for them (bounded); past the
+    /// bound, the lines as they are, for the test's own assertion to report.
+    pub async fn audit_lines_until(&self, enough: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+        audit_lines_of_all(&[self], enough).await
+    }
+
     pub fn audit_lines(&self) -> Vec<Value> {
         std::fs::read_to_string(&self.audit_path)
             .unwrap_or_default()
@@ -429,4 +436,26 @@ pub fn fixture(path: &str) -> String {
 pub fn fixture_json(path: &str) -> Value {
     serde_json::from_str(&fixture(path))
         .unwrap_or_else(|error| panic!("fixture {path} is not JSON: {error}"))
+}
+
+/// The audit lines of several gateways (replicas) together, once `enough` holds of them; see
+/// [`TestGateway::audit_lines_until`].
+pub async fn audit_lines_of_all(
+    gateways: &[&TestGateway],
+    enough: impl Fn(&[Value]) -> bool,
+) -> Vec<Value> {
+    let read = || -> Vec<Value> {
+        gateways
+            .iter()
+            .flat_map(|gateway| gateway.audit_lines())
+            .collect()
+    };
+    for _ in 0..200 {
+        let lines = read();
+        if enough(&lines) {
+            return lines;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    read()
 }
