@@ -19,7 +19,7 @@ use toolgate_plugin::{
 
 use crate::body::ProxyBody;
 use crate::error::{ErrorReport, GatewayError};
-use crate::on_block::{self, AttemptRecord, OnBlock, Recovery, RetryOutcome};
+use crate::on_block::{self, AttemptRecord, OnBlock, Recovery, ResendHead, RetryOutcome};
 use crate::pipeline::StageOutcome;
 use crate::router::{Route, UnguardedCalls, UnreadableAnswers};
 use crate::state::GatewayState;
@@ -28,46 +28,46 @@ use crate::telemetry::{
 };
 
 pub struct Exchange {
-    pub meta: ExchangeMeta,
-    pub route: Arc<Route>,
+    meta: ExchangeMeta,
+    route: Arc<Route>,
     /// The exchange's wire format: from the route, the path, then the body once read.
-    pub format: WireFormat,
-    pub request_headers: HeaderMap,
-    pub request: Parsed<ToolRequest>,
-    pub started: Instant,
-    pub upstream_time: Duration,
-    pub checks_time: Duration,
+    format: WireFormat,
+    request_headers: HeaderMap,
+    request: Parsed<ToolRequest>,
+    started: Instant,
+    upstream_time: Duration,
+    checks_time: Duration,
     /// Calls that reached the client.
-    pub delivered_calls: Vec<ToolCall>,
+    delivered_calls: Vec<ToolCall>,
     /// Calls toolgate executed itself and the backend answered (MCP `tools/call`).
-    pub executed_calls: Vec<ToolCall>,
+    executed_calls: Vec<ToolCall>,
     /// How many calls were checked.
-    pub checked_count: usize,
+    checked_count: usize,
     /// Every call that was checked, for the audit line: kept only while `keeps_checked_calls`.
-    pub checked_calls: Vec<ToolCall>,
+    checked_calls: Vec<ToolCall>,
     /// Whether the checked calls are copied for an audit line; off where none is written, as
     /// the copy would be made for every guarded answer and read by nothing.
-    pub keeps_checked_calls: bool,
-    pub violations: Vec<Violation>,
-    pub observed: Vec<Violation>,
-    pub blocked: bool,
-    pub failed: bool,
-    pub streamed: bool,
+    keeps_checked_calls: bool,
+    violations: Vec<Violation>,
+    observed: Vec<Violation>,
+    blocked: bool,
+    failed: bool,
+    streamed: bool,
     /// Headers plugins asked to set on the client's response.
-    pub response_headers: Vec<(http::HeaderName, http::HeaderValue)>,
+    response_headers: Vec<(http::HeaderName, http::HeaderValue)>,
     /// Fields plugins added to the audit line.
-    pub annotations: serde_json::Map<String, serde_json::Value>,
+    annotations: serde_json::Map<String, serde_json::Value>,
     /// What an MCP `tools/list` or `tools/call` adds to its audit line and metrics.
-    pub mcp: Option<Box<McpAudit>>,
+    mcp: Option<Box<McpAudit>>,
     /// On a chain that recovers from blocks (`on_block`): the request as it went upstream, and
     /// the attempts so far. Boxed: most exchanges have none, and all wait with this state.
-    pub recovery: Option<Box<Recovery>>,
+    recovery: Option<Box<Recovery>>,
     /// Whether the gateway itself watches this answer for tool calls: its route is a bare
     /// pass-through (no plugin at all), yet its path may be served as a generation
     /// ([`UnguardedCalls`]).
-    pub watches_unguarded_calls: bool,
+    watches_unguarded_calls: bool,
     /// The client's connection, to tell a client that stopped reading from one that left.
-    pub connection: Option<crate::connections::DrainSignal>,
+    connection: Option<crate::connections::DrainSignal>,
 }
 
 /// What a blocked answer becomes.
@@ -120,6 +120,117 @@ impl Exchange {
             watches_unguarded_calls,
             connection: None,
         }
+    }
+
+    pub fn meta(&self) -> &ExchangeMeta {
+        &self.meta
+    }
+
+    pub fn route(&self) -> &Arc<Route> {
+        &self.route
+    }
+
+    /// The exchange's wire format: from the route, the path, then the body once read.
+    pub fn format(&self) -> WireFormat {
+        self.format
+    }
+
+    /// The request as read (`Absent` when no plugin needed it).
+    pub fn request(&self) -> &Parsed<ToolRequest> {
+        &self.request
+    }
+
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+
+    /// The tenant the request authenticated as.
+    pub fn authenticated(&mut self, tenant: Option<Arc<toolgate_plugin::Tenant>>) {
+        self.meta.tenant = tenant;
+    }
+
+    /// The request was read: its format, as its body tells it too, and what was read.
+    pub fn request_read(&mut self, format: WireFormat, request: Parsed<ToolRequest>) {
+        self.format = format;
+        self.request = request;
+    }
+
+    /// Whether the checked calls are copied for an audit line (only when one is written).
+    pub fn keep_checked_calls(&mut self, keep: bool) {
+        self.keeps_checked_calls = keep;
+    }
+
+    /// The client's connection, to tell a client that stopped reading from one that left.
+    pub fn watch_connection(&mut self, connection: crate::connections::DrainSignal) {
+        self.connection = Some(connection);
+    }
+
+    /// The answer comes as a stream.
+    pub fn streaming(&mut self) {
+        self.streamed = true;
+    }
+
+    /// How long the upstream (or MCP backend) took, all told.
+    pub fn upstream_took(&mut self, took: Duration) {
+        self.upstream_time = took;
+    }
+
+    /// Adds a part of the upstream's time (a retry's, the rest of a body).
+    pub fn upstream_took_more(&mut self, took: Duration) {
+        self.upstream_time += took;
+    }
+
+    /// The exchange failed before a verdict (an upstream failure, a bad request).
+    pub fn record_failure(&mut self) {
+        self.failed = true;
+    }
+
+    /// The exchange was refused (by MCP's own rules, before any plugin ran).
+    pub fn record_refusal(&mut self, code: &str) {
+        self.blocked = true;
+        self.annotations
+            .insert("refusal".to_owned(), serde_json::Value::from(code));
+    }
+
+    /// Headers plugins asked to set on the client's response, handed over once.
+    pub fn take_response_headers(&mut self) -> Vec<(http::HeaderName, http::HeaderValue)> {
+        std::mem::take(&mut self.response_headers)
+    }
+
+    /// The route recovers from blocks (`on_block`): the request body as it goes upstream is
+    /// kept for a retry to continue.
+    pub fn recover_from(&mut self, body: Bytes) {
+        self.recovery = Some(Box::new(Recovery {
+            body,
+            ..Recovery::default()
+        }));
+    }
+
+    /// The request's head as it went upstream, for a retry to go the same way.
+    pub fn went_upstream_as(&mut self, head: impl FnOnce() -> ResendHead) {
+        if let Some(recovery) = self.recovery.as_mut() {
+            recovery.head = Some(head());
+        }
+    }
+
+    /// The exchange is an MCP `tools/list` or `tools/call`, audited and counted as one.
+    pub fn audit_as_mcp(&mut self, audit: McpAudit) {
+        self.mcp = Some(Box::new(audit));
+    }
+
+    /// What an MCP exchange adds to its audit line and metrics, while it runs.
+    pub fn mcp_audit(&mut self) -> Option<&mut McpAudit> {
+        self.mcp.as_deref_mut()
+    }
+
+    /// A call toolgate executed itself (an MCP `tools/call`) that its backend answered.
+    pub fn executed(&mut self, call: ToolCall) {
+        self.executed_calls.push(call);
+    }
+
+    /// An MCP call's result that failed its tool's output schema.
+    pub fn record_result_violations(&mut self, violations: &[Violation]) {
+        self.violations.extend(violations.iter().cloned());
     }
 
     /// Records that the client stopped taking the answer: its connection was closed for
@@ -372,6 +483,11 @@ impl Exchange {
         Err(Box::new(Rejection::forbidden(violations)))
     }
 
+    /// Records a block whose reasons its caller answers itself (an MCP error), not violations.
+    pub fn record_block_without_violations(&mut self) {
+        self.blocked = true;
+    }
+
     /// Records a block the gateway made itself (a stage's blocks come with `absorb`).
     pub fn record_block(&mut self, rejection: &Rejection) {
         self.blocked = true;
@@ -477,6 +593,11 @@ impl Exchange {
         if let Some(recovery) = self.recovery.as_mut() {
             recovery.add_usage(usage);
         }
+    }
+
+    /// Whether the route recovers from blocks, and this exchange keeps what a retry needs.
+    pub fn recovers(&self) -> bool {
+        self.recovery.is_some()
     }
 
     /// The usage of the attempts blocked so far, summed.

@@ -56,12 +56,12 @@ pub async fn explain(route: &Arc<Route>, path: &str, request: Bytes, response: &
     // The exchange the gateway would have run, stage by stage, without the sockets.
     let mut exchange = Exchange::new(meta, route.clone(), HeaderMap::new(), Instant::now());
     let format = route.format.resolve(path, Some(&request));
-    exchange.format = format;
     let mut body = request;
-    exchange.request = match format.parse_request(body.clone()) {
+    let read = match format.parse_request(body.clone()) {
         Ok(parsed) => Parsed::Parsed(parsed),
         Err(error) => Parsed::Unparsable(error),
     };
+    exchange.request_read(format, read);
     let mut text = String::new();
     let plugins: Vec<&str> = route.chain.names().collect();
     text.push_str(&format!(
@@ -70,7 +70,7 @@ pub async fn explain(route: &Arc<Route>, path: &str, request: Bytes, response: &
         plugins.join(", ")
     ));
     let outcome = exchange.pre_request(&mut body).await;
-    match &exchange.request {
+    match exchange.request() {
         Parsed::Parsed(parsed) => {
             let names: Vec<&str> = parsed
                 .declared_tools
@@ -94,7 +94,9 @@ pub async fn explain(route: &Arc<Route>, path: &str, request: Bytes, response: &
     }
 
     // The answer is read as the gateway reads it: one exchange, the same reader.
-    exchange.streamed = toolgate_plugin::answer::looks_like_event_stream(response);
+    if toolgate_plugin::answer::looks_like_event_stream(response) {
+        exchange.streaming();
+    }
     let parsed_response = match exchange.read_answer(response) {
         Ok(parsed) => parsed,
         Err(rejection) => {

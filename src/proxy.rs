@@ -19,7 +19,7 @@ use crate::config::{Config, ServerConfig};
 use crate::connections::DrainSignal;
 use crate::error::GatewayError;
 use crate::exchange::{AfterBlock, Exchange, forwarded_path_and_query, path_and_query};
-use crate::on_block::{OnBlock, Recovery, ResendHead, RetryOutcome};
+use crate::on_block::{OnBlock, ResendHead, RetryOutcome};
 use crate::request_body::ClientBody;
 use crate::rounds::{self, Round, Transport};
 use crate::router::{Route, RouteKind};
@@ -207,11 +207,11 @@ async fn serve_llm(
         request.headers().clone()
     };
     let mut exchange = Exchange::new(meta, route, kept_headers, started);
-    exchange.keeps_checked_calls = state.audit.is_enabled();
-    exchange.connection = Some(connection);
+    exchange.keep_checked_calls(state.audit.is_enabled());
+    exchange.watch_connection(connection);
     let result = match authenticate(&config.tenants, auth, request.headers()).await {
         Ok(tenant) => {
-            exchange.meta.tenant = tenant;
+            exchange.authenticated(tenant);
             let forwarding = Box::pin(forward(
                 &mut exchange,
                 request,
@@ -225,14 +225,14 @@ async fn serve_llm(
             let error = GatewayError::unauthenticated(failure);
             crate::tenants::warn_unauthenticated(
                 request_id,
-                &exchange.meta.route,
+                &exchange.meta().route,
                 request.uri().path(),
                 error.code,
             );
             Err(error)
         }
     };
-    let plugin_headers = std::mem::take(&mut exchange.response_headers);
+    let plugin_headers = exchange.take_response_headers();
     let mut response = match result {
         Ok(Step::Respond(response)) => {
             let finishing = Box::pin(exchange.finish(state, response.status()));
@@ -254,7 +254,7 @@ async fn serve_llm(
             if error.blame != crate::error::Blame::Client {
                 tracing::warn!(request_id = %request_id, code = error.code, message = %error.message, "exchange failed");
             }
-            exchange.failed = true;
+            exchange.record_failure();
             let response = error.report(request_id).response(exchange.error_shape());
             let finishing = Box::pin(exchange.finish(state, response.status()));
             finishing.await;
@@ -282,7 +282,7 @@ async fn forward(
     grace_over: &GraceOver,
     declared_tools: &DeclaredToolsCache,
 ) -> Result<Step, GatewayError> {
-    let route = exchange.route.clone();
+    let route = exchange.route().clone();
     let Some(upstream) = route.upstream().cloned() else {
         return Err(GatewayError::internal("an MCP route reached the LLM proxy"));
     };
@@ -298,13 +298,11 @@ async fn forward(
         };
     // 2. Forward it.
     let head = prepare_upstream_head(exchange, &upstream, &parts.uri, &mut headers)?;
-    if let Some(recovery) = exchange.recovery.as_mut() {
-        recovery.head = Some(ResendHead {
-            method: parts.method.clone(),
-            uri: head.clone(),
-            headers: headers.clone(),
-        });
-    }
+    exchange.went_upstream_as(|| ResendHead {
+        method: parts.method.clone(),
+        uri: head.clone(),
+        headers: headers.clone(),
+    });
     let mut upstream_request = Request::new(body);
     *upstream_request.method_mut() = parts.method;
     *upstream_request.uri_mut() = head;
@@ -319,7 +317,7 @@ async fn forward(
             None => return Err(error.into()),
         },
     };
-    exchange.upstream_time = upstream_started.elapsed();
+    exchange.upstream_took(upstream_started.elapsed());
     // 3. and 4., in rounds: a block the route retries sends the conversation upstream again,
     //    with the blocked calls answered; the client gets the first answer that passes.
     let mut answers = WholeAnswers {
@@ -451,8 +449,8 @@ async fn read_and_check(
             body = CutAtGraceEnd::new(
                 body,
                 grace_over,
-                exchange.format,
-                exchange.meta.request_id.clone(),
+                exchange.format(),
+                exchange.meta().request_id.clone(),
             )
             .boxed();
         }
@@ -481,7 +479,7 @@ async fn read_and_check(
         Ok(None) => return Err(GatewayError::response_too_large(limit)),
         Ok(Some(bytes)) => bytes,
     };
-    exchange.upstream_time += upstream_started.elapsed();
+    exchange.upstream_took_more(upstream_started.elapsed());
     check_and_release(exchange, response_parts, bytes).await
 }
 
@@ -524,7 +522,7 @@ async fn read_and_screen_request(
     client_body: ClientBody<Incoming>,
     declared_tools: &DeclaredToolsCache,
 ) -> Result<Screened, GatewayError> {
-    let route = exchange.route.clone();
+    let route = exchange.route().clone();
     // A body announced too large is refused before the upstream is bothered; one that grows
     // too large on the way fails the forward, answered as the client's fault.
     if let Some(fault) = client_body.announced_too_large() {
@@ -541,14 +539,15 @@ async fn read_and_screen_request(
             .await
             .map_err(|fault| fault.to_error())?;
         let path = exchange
-            .meta
+            .meta()
             .path_and_query
             .split('?')
             .next()
             .unwrap_or_default();
-        exchange.format = route.format.resolve(path, Some(&bytes));
-        exchange.request = parse_request(exchange.format, headers, &bytes, declared_tools);
-        match &exchange.request {
+        let format = route.format.resolve(path, Some(&bytes));
+        let request = parse_request(format, headers, &bytes, declared_tools);
+        exchange.request_read(format, request);
+        match exchange.request() {
             Parsed::Unparsable(error) if error.is_ambiguous() => {
                 return Err(GatewayError::ambiguous_request(error));
             }
@@ -575,7 +574,7 @@ async fn read_and_screen_request(
     for (name, value) in outcome.request_headers {
         headers.insert(name, value);
     }
-    if let Parsed::Parsed(request) = &exchange.request
+    if let Parsed::Parsed(request) = exchange.request()
         && request.directives.is_some()
     {
         // The `toolgate` object is for toolgate: upstreams refuse unknown fields.
@@ -590,10 +589,7 @@ async fn read_and_screen_request(
         }
     }
     if untouched.is_none() && route.chain.recovers() {
-        exchange.recovery = Some(Box::new(Recovery {
-            body: bytes.clone(),
-            ..Recovery::default()
-        }));
+        exchange.recover_from(bytes.clone());
     }
     Ok(Screened::Forward(
         untouched.unwrap_or_else(|| body::full(bytes)),
@@ -619,10 +615,10 @@ fn prepare_upstream_head(
         .map_err(|error| {
             GatewayError::bad_request(format!("the request path cannot be forwarded: {error}"))
         })?;
-    let tenant = exchange.meta.tenant.as_ref();
+    let tenant = exchange.meta().tenant.as_ref();
     upstream.prepare_headers(
         headers,
-        exchange.format,
+        exchange.format(),
         tenant.map(|tenant| tenant.name.as_str()),
     );
     if exchange.reads_answers() {
@@ -632,7 +628,7 @@ fn prepare_upstream_head(
             HeaderValue::from_static("identity"),
         );
     }
-    if let Ok(value) = HeaderValue::from_str(&exchange.meta.request_id) {
+    if let Ok(value) = HeaderValue::from_str(&exchange.meta().request_id) {
         headers.insert(REQUEST_ID, value);
     }
     Ok(uri)
@@ -671,7 +667,7 @@ async fn check_and_release(
     let mut bytes = bytes;
     if !outcome.response_edits.is_empty() {
         match exchange
-            .format
+            .format()
             .apply_response_edits(&bytes, &outcome.response_edits)
         {
             Ok(Some(edited)) => {
@@ -679,7 +675,7 @@ async fn check_and_release(
                 response_parts.headers.remove(header::CONTENT_LENGTH);
             }
             Ok(None) => {
-                tracing::warn!(request_id = %exchange.meta.request_id, "a response edit named no call of the answer");
+                tracing::warn!(request_id = %exchange.meta().request_id, "a response edit named no call of the answer");
             }
             // An edit that cannot be made (a redaction) must not let the original through.
             Err(error) => {
@@ -690,10 +686,7 @@ async fn check_and_release(
         }
     }
     // The client is billed for every attempt: the blocked ones' usage joins this answer's.
-    if let Some(earlier) = exchange
-        .recovery
-        .as_ref()
-        .and_then(|recovery| recovery.usage.as_ref())
+    if let Some(earlier) = exchange.blocked_usage()
         && let Ok(Some(summed)) = toolgate_plugin::on_block::with_added_usage(&bytes, earlier)
     {
         bytes = summed;

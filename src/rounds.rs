@@ -69,7 +69,7 @@ pub async fn run<T: Transport + Send>(transport: &mut T) -> T::Answer {
 async fn retry_failed<T: Transport>(transport: &mut T, error: Option<GatewayError>) -> T::Answer {
     let exchange = transport.exchange();
     if let Some(error) = &error {
-        tracing::warn!(request_id = %exchange.meta.request_id, code = error.code, message = %error.message, "a retry failed; answering the block it retried");
+        tracing::warn!(request_id = %exchange.meta().request_id, code = error.code, message = %error.message, "a retry failed; answering the block it retried");
     }
     match exchange.retry_failed() {
         Some(rejection) => transport.answer_block(rejection).await,

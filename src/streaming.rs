@@ -55,24 +55,23 @@ pub fn guard(
     body: Incoming,
     limit: usize,
 ) -> impl Future<Output = Response<ProxyBody>> + Send {
-    exchange.streamed = true;
-    let request_id = exchange.meta.request_id.clone();
+    exchange.streaming();
+    let request_id = exchange.meta().request_id.clone();
     let shape = exchange.error_shape();
     let (head_sender, head) = oneshot::channel();
     let (sender, client_body) = ChannelBody::channel(16);
     // Kept apart from the relay's, to end the client's body if the relay panics.
     let cut_off = sender.clone();
-    let holds_text = exchange.route.chain.holds_text();
+    let holds_text = exchange.route().chain.holds_text();
     // Only a chain that recovers from blocks bills several attempts.
     let usage = exchange
-        .recovery
-        .is_some()
-        .then(|| StreamUsage::new(exchange.format));
+        .recovers()
+        .then(|| StreamUsage::new(exchange.format()));
     let relay = Relay {
-        assembler: exchange.format.stream_assembler(),
+        assembler: exchange.format().stream_assembler(),
         usage,
         upstream_ended: false,
-        rewriter: StreamRewriter::new(exchange.format),
+        rewriter: StreamRewriter::new(exchange.format()),
         held: Vec::new(),
         held_bytes: 0,
         held_calls: false,
@@ -90,9 +89,9 @@ pub fn guard(
     // Kept apart for the record of a relay that panics, which cannot close its exchange.
     let kept_for_panic = (
         state.clone(),
-        relay.exchange.meta.clone(),
-        relay.exchange.route.clone(),
-        relay.exchange.started,
+        relay.exchange.meta().clone(),
+        relay.exchange.route().clone(),
+        relay.exchange.started(),
     );
     // A burst of upstream frames comes as one, so its events leave in one client write. The body
     // is wrapped here, not in `run`, where the bare body and its wrapper would be two slots of the
@@ -278,7 +277,7 @@ impl Relay {
         // Only LLM routes stream; an MCP route never reaches the relay.
         let read_timeout = self
             .exchange
-            .route
+            .route()
             .upstream()
             .map_or(std::time::Duration::from_secs(300), |upstream| {
                 upstream.read_timeout
@@ -302,7 +301,7 @@ impl Relay {
             self.send(preamble).await;
         }
         self.flush().await;
-        self.exchange.upstream_time = upstream_started.elapsed();
+        self.exchange.upstream_took(upstream_started.elapsed());
         drop(self.sender);
         Box::pin(self.exchange.finish(&state, self.head_status)).await;
     }
@@ -445,8 +444,8 @@ impl Relay {
     /// Starts over for a retry's stream, as if it were the first; the usage of the blocked
     /// attempts is added into what the client will read.
     fn restart(&mut self) {
-        self.assembler = self.exchange.format.stream_assembler();
-        self.rewriter = StreamRewriter::new(self.exchange.format);
+        self.assembler = self.exchange.format().stream_assembler();
+        self.rewriter = StreamRewriter::new(self.exchange.format());
         if let Some(earlier) = self.exchange.blocked_usage() {
             self.rewriter.add_earlier_usage(earlier.clone());
         }
@@ -675,8 +674,8 @@ impl Relay {
         if self.head.is_some() {
             self.decide_head(Head::Reject(rejection));
         } else {
-            let frame = ErrorReport::of_rejection(&rejection, &self.exchange.meta.request_id)
-                .sse_frame(self.exchange.format, self.events_seen);
+            let frame = ErrorReport::of_rejection(&rejection, &self.exchange.meta().request_id)
+                .sse_frame(self.exchange.format(), self.events_seen);
             // A client that left needs no error frame.
             let _ = self.sender.send(Ok(frame)).await;
         }
@@ -687,14 +686,14 @@ impl Relay {
     async fn fail(&mut self, error: GatewayError) {
         self.drop_held();
         self.flush().await;
-        self.exchange.failed = true;
-        tracing::warn!(request_id = %self.exchange.meta.request_id, code = error.code, message = %error.message, "stream failed");
+        self.exchange.record_failure();
+        tracing::warn!(request_id = %self.exchange.meta().request_id, code = error.code, message = %error.message, "stream failed");
         if self.head.is_some() {
             self.decide_head(Head::Fail(error));
         } else {
             let frame = error
-                .report(&self.exchange.meta.request_id)
-                .sse_frame(self.exchange.format, self.events_seen);
+                .report(&self.exchange.meta().request_id)
+                .sse_frame(self.exchange.format(), self.events_seen);
             let _ = self.sender.send(Ok(frame)).await;
         }
     }

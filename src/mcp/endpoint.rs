@@ -305,10 +305,7 @@ async fn audit_refused(
     code: &str,
 ) {
     let mut exchange = Exchange::new(meta, route.clone(), HeaderMap::new(), Instant::now());
-    exchange.blocked = true;
-    exchange
-        .annotations
-        .insert("refusal".to_owned(), json!(code));
+    exchange.record_refusal(code);
     exchange.finish(state, status).await;
 }
 

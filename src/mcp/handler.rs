@@ -288,13 +288,13 @@ fn open_exchange(scope: &RequestScope, method: &'static str) -> Exchange {
         scope.headers.clone(),
         Instant::now(),
     );
-    exchange.mcp = Some(Box::new(McpAudit {
+    exchange.audit_as_mcp(McpAudit {
         method,
         server: None,
         error_code: None,
         tool_error: false,
         outcome: "ok",
-    }));
+    });
     exchange
 }
 
@@ -305,7 +305,11 @@ async fn screen(exchange: &mut Exchange, offers: &[Offer]) -> StageOutcome {
         .iter()
         .filter_map(|offer| offer.declared().cloned())
         .collect();
-    exchange.request = Parsed::Parsed(ToolRequest::from_declared_tools(declared));
+    let format = exchange.format();
+    exchange.request_read(
+        format,
+        Parsed::Parsed(ToolRequest::from_declared_tools(declared)),
+    );
     exchange.pre_request(&mut Bytes::new()).await
 }
 
@@ -313,11 +317,11 @@ async fn screen(exchange: &mut Exchange, offers: &[Offer]) -> StageOutcome {
 async fn close(mut exchange: Exchange, scope: &RequestScope, error: Option<&ErrorData>) {
     let error_code = error.map(|error| error.code.0);
     match error_code {
-        Some(codes::TOOL_CALL_BLOCKED) => exchange.blocked = true,
-        Some(_) => exchange.failed = true,
+        Some(codes::TOOL_CALL_BLOCKED) => exchange.record_block_without_violations(),
+        Some(_) => exchange.record_failure(),
         None => {}
     }
-    if let Some(mcp) = exchange.mcp.as_deref_mut() {
+    if let Some(mcp) = exchange.mcp_audit() {
         mcp.error_code = error_code;
         mcp.outcome = match error_code {
             None if mcp.tool_error => "tool_error",
@@ -357,7 +361,7 @@ async fn list_tools_checked(
     }
     let kept = |name: &str| {
         exchange
-            .request
+            .request()
             .as_parsed()
             .is_some_and(|request| request.declared_tool(name).is_some())
     };
@@ -449,7 +453,7 @@ async fn call_tool_checked(
         return Err(blocked(scope, &rejection));
     }
     let offered = exchange
-        .request
+        .request()
         .as_parsed()
         .is_some_and(|request| request.declared_tool(&call.name).is_some());
     if !offered {
@@ -504,11 +508,11 @@ async fn call_tool_checked(
         .backend
         .call(&offer.tool().tool.name, arguments, progress)
         .await;
-    exchange.upstream_time = backend_started.elapsed();
+    exchange.upstream_took(backend_started.elapsed());
     let result = answer.map_err(|failure| backend_failure(&offer.server, failure))?;
-    exchange.executed_calls.push(call.clone());
+    exchange.executed(call.clone());
     let tool_error = result.is_error == Some(true);
-    if let Some(mcp) = exchange.mcp.as_deref_mut() {
+    if let Some(mcp) = exchange.mcp_audit() {
         mcp.tool_error = tool_error;
     }
     if !tool_error
@@ -517,7 +521,7 @@ async fn call_tool_checked(
     {
         let violations = checker.check_result(&call, schema, structured);
         if !violations.is_empty() {
-            exchange.violations.extend(violations.iter().cloned());
+            exchange.record_result_violations(&violations);
             return Err(invalid_result(scope, violations));
         }
     }
@@ -527,7 +531,7 @@ async fn call_tool_checked(
 }
 
 fn set_server(exchange: &mut Exchange, server: Option<String>) {
-    if let Some(mcp) = exchange.mcp.as_deref_mut() {
+    if let Some(mcp) = exchange.mcp_audit() {
         mcp.server = server;
     }
 }
