@@ -23,7 +23,19 @@ pub async fn service_session(gateway: SocketAddr, random: &mut Random, tally: &T
         tally.sent.fetch_add(1, Ordering::Relaxed);
         tally.service_exchanges.fetch_add(1, Ordering::Relaxed);
         let attempt = async {
-            let mut open = match connection.take() {
+            // As a pooling client does, a connection the gateway closed while it sat idle is
+            // not reused: a new one is opened.
+            let kept = match connection.take() {
+                Some(mut open) => match open.closed_by_gateway() {
+                    false => Some(open),
+                    true => {
+                        tally.keep_alive_closed_idle.fetch_add(1, Ordering::Relaxed);
+                        None
+                    }
+                },
+                None => None,
+            };
+            let mut open = match kept {
                 Some(open) => open,
                 None => Connection::open(gateway).await?,
             };
@@ -148,6 +160,9 @@ struct HttpAnswer {
 struct Connection {
     socket: TcpStream,
     buffer: Vec<u8>,
+    /// When its last answer was read whole: a request lost on a reused connection says how
+    /// long the connection had been idle (the gateway closes it after `idle_timeout_ms`).
+    idle_since: Option<std::time::Instant>,
 }
 
 impl Connection {
@@ -158,7 +173,22 @@ impl Connection {
         Ok(Connection {
             socket,
             buffer: Vec::new(),
+            idle_since: None,
         })
+    }
+
+    /// Whether the gateway has closed this idle connection (its end of the stream is here).
+    /// A byte sent while it was idle is kept for the next exchange, which reports it.
+    fn closed_by_gateway(&mut self) -> bool {
+        let mut byte = [0u8; 1];
+        match self.socket.try_read(&mut byte) {
+            Ok(0) => true,
+            Ok(read) => {
+                self.buffer.extend_from_slice(&byte[..read]);
+                false
+            }
+            Err(error) => error.kind() != std::io::ErrorKind::WouldBlock,
+        }
     }
 
     /// Reads more bytes into the buffer; 0 at the end of the stream.
@@ -227,8 +257,12 @@ impl Connection {
                 }
             }
             if self.fill().await? == 0 {
+                let idle = self.idle_since.map_or_else(
+                    || "on a new connection".to_owned(),
+                    |since| format!("reused after {} ms idle", since.elapsed().as_millis()),
+                );
                 return Err(match self.buffer.is_empty() {
-                    true => Broken::Lost("closed before an answer".to_owned()),
+                    true => Broken::Lost(format!("closed before an answer ({idle})")),
                     false => Broken::Desync("closed inside an answer head".to_owned()),
                 });
             }
@@ -256,6 +290,7 @@ impl Connection {
                 clip(&String::from_utf8_lossy(&self.buffer))
             )));
         }
+        self.idle_since = Some(std::time::Instant::now());
         Ok(HttpAnswer {
             status,
             body,

@@ -41,7 +41,9 @@
 //! 5 minutes or more).
 //!
 //! `cargo run --release -p toolgate-bench --bin soak -- [--seconds 600] [--concurrency 32]`
-//! (`TOOLGATE_BIN=path/to/toolgate` runs that binary instead of building `dist`; `redis-server`
+//! (`TOOLGATE_BIN=path/to/toolgate` runs that binary instead of building `dist`;
+//! `SOAK_GATEWAY_LOG=debug` logs the gateway at that level, default `warn`, and
+//! `SOAK_KEEP_GATEWAY_LOG=FILE` keeps its log there; `redis-server`
 //! and `node` must be installed, and `.ci/mcp-servers.sh` run.)
 //!
 //! # Layout
@@ -317,6 +319,9 @@ struct Tally {
     store_up_examples: Mutex<Vec<String>>,
     /// Exchanges through the misbehaving service, and those answered against its fault.
     service_exchanges: AtomicU64,
+    /// Kept-alive `/svc` connections found closed by the gateway (idle) when their client
+    /// came back to them, and opened again, as a pooling client does.
+    keep_alive_closed_idle: AtomicU64,
     service_misanswered: AtomicU64,
     service_misanswer_examples: Mutex<Vec<String>>,
     /// Per service fault: exchanges passed and blocked.
@@ -413,10 +418,10 @@ async fn soak(duration: Duration, concurrency: usize) -> Result<bool, String> {
     let cap = concurrency * 2;
     std::fs::write(&config_path, config(0, &at, cap)).map_err(|error| error.to_string())?;
     let mut command = Command::new(&binary);
-    command
-        .args(["serve", "--config"])
-        .arg(&config_path)
-        .env("TOOLGATE_LOG", "warn");
+    command.args(["serve", "--config"]).arg(&config_path).env(
+        "TOOLGATE_LOG",
+        std::env::var("SOAK_GATEWAY_LOG").unwrap_or_else(|_| "warn".to_owned()),
+    );
     let mut gateway =
         Process::start("toolgate", command, &dir.0).map_err(|error| error.to_string())?;
     gateway.wait_for_port(listen, Duration::from_secs(10))?;
@@ -582,6 +587,10 @@ async fn soak(duration: Duration, concurrency: usize) -> Result<bool, String> {
     drop(everything);
     if let Some(error) = fatal {
         return Err(error);
+    }
+    // Kept for whoever explains a loss: the gateway's log (at `SOAK_GATEWAY_LOG`'s level).
+    if let Ok(kept) = std::env::var("SOAK_KEEP_GATEWAY_LOG") {
+        let _ = std::fs::copy(dir.0.join("toolgate.log"), kept);
     }
     let log = std::fs::read_to_string(dir.0.join("toolgate.log")).unwrap_or_default();
     let panics = log.matches("panicked").count();

@@ -101,6 +101,7 @@ impl Outcome {
         let store_failover = count(&tally.store_failover_answers);
         let store_up = count(&tally.store_up_answers);
         let service_exchanges = count(&tally.service_exchanges);
+        let closed_idle = count(&tally.keep_alive_closed_idle);
         let service_misanswered = count(&tally.service_misanswered);
         let desynced = count(&tally.desynced);
         let slow_reads = count(&tally.slow_reads);
@@ -149,6 +150,7 @@ impl Outcome {
              | … during a failover or before the reconnect after it | {store_failover} |\n\
              | … with Redis up throughout (an event costing a request it should not) | {store_up} |\n\
              | exchanges through the misbehaving service (keep-alive, {SERVICE_EXCHANGES_PER_CONNECTION} a connection) | {service_exchanges} |\n\
+             | … their connection found closed idle by the gateway on coming back, and opened again | {closed_idle} |\n\
              | service faults misanswered (passed when it had to block, or the reverse) | {service_misanswered} |\n\
              | MCP calls ({MCP_CLIENTS} clients, `{MCP_TOOL}`, {MCP_CALLS_PER_SESSION} a session): answered | {mcp_ok} of {mcp_calls} ({mcp_sessions} sessions) |\n\
              | … failed during a backend switch: -32002 / otherwise | {mcp_unavailable} / {mcp_other} |\n\
