@@ -764,79 +764,9 @@ impl Exchange {
         {
             return;
         }
-        state
-            .metrics
-            .record_checked(&route_path, &self.route.metrics, self.checked_count);
-        state
-            .metrics
-            .record_violations(&route_path, "enforce", &self.violations);
-        let mut attempts = Vec::new();
-        if let Some(recovery) = self.recovery.as_deref() {
-            for attempt in &recovery.attempts {
-                state
-                    .metrics
-                    .record_violations(&route_path, "enforce", &attempt.violations);
-            }
-            for outcome in &recovery.outcomes {
-                state
-                    .metrics
-                    .record_block_retry(&route_path, outcome.label());
-            }
-            if !recovery.attempts.is_empty() {
-                attempts.extend(recovery.attempts.iter().cloned());
-                attempts.push(AttemptRecord {
-                    attempt: recovery.attempts.len() as u32 + 1,
-                    violations: self.violations.clone(),
-                });
-            }
-        }
-        state
-            .metrics
-            .record_violations(&route_path, "observe", &self.observed);
+        let attempts = self.record_findings(state, &route_path);
         if state.audit.is_enabled() {
-            let verdict = if self.failed {
-                AuditVerdict::Error
-            } else if self.blocked {
-                AuditVerdict::Blocked
-            } else if !self.observed.is_empty() {
-                AuditVerdict::Observed
-            } else {
-                AuditVerdict::Allowed
-            };
-            let record = AuditRecord {
-                timestamp: now_rfc3339(),
-                request_id: self.meta.request_id.clone(),
-                route: route_path.to_string(),
-                method: self.meta.method.to_string(),
-                path: self.meta.path_and_query.clone(),
-                tenant: self.meta.tenant.as_ref().map(|tenant| tenant.name.clone()),
-                status: status.as_u16(),
-                verdict,
-                streamed: self.streamed,
-                plugins: self.route.chain.names().map(str::to_owned).collect(),
-                declared_tools: self
-                    .request
-                    .as_parsed()
-                    .map(|request| {
-                        request
-                            .declared_tools
-                            .iter()
-                            .map(|tool| tool.name.clone())
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-                calls: self.checked_calls.iter().map(AuditCall::from).collect(),
-                violations: self.violations.clone(),
-                observed: self.observed.clone(),
-                annotations: self.annotations.clone(),
-                timings_ms: Timings {
-                    total: millis(self.started.elapsed()),
-                    upstream: millis(self.upstream_time),
-                    checks: millis(self.checks_time),
-                },
-                mcp: self.mcp.as_deref().cloned(),
-                attempts,
-            };
+            let record = self.audit_record(status, &route_path, attempts);
             state.audit.write(&record).await;
         }
         if !self.route.chain.runs_post_response() {
@@ -862,6 +792,97 @@ impl Exchange {
             accounting.await;
         } else {
             tokio::spawn(accounting);
+        }
+    }
+
+    /// Counts what the checks found (calls checked, violations, retries) and gives the
+    /// attempts an audit line lists (each blocked attempt, then the last).
+    fn record_findings(
+        &self,
+        state: &Arc<GatewayState>,
+        route_path: &Arc<str>,
+    ) -> Vec<AttemptRecord> {
+        state
+            .metrics
+            .record_checked(route_path, &self.route.metrics, self.checked_count);
+        state
+            .metrics
+            .record_violations(route_path, "enforce", &self.violations);
+        let mut attempts = Vec::new();
+        if let Some(recovery) = self.recovery.as_deref() {
+            for attempt in &recovery.attempts {
+                state
+                    .metrics
+                    .record_violations(route_path, "enforce", &attempt.violations);
+            }
+            for outcome in &recovery.outcomes {
+                state
+                    .metrics
+                    .record_block_retry(route_path, outcome.label());
+            }
+            if !recovery.attempts.is_empty() {
+                attempts.extend(recovery.attempts.iter().cloned());
+                attempts.push(AttemptRecord {
+                    attempt: recovery.attempts.len() as u32 + 1,
+                    violations: self.violations.clone(),
+                });
+            }
+        }
+        state
+            .metrics
+            .record_violations(route_path, "observe", &self.observed);
+        attempts
+    }
+
+    /// The exchange's audit line.
+    fn audit_record(
+        &self,
+        status: http::StatusCode,
+        route_path: &Arc<str>,
+        attempts: Vec<AttemptRecord>,
+    ) -> AuditRecord {
+        let verdict = if self.failed {
+            AuditVerdict::Error
+        } else if self.blocked {
+            AuditVerdict::Blocked
+        } else if !self.observed.is_empty() {
+            AuditVerdict::Observed
+        } else {
+            AuditVerdict::Allowed
+        };
+        AuditRecord {
+            timestamp: now_rfc3339(),
+            request_id: self.meta.request_id.clone(),
+            route: route_path.to_string(),
+            method: self.meta.method.to_string(),
+            path: self.meta.path_and_query.clone(),
+            tenant: self.meta.tenant.as_ref().map(|tenant| tenant.name.clone()),
+            status: status.as_u16(),
+            verdict,
+            streamed: self.streamed,
+            plugins: self.route.chain.names().map(str::to_owned).collect(),
+            declared_tools: self
+                .request
+                .as_parsed()
+                .map(|request| {
+                    request
+                        .declared_tools
+                        .iter()
+                        .map(|tool| tool.name.clone())
+                        .collect()
+                })
+                .unwrap_or_default(),
+            calls: self.checked_calls.iter().map(AuditCall::from).collect(),
+            violations: self.violations.clone(),
+            observed: self.observed.clone(),
+            annotations: self.annotations.clone(),
+            timings_ms: Timings {
+                total: millis(self.started.elapsed()),
+                upstream: millis(self.upstream_time),
+                checks: millis(self.checks_time),
+            },
+            mcp: self.mcp.as_deref().cloned(),
+            attempts,
         }
     }
 }

@@ -88,6 +88,24 @@ pub(super) fn build_chain(
     context: &BuildContext,
     errors: &mut Vec<ConfigError>,
 ) -> Chain {
+    let merged = merge_entries(global, local, route_path, source, errors);
+    let chain = merged
+        .iter()
+        .filter(|entry| entry.enabled)
+        .filter_map(|entry| build_entry(entry, source, plugins, context, errors))
+        .collect();
+    Chain::new(chain)
+}
+
+/// The route's entries over the gateway-wide ones: an entry of the same id (or plugin name)
+/// overrides the keys it sets and keeps the others.
+fn merge_entries<'a>(
+    global: &'a [RawPluginEntry],
+    local: &'a [RawPluginEntry],
+    route_path: &KeyPath,
+    source: &Source,
+    errors: &mut Vec<ConfigError>,
+) -> Vec<MergedEntry<'a>> {
     let mut merged: Vec<MergedEntry> = Vec::new();
     let global_path = KeyPath::default().key("plugins");
     let local_path = route_path.clone().key("plugins");
@@ -159,92 +177,101 @@ pub(super) fn build_chain(
             target.entry_path = entry_path;
         }
     }
+    merged
+}
 
-    let mut chain = Vec::new();
-    for entry in merged.into_iter().filter(|entry| entry.enabled) {
-        let Some(factory) = plugins.get(entry.name) else {
-            if entry.entry_path.0.len() > 2 {
+/// One plugin of the chain, built from its merged settings, with its mode and `on_block`.
+fn build_entry(
+    entry: &MergedEntry<'_>,
+    source: &Source,
+    plugins: &PluginRegistry,
+    context: &BuildContext,
+    errors: &mut Vec<ConfigError>,
+) -> Option<ChainEntry> {
+    let Some(factory) = plugins.get(entry.name) else {
+        if entry.entry_path.0.len() > 2 {
+            errors.push(source.error_at_key(
+                &entry.entry_path.clone().key("name"),
+                unknown_plugin(entry.name, plugins),
+            ));
+        }
+        return None;
+    };
+    let locate = |dotted: &str| {
+        let first = dotted.split(['.', '[']).next().unwrap_or_default();
+        match entry.key_origins.get(first) {
+            Some(origin) => {
+                let rest = dotted.strip_prefix(first).unwrap_or_default();
+                origin.clone().dotted(rest)
+            }
+            None => entry.entry_path.clone().key("settings").dotted(dotted),
+        }
+    };
+    let settings = match settings_to_json(&entry.settings) {
+        Ok(settings) => settings,
+        Err((path, message)) => {
+            errors.push(source.error_at_key(&locate(&path), message));
+            return None;
+        }
+    };
+    let on_block = match on_block(entry, source) {
+        // The client of an MCP call gets a JSON-RPC error: there is no model to ask again
+        // and no answer to put a message in.
+        // A gateway-wide choice is for the LLM routes; one the MCP route makes is a mistake.
+        Ok(on_block) if context.mcp_route && on_block != OnBlock::Error => {
+            if entry.on_block_from_route {
                 errors.push(source.error_at_key(
-                    &entry.entry_path.clone().key("name"),
-                    unknown_plugin(entry.name, plugins),
+                    &entry.entry_path.clone().key("on_block"),
+                    "on_block has no effect on an MCP route: a refused MCP call is a JSON-RPC error",
                 ));
+                return None;
             }
-            continue;
-        };
-        let locate = |dotted: &str| {
-            let first = dotted.split(['.', '[']).next().unwrap_or_default();
-            match entry.key_origins.get(first) {
-                Some(origin) => {
-                    let rest = dotted.strip_prefix(first).unwrap_or_default();
-                    origin.clone().dotted(rest)
-                }
-                None => entry.entry_path.clone().key("settings").dotted(dotted),
-            }
-        };
-        let settings = match settings_to_json(&entry.settings) {
-            Ok(settings) => settings,
-            Err((path, message)) => {
-                errors.push(source.error_at_key(&locate(&path), message));
-                continue;
-            }
-        };
-        let on_block = match on_block(&entry, source) {
-            // The client of an MCP call gets a JSON-RPC error: there is no model to ask again
-            // and no answer to put a message in.
-            // A gateway-wide choice is for the LLM routes; one the MCP route makes is a mistake.
-            Ok(on_block) if context.mcp_route && on_block != OnBlock::Error => {
-                if entry.on_block_from_route {
-                    errors.push(source.error_at_key(
-                        &entry.entry_path.clone().key("on_block"),
-                        "on_block has no effect on an MCP route: a refused MCP call is a JSON-RPC error",
-                    ));
-                    continue;
-                }
-                OnBlock::Error
-            }
-            Ok(on_block) => on_block,
-            Err(error) => {
-                errors.push(error);
-                continue;
-            }
-        };
-        // Like on_block, a gateway-wide hold_text is for the LLM routes; the MCP route's own is
-        // a setting that cannot take effect.
-        if context.mcp_route && entry.hold_text_from_route {
-            errors.push(source.error_at_key(
-                &entry.entry_path.clone().key("hold_text"),
-                "hold_text has no effect on an MCP route: an MCP call has no text stream to hold",
-            ));
-            continue;
+            OnBlock::Error
         }
-        let hold_text = entry.hold_text == Some(true) && !context.mcp_route;
-        // Holding text only serves a recovery; without one it would delay every stream for
-        // nothing. (A gateway-wide entry that an MCP route turns to `error` holds nothing.)
-        if hold_text && on_block == OnBlock::Error && !context.mcp_route {
-            errors.push(source.error_at_key(
-                &entry.entry_path.clone().key("hold_text"),
-                "hold_text applies only with on_block = \"retry\" or \"message\"",
-            ));
-            continue;
+        Ok(on_block) => on_block,
+        Err(error) => {
+            errors.push(error);
+            return None;
         }
-        match factory.build(&settings, context) {
-            Ok(plugin) => chain.push(ChainEntry {
-                name: entry.key.to_owned(),
-                plugin,
-                mode: entry.mode,
-                priority: entry.priority.unwrap_or_else(|| factory.default_priority()),
-                on_block,
-                hold_text,
-            }),
-            Err(error) => errors.extend(
+    };
+    // Like on_block, a gateway-wide hold_text is for the LLM routes; the MCP route's own is
+    // a setting that cannot take effect.
+    if context.mcp_route && entry.hold_text_from_route {
+        errors.push(source.error_at_key(
+            &entry.entry_path.clone().key("hold_text"),
+            "hold_text has no effect on an MCP route: an MCP call has no text stream to hold",
+        ));
+        return None;
+    }
+    let hold_text = entry.hold_text == Some(true) && !context.mcp_route;
+    // Holding text only serves a recovery; without one it would delay every stream for
+    // nothing. (A gateway-wide entry that an MCP route turns to `error` holds nothing.)
+    if hold_text && on_block == OnBlock::Error && !context.mcp_route {
+        errors.push(source.error_at_key(
+            &entry.entry_path.clone().key("hold_text"),
+            "hold_text applies only with on_block = \"retry\" or \"message\"",
+        ));
+        return None;
+    }
+    match factory.build(&settings, context) {
+        Ok(plugin) => Some(ChainEntry {
+            name: entry.key.to_owned(),
+            plugin,
+            mode: entry.mode,
+            priority: entry.priority.unwrap_or_else(|| factory.default_priority()),
+            on_block,
+            hold_text,
+        }),
+        Err(error) => {
+            errors.extend(
                 error
                     .each()
                     .into_iter()
                     .map(|error| source.error_at_key(&locate(&error.path), error.message)),
-            ),
+            );
+            None
         }
     }
-    Chain::new(chain)
 }
 
 /// `max_retries` or `retry_deadline_ms` on an entry that itself says its blocks are not
