@@ -48,6 +48,9 @@ pub async fn serve(
     response
 }
 
+/// One HTTP request of an MCP route, in four steps: who calls (authenticate, and the agent it
+/// asserts), the message read whole, the session it names owned by that caller, and rmcp's
+/// answer with its transport errors wrapped as JSON-RPC errors.
 async fn answer(
     state: &Arc<GatewayState>,
     config: Arc<Config>,
@@ -55,109 +58,17 @@ async fn answer(
     request: Request<Incoming>,
     request_id: String,
 ) -> Response<ProxyBody> {
-    let tenant = match authenticate(&config.tenants, route.auth, request.headers()).await {
-        Ok(tenant) => tenant,
-        Err(failure) => {
-            let error = crate::error::GatewayError::unauthenticated(failure);
-            crate::tenants::warn_unauthenticated(
-                &request_id,
-                &route.path,
-                request.uri().path(),
-                error.code,
-            );
-            audit_refused(
-                state,
-                &route,
-                meta_of(&route, request.method(), request.uri(), &request_id, None),
-                StatusCode::UNAUTHORIZED,
-                error.code,
-            )
-            .await;
-            return refusal(
-                StatusCode::UNAUTHORIZED,
-                codes::UNAUTHORIZED,
-                &error.message,
-                json!({"code": error.code, "request_id": request_id}),
-            );
-        }
-    };
-    let agent = request
-        .headers()
-        .get(AGENT_HEADER)
-        .map(|value| value.to_str().unwrap_or_default().trim().to_owned());
-    let owner = SessionOwner {
-        tenant: tenant.as_ref().map(|tenant| tenant.name.clone()),
-        agent: agent.clone(),
-    };
-    let identity = match (&tenant, agent) {
-        (_, None) => tenant.as_ref().map(|tenant| tenant.name.clone()),
-        (Some(tenant), Some(agent)) if tenant.agents.contains(&agent) => Some(agent),
-        (_, Some(agent)) => {
-            audit_refused(
-                state,
-                &route,
-                meta_of(
-                    &route,
-                    request.method(),
-                    request.uri(),
-                    &request_id,
-                    tenant.clone(),
-                ),
-                StatusCode::FORBIDDEN,
-                "agent_not_held",
-            )
-            .await;
-            return refusal(
-                StatusCode::FORBIDDEN,
-                codes::UNAUTHORIZED,
-                &format!(
-                    "{AGENT_HEADER} '{agent}' is not an agent this caller's tenant may assert"
-                ),
-                json!({"code": "agent_not_held", "request_id": request_id}),
-            );
-        }
-    };
-
+    let (tenant, owner, identity) =
+        match identify(state, &config, &route, &request, &request_id).await {
+            Ok(caller) => caller,
+            Err(refused) => return refused,
+        };
     let (mut parts, incoming) = request.into_parts();
     let limit = config.server.max_request_body_bytes;
-    let body = match ClientBody::new(incoming, &config.server).read_whole().await {
+    let body = match read_message(&config, incoming, &parts.method, &request_id).await {
         Ok(body) => body,
-        Err(ClientBodyFault::TooLarge(_)) => {
-            let error = GatewayError::request_too_large(limit);
-            return refusal(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                ErrorCode::INVALID_REQUEST.0,
-                &error.message,
-                json!({"code": "message_too_large", "limit": limit, "request_id": request_id}),
-            );
-        }
-        Err(fault) => {
-            let error = fault.to_error();
-            return refusal(
-                error.status,
-                ErrorCode::INVALID_REQUEST.0,
-                &format!("the message could not be read: {fault}"),
-                json!({"code": "unreadable_message", "request_id": request_id}),
-            );
-        }
+        Err(refused) => return refused,
     };
-    if parts.method == http::Method::POST
-        && serde_json::from_slice::<serde::de::IgnoredAny>(&body).is_err()
-    {
-        return refusal(
-            StatusCode::BAD_REQUEST,
-            ErrorCode::PARSE_ERROR.0,
-            "the message is not JSON",
-            json!({"code": "parse_error", "request_id": request_id}),
-        );
-    }
-
-    if parts.method == http::Method::POST
-        && let Some(answer) = invalid_call_params(&body, &request_id)
-    {
-        return answer;
-    }
-
     let session = parts
         .headers
         .get(HEADER_SESSION_ID)
@@ -166,30 +77,9 @@ async fn answer(
     if let Some(session) = &session
         && !state.mcp_endpoints.may_use(&route.path, session, &owner)
     {
-        audit_refused(
-            state,
-            &route,
-            meta_of(
-                &route,
-                &parts.method,
-                &parts.uri,
-                &request_id,
-                tenant.clone(),
-            ),
-            StatusCode::NOT_FOUND,
-            "session_not_owned",
-        )
-        .await;
-        // Answered as rmcp answers a session it does not know: whether the id exists is
-        // its owner's business alone.
-        return refusal(
-            StatusCode::NOT_FOUND,
-            ErrorCode::INVALID_REQUEST.0,
-            "Not Found: Session not found",
-            json!({"code": "invalid_message", "request_id": request_id}),
-        );
+        let meta = meta_of(&route, &parts.method, &parts.uri, &request_id, tenant);
+        return session_not_owned(state, &route, meta, &request_id).await;
     }
-
     let meta = meta_of(&route, &parts.method, &parts.uri, &request_id, tenant);
     let service = state.mcp_endpoints.service(&route.path, limit);
     parts.extensions.insert(RequestScope {
@@ -215,12 +105,158 @@ async fn answer(
         }
         _ => {}
     }
+    as_json_rpc(response, &request_id).await
+}
+
+/// Who calls: the tenant its key or token names, the session owner it will be, and the
+/// identity its calls are checked as (an agent the tenant holds, else the tenant).
+async fn identify(
+    state: &Arc<GatewayState>,
+    config: &Config,
+    route: &Arc<Route>,
+    request: &Request<Incoming>,
+    request_id: &str,
+) -> Result<(Option<Arc<Tenant>>, SessionOwner, Option<String>), Response<ProxyBody>> {
+    let tenant = match authenticate(&config.tenants, route.auth, request.headers()).await {
+        Ok(tenant) => tenant,
+        Err(failure) => {
+            let error = crate::error::GatewayError::unauthenticated(failure);
+            crate::tenants::warn_unauthenticated(
+                request_id,
+                &route.path,
+                request.uri().path(),
+                error.code,
+            );
+            audit_refused(
+                state,
+                route,
+                meta_of(route, request.method(), request.uri(), request_id, None),
+                StatusCode::UNAUTHORIZED,
+                error.code,
+            )
+            .await;
+            return Err(refusal(
+                StatusCode::UNAUTHORIZED,
+                codes::UNAUTHORIZED,
+                &error.message,
+                json!({"code": error.code, "request_id": request_id}),
+            ));
+        }
+    };
+    let agent = request
+        .headers()
+        .get(AGENT_HEADER)
+        .map(|value| value.to_str().unwrap_or_default().trim().to_owned());
+    let owner = SessionOwner {
+        tenant: tenant.as_ref().map(|tenant| tenant.name.clone()),
+        agent: agent.clone(),
+    };
+    let identity = match (&tenant, agent) {
+        (_, None) => tenant.as_ref().map(|tenant| tenant.name.clone()),
+        (Some(tenant), Some(agent)) if tenant.agents.contains(&agent) => Some(agent),
+        (_, Some(agent)) => {
+            let meta = meta_of(
+                route,
+                request.method(),
+                request.uri(),
+                request_id,
+                tenant.clone(),
+            );
+            audit_refused(state, route, meta, StatusCode::FORBIDDEN, "agent_not_held").await;
+            return Err(refusal(
+                StatusCode::FORBIDDEN,
+                codes::UNAUTHORIZED,
+                &format!(
+                    "{AGENT_HEADER} '{agent}' is not an agent this caller's tenant may assert"
+                ),
+                json!({"code": "agent_not_held", "request_id": request_id}),
+            ));
+        }
+    };
+    Ok((tenant, owner, identity))
+}
+
+/// The message, read whole within the body limits; a POST's must be JSON, and a `tools/call`'s
+/// params a call.
+async fn read_message(
+    config: &Config,
+    incoming: Incoming,
+    method: &http::Method,
+    request_id: &str,
+) -> Result<Bytes, Response<ProxyBody>> {
+    let limit = config.server.max_request_body_bytes;
+    let body = match ClientBody::new(incoming, &config.server).read_whole().await {
+        Ok(body) => body,
+        Err(ClientBodyFault::TooLarge(_)) => {
+            let error = GatewayError::request_too_large(limit);
+            return Err(refusal(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                ErrorCode::INVALID_REQUEST.0,
+                &error.message,
+                json!({"code": "message_too_large", "limit": limit, "request_id": request_id}),
+            ));
+        }
+        Err(fault) => {
+            let error = fault.to_error();
+            return Err(refusal(
+                error.status,
+                ErrorCode::INVALID_REQUEST.0,
+                &format!("the message could not be read: {fault}"),
+                json!({"code": "unreadable_message", "request_id": request_id}),
+            ));
+        }
+    };
+    if *method != http::Method::POST {
+        return Ok(body);
+    }
+    if serde_json::from_slice::<serde::de::IgnoredAny>(&body).is_err() {
+        return Err(refusal(
+            StatusCode::BAD_REQUEST,
+            ErrorCode::PARSE_ERROR.0,
+            "the message is not JSON",
+            json!({"code": "parse_error", "request_id": request_id}),
+        ));
+    }
+    match invalid_call_params(&body, request_id) {
+        Some(answer) => Err(answer),
+        None => Ok(body),
+    }
+}
+
+/// A session another caller owns: answered as rmcp answers a session it does not know, since
+/// whether the id exists is its owner's business alone.
+async fn session_not_owned(
+    state: &Arc<GatewayState>,
+    route: &Arc<Route>,
+    meta: ExchangeMeta,
+    request_id: &str,
+) -> Response<ProxyBody> {
+    audit_refused(
+        state,
+        route,
+        meta,
+        StatusCode::NOT_FOUND,
+        "session_not_owned",
+    )
+    .await;
+    refusal(
+        StatusCode::NOT_FOUND,
+        ErrorCode::INVALID_REQUEST.0,
+        "Not Found: Session not found",
+        json!({"code": "invalid_message", "request_id": request_id}),
+    )
+}
+
+/// rmcp's answer for the client: as it is when it succeeded or is JSON; rmcp answers
+/// transport-level problems (a message that is not JSON-RPC, an unknown session, a missing
+/// Accept) in plain text, which becomes a JSON-RPC error with rmcp's status and words.
+async fn as_json_rpc<B>(response: Response<B>, request_id: &str) -> Response<ProxyBody>
+where
+    B: http_body::Body<Data = Bytes, Error = std::convert::Infallible> + Send + Sync + 'static,
+{
     if response.status().is_success() || is_json(response.headers()) {
         return response.map(|body| body.map_err(|never| match never {}).boxed());
     }
-    // rmcp answers transport-level problems (a message that is not JSON-RPC, an unknown
-    // session, a missing Accept) in plain text: give MCP clients a JSON-RPC error instead,
-    // with rmcp's status and words.
     let status = response.status();
     let text = match response.into_body().collect().await {
         Ok(collected) => String::from_utf8_lossy(&collected.to_bytes()).into_owned(),
