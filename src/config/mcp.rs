@@ -1,14 +1,139 @@
 //! `[mcp_servers.NAME]` and `[mcp]` into the runtime [`McpConfig`]: one transport per server,
 //! valid names, and policies that refer only to servers and identities that exist. Nothing is
 //! started here (`toolgate check` loads configs too); the gateway's hub starts the backends.
+//! The types are the config's, and the MCP proxy reads them: the arrow runs mcp → config.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use super::source::{ConfigError, KeyPath, Source};
 use super::{RawConfig, RawMcpServer};
-use crate::mcp::names::server_name_problem;
-use crate::mcp::{AgentPolicy, DefaultPolicy, McpConfig, Policy, ServerSettings, Transport};
+use std::fmt;
+use std::path::PathBuf;
+
+/// `[mcp_servers]` and `[mcp]` of one configuration.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct McpConfig {
+    pub servers: BTreeMap<String, ServerSettings>,
+    pub policy: Policy,
+}
+
+/// How toolgate reaches one backend server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerSettings {
+    pub name: String,
+    pub transport: Transport,
+    /// The longest a `tools/call` may take before the caller gets a timeout error.
+    pub call_timeout: Duration,
+    /// The longest the start (spawn or connect, `initialize`, `tools/list`) may take.
+    pub startup_timeout: Duration,
+}
+
+/// A backend's transport.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Transport {
+    /// A child process started and supervised by toolgate, spoken to over stdin/stdout.
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+        cwd: Option<PathBuf>,
+    },
+    /// A Streamable HTTP server.
+    Http {
+        url: String,
+        headers: Vec<(http::HeaderName, http::HeaderValue)>,
+    },
+}
+
+impl Transport {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Transport::Stdio { .. } => "stdio",
+            Transport::Http { .. } => "http",
+        }
+    }
+}
+
+/// Header values and environment values often are secrets: only their names are shown.
+impl fmt::Debug for Transport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Transport::Stdio {
+                command, args, env, ..
+            } => f
+                .debug_struct("Stdio")
+                .field("command", command)
+                .field("args", &args.len())
+                .field("env", &env.keys().collect::<Vec<_>>())
+                .finish(),
+            Transport::Http { url, headers } => f
+                .debug_struct("Http")
+                .field("url", url)
+                .field(
+                    "headers",
+                    &headers.iter().map(|(name, _)| name).collect::<Vec<_>>(),
+                )
+                .finish(),
+        }
+    }
+}
+
+/// `[mcp.default_policy]`: what happens where no list decides.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DefaultPolicy {
+    pub allow_unknown_tools: bool,
+    pub allow_unknown_servers: bool,
+}
+
+/// `[mcp.agent_policies.ID]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AgentPolicy {
+    pub allowed_servers: Option<BTreeSet<String>>,
+    pub tool_overrides: BTreeMap<String, BTreeSet<String>>,
+    /// Tools, by server, whose calls by this caller a person confirms first.
+    pub require_confirmation: BTreeMap<String, BTreeSet<String>>,
+}
+
+/// The whole MCP policy of one configuration.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Policy {
+    pub default: DefaultPolicy,
+    pub agents: BTreeMap<String, AgentPolicy>,
+    /// `exposed_tools` of each server that has the list.
+    pub exposed: BTreeMap<String, BTreeSet<String>>,
+    /// `require_confirmation` of each server: tools whose every call a person confirms first.
+    pub confirmed: BTreeMap<String, BTreeSet<String>>,
+}
+
+/// Between the server's name and the tool's.
+pub const SEPARATOR: &str = "__";
+/// The longest tool name MCP allows.
+pub const MAX_TOOL_NAME: usize = 128;
+/// The longest server name: leaves room for the separator and a tool name.
+pub const MAX_SERVER_NAME: usize = 48;
+
+/// Why a server name cannot be used, or `None` when it can. A server name never contains the
+/// separator nor ends with `_`, so `server__tool` splits at its first `__` without doubt.
+pub fn server_name_problem(name: &str) -> Option<String> {
+    if name.is_empty() || name.len() > MAX_SERVER_NAME {
+        return Some(format!(
+            "a server name has 1 to {MAX_SERVER_NAME} characters"
+        ));
+    }
+    if !name
+        .bytes()
+        .all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-')
+    {
+        return Some("a server name is made of A-Z, a-z, 0-9, '_' and '-'".into());
+    }
+    if name.contains(SEPARATOR) || name.ends_with('_') {
+        return Some(format!(
+            "a server name must not contain '{SEPARATOR}' nor end with '_': it is the separator in qualified tool names"
+        ));
+    }
+    None
+}
 
 pub(super) fn build_mcp(
     raw: &RawConfig,

@@ -5,7 +5,7 @@
 mod build;
 mod env;
 mod jwt;
-mod mcp;
+pub(crate) mod mcp;
 mod recover;
 mod services;
 mod source;
@@ -37,7 +37,7 @@ pub struct Config {
     pub catalog: Arc<ToolCatalog>,
     pub tenants: TenantDirectory,
     /// `[mcp_servers]` and `[mcp]`: the backends of MCP routes and who may use them.
-    pub mcp: crate::mcp::McpConfig,
+    pub mcp: mcp::McpConfig,
     /// `[store]`: the state store the plugins count in, and what they do when it is down
     /// (`/ready` and `/health` report it; start-up checks it).
     pub store: Arc<dyn toolgate_plugin::StateStore>,

@@ -34,81 +34,11 @@ pub mod progress;
 pub mod services;
 pub mod stdio;
 
-use std::collections::BTreeMap;
-use std::fmt;
-use std::path::PathBuf;
-use std::time::Duration;
-
 pub use backend::McpHub;
-pub use policy::{AgentPolicy, Caller, DefaultPolicy, Policy};
+pub use policy::Caller;
+
+/// The MCP configuration is the config's: the proxy reads it.
+pub use crate::config::mcp::{McpConfig, Policy, ServerSettings, Transport};
 
 /// The header a tenant asserts one of its agents with.
 pub use toolgate_plugin::directives::AGENT_HEADER;
-
-/// `[mcp_servers]` and `[mcp]` of one configuration.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct McpConfig {
-    pub servers: BTreeMap<String, ServerSettings>,
-    pub policy: Policy,
-}
-
-/// How toolgate reaches one backend server.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServerSettings {
-    pub name: String,
-    pub transport: Transport,
-    /// The longest a `tools/call` may take before the caller gets a timeout error.
-    pub call_timeout: Duration,
-    /// The longest the start (spawn or connect, `initialize`, `tools/list`) may take.
-    pub startup_timeout: Duration,
-}
-
-/// A backend's transport.
-#[derive(Clone, PartialEq, Eq)]
-pub enum Transport {
-    /// A child process started and supervised by toolgate, spoken to over stdin/stdout.
-    Stdio {
-        command: String,
-        args: Vec<String>,
-        env: BTreeMap<String, String>,
-        cwd: Option<PathBuf>,
-    },
-    /// A Streamable HTTP server.
-    Http {
-        url: String,
-        headers: Vec<(http::HeaderName, http::HeaderValue)>,
-    },
-}
-
-impl Transport {
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Transport::Stdio { .. } => "stdio",
-            Transport::Http { .. } => "http",
-        }
-    }
-}
-
-/// Header values and environment values often are secrets: only their names are shown.
-impl fmt::Debug for Transport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Transport::Stdio {
-                command, args, env, ..
-            } => f
-                .debug_struct("Stdio")
-                .field("command", command)
-                .field("args", &args.len())
-                .field("env", &env.keys().collect::<Vec<_>>())
-                .finish(),
-            Transport::Http { url, headers } => f
-                .debug_struct("Http")
-                .field("url", url)
-                .field(
-                    "headers",
-                    &headers.iter().map(|(name, _)| name).collect::<Vec<_>>(),
-                )
-                .finish(),
-        }
-    }
-}

@@ -4,34 +4,7 @@
 //! names are `A-Za-z0-9_-`). `tools/call` also takes seed 004's `server:tool`, and a bare
 //! `tool` when exactly one permitted server has it.
 
-/// Between the server's name and the tool's.
-pub const SEPARATOR: &str = "__";
-/// The longest tool name MCP allows.
-pub const MAX_TOOL_NAME: usize = 128;
-/// The longest server name: leaves room for the separator and a tool name.
-pub const MAX_SERVER_NAME: usize = 48;
-
-/// Why a server name cannot be used, or `None` when it can. A server name never contains the
-/// separator nor ends with `_`, so `server__tool` splits at its first `__` without doubt.
-pub fn server_name_problem(name: &str) -> Option<String> {
-    if name.is_empty() || name.len() > MAX_SERVER_NAME {
-        return Some(format!(
-            "a server name has 1 to {MAX_SERVER_NAME} characters"
-        ));
-    }
-    if !name
-        .bytes()
-        .all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-')
-    {
-        return Some("a server name is made of A-Z, a-z, 0-9, '_' and '-'".into());
-    }
-    if name.contains(SEPARATOR) || name.ends_with('_') {
-        return Some(format!(
-            "a server name must not contain '{SEPARATOR}' nor end with '_': it is the separator in qualified tool names"
-        ));
-    }
-    None
-}
+pub use crate::config::mcp::{MAX_TOOL_NAME, SEPARATOR};
 
 /// Whether `name` is a valid MCP tool name.
 pub fn is_valid_tool_name(name: &str) -> bool {
@@ -74,6 +47,7 @@ pub fn parse_requested<'a>(name: &'a str, is_server: impl Fn(&str) -> bool) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::mcp::server_name_problem;
 
     #[test]
     fn server_names_keep_the_split_unambiguous() {

@@ -11,39 +11,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::config::mcp::{AgentPolicy, Policy};
+
 /// Who is calling, as far as MCP policy goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller {
     /// The tenant's name, or the agent it asserted; `None` for an anonymous caller (a route
     /// with `auth = "none"` and no key).
     pub identity: Option<String>,
-}
-
-/// `[mcp.default_policy]`: what happens where no list decides.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct DefaultPolicy {
-    pub allow_unknown_tools: bool,
-    pub allow_unknown_servers: bool,
-}
-
-/// `[mcp.agent_policies.ID]`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct AgentPolicy {
-    pub allowed_servers: Option<BTreeSet<String>>,
-    pub tool_overrides: BTreeMap<String, BTreeSet<String>>,
-    /// Tools, by server, whose calls by this caller a person confirms first.
-    pub require_confirmation: BTreeMap<String, BTreeSet<String>>,
-}
-
-/// The whole MCP policy of one configuration.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Policy {
-    pub default: DefaultPolicy,
-    pub agents: BTreeMap<String, AgentPolicy>,
-    /// `exposed_tools` of each server that has the list.
-    pub exposed: BTreeMap<String, BTreeSet<String>>,
-    /// `require_confirmation` of each server: tools whose every call a person confirms first.
-    pub confirmed: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl Policy {
@@ -101,6 +76,7 @@ impl Policy {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::mcp::DefaultPolicy;
 
     fn set(items: &[&str]) -> BTreeSet<String> {
         items.iter().map(|item| (*item).to_owned()).collect()
