@@ -7,7 +7,9 @@ use super::{SEED_TOOLS, client, executed, forwarded_tools, groups_route, request
 use crate::common::answers::{assert_sdk_error, sdk_chat_request};
 use crate::common::redis::RedisServer;
 use crate::common::upstream::chat_stream;
-use crate::common::{Reply, ScriptedUpstream, TestGateway, audit_lines_of_all};
+use crate::common::{
+    Reply, ScriptedUpstream, TestGateway, audit_lines_of_all, transitions_recorded,
+};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
@@ -139,23 +141,17 @@ async fn the_seed_workflow_is_kept_across_two_replicas_sharing_redis() {
     assert_eq!(forwarded_tools(&upstream), names(&["knowledge-query"]));
 
     // Each transition recorded once, with its time, over both replicas' audit lines.
-    let recorded: Vec<Value> = audit_lines_of_all(&[&first, &second], |lines| {
-        lines
-            .iter()
-            .filter_map(|line| line["state_transitions"].as_array())
-            .map(Vec::len)
-            .sum::<usize>()
-            >= 3
-    })
-    .await
-    .into_iter()
-    .flat_map(|line| {
-        line["state_transitions"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-    })
-    .collect();
+    let recorded: Vec<Value> =
+        audit_lines_of_all(&[&first, &second], |lines| transitions_recorded(lines) >= 3)
+            .await
+            .into_iter()
+            .flat_map(|line| {
+                line["state_transitions"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .collect();
     let mut moves: Vec<(String, String)> = recorded
         .iter()
         .map(|t| {
@@ -472,14 +468,7 @@ async fn a_history_trimmed_at_any_position_or_summarised_still_moves_the_state_o
     }
     // Each conversation recorded each of its two transitions once.
     let lines = gateway
-        .audit_lines_until(|lines| {
-            lines
-                .iter()
-                .filter_map(|line| line["state_transitions"].as_array())
-                .map(Vec::len)
-                .sum::<usize>()
-                >= 4 * 2 * 2
-        })
+        .audit_lines_until(|lines| transitions_recorded(lines) >= 4 * 2 * 2)
         .await;
     let transitions: Vec<&Value> = lines
         .iter()

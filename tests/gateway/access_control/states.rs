@@ -5,7 +5,7 @@
 use super::{
     CATALOG, SEED_TOOLS, executed, forwarded_tools, groups_route, offered, request, sdk_chat_as,
 };
-use crate::common::{Reply, ScriptedUpstream, TestGateway};
+use crate::common::{Reply, ScriptedUpstream, TestGateway, transitions_recorded};
 use serde_json::{Value, json};
 
 #[tokio::test]
@@ -216,18 +216,9 @@ async fn a_ten_step_conversation_counts_each_transition_once() {
             "agent_state_transitions_total{tool=\"reset-workflow\",from=\"results\",to=\"undefined\"} 3",
         ])
         .await;
-    let recorded: usize = gateway
-        .audit_lines_until(|lines| {
-            lines
-                .iter()
-                .filter_map(|line| line["state_transitions"].as_array())
-                .map(Vec::len)
-                .sum::<usize>()
-                >= 9
-        })
-        .await
-        .iter()
-        .map(|line| line["state_transitions"].as_array().map_or(0, Vec::len))
-        .sum();
+    let recorded = gateway
+        .audit_lines_until(|lines| transitions_recorded(lines) >= 9)
+        .await;
+    let recorded = transitions_recorded(&recorded);
     assert_eq!(recorded, 9, "the audit lines record each transition once");
 }

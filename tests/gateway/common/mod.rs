@@ -459,3 +459,12 @@ pub async fn audit_lines_of_all(
     }
     read()
 }
+
+/// The workflow transitions the audit `lines` record, all told.
+pub fn transitions_recorded(lines: &[Value]) -> usize {
+    lines
+        .iter()
+        .filter_map(|line| line["state_transitions"].as_array())
+        .map(Vec::len)
+        .sum()
+}
