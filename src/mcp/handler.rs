@@ -402,15 +402,18 @@ async fn call_tool(
     result
 }
 
-async fn call_tool_checked(
+/// A `tools/call` through every check the route makes, before anything runs: the name
+/// resolved to an offered tool, its arguments against the tool's schema, the request and
+/// response stages of the plugins. Gives the tool, the call as the plugins left it, and the
+/// arguments the backend gets.
+async fn check_call<'o>(
     scope: &RequestScope,
+    offers: &'o [Offer],
     request: CallToolRequestParams,
     call_id: String,
-    session: Session<'_>,
     exchange: &mut Exchange,
-) -> Result<CallToolResult, ErrorData> {
-    let offers = offers(scope);
-    let offer = match resolve(scope, &offers, &request.name) {
+) -> Result<CheckedCall<'o>, ErrorData> {
+    let offer = match resolve(scope, offers, &request.name) {
         Ok(offer) => offer,
         Err(Refusal::Blocked(violation)) => {
             exchange.record_checked_call(ToolCall::function(
@@ -447,7 +450,7 @@ async fn call_tool_checked(
 
     // The request stage sees every tool the caller is offered, as on an LLM route; a plugin
     // that hides the called tool refuses the call.
-    let outcome = screen(exchange, &offers).await;
+    let outcome = screen(exchange, offers).await;
     if let Some(rejection) = outcome.blocked {
         exchange.record_checked_call(call);
         return Err(blocked(scope, &rejection));
@@ -489,7 +492,36 @@ async fn call_tool_checked(
             })?,
         )
     };
+    Ok(CheckedCall {
+        offer,
+        call,
+        arguments,
+    })
+}
 
+/// A call every check passed, ready for its backend.
+struct CheckedCall<'o> {
+    offer: &'o Offer,
+    call: ToolCall,
+    arguments: Option<rmcp::model::JsonObject>,
+}
+
+/// One call, checked, confirmed by a person where its policy asks, run on its backend, and its
+/// result held to the tool's output schema.
+async fn call_tool_checked(
+    scope: &RequestScope,
+    request: CallToolRequestParams,
+    call_id: String,
+    session: Session<'_>,
+    exchange: &mut Exchange,
+) -> Result<CallToolResult, ErrorData> {
+    let offers = offers(scope);
+    let CheckedCall {
+        offer,
+        call,
+        arguments,
+    } = check_call(scope, &offers, request, call_id, exchange).await?;
+    let checker = scope.state.plugins.schema_checker();
     let backend_tool = offer.tool().tool.name.as_ref();
     if policy_of(scope).needs_confirmation(&scope.caller, &offer.server, backend_tool)
         && let Err(violation) = confirm(session.peer, &call).await
