@@ -204,49 +204,10 @@ pub(super) fn build_mcp(
                 ),
             ));
         }
-        let known = |server: &str| raw.mcp_servers.contains_key(server);
-        let mut policy = AgentPolicy::default();
-        if let Some(allowed) = &entry.allowed_servers {
-            for (index, server) in allowed.iter().enumerate() {
-                if !known(server) {
-                    errors.push(source.error_at_key(
-                        &path.clone().key("allowed_servers").index(index),
-                        unknown_server(server, raw),
-                    ));
-                }
-            }
-            policy.allowed_servers = Some(allowed.iter().cloned().collect());
-        }
-        for (server, tools) in &entry.tool_overrides {
-            let override_path = path.clone().key("tool_overrides").key(server);
-            if !known(server) {
-                errors.push(source.error_at_key(&override_path, unknown_server(server, raw)));
-            } else if entry
-                .allowed_servers
-                .as_ref()
-                .is_some_and(|allowed| !allowed.contains(server))
-            {
-                errors.push(source.error_at_key(
-                    &override_path,
-                    format!("'{server}' is not in this policy's allowed_servers: the override could never apply"),
-                ));
-            }
-            check_names(tools, &override_path, source, errors);
-            policy
-                .tool_overrides
-                .insert(server.clone(), tools.iter().cloned().collect());
-        }
-        for (server, tools) in &entry.require_confirmation {
-            let confirm_path = path.clone().key("require_confirmation").key(server);
-            if !known(server) {
-                errors.push(source.error_at_key(&confirm_path, unknown_server(server, raw)));
-            }
-            check_names(tools, &confirm_path, source, errors);
-            policy
-                .require_confirmation
-                .insert(server.clone(), tools.iter().cloned().collect());
-        }
-        agents.insert(identity.clone(), policy);
+        agents.insert(
+            identity.clone(),
+            agent_policy(entry, &path, raw, source, errors),
+        );
     }
 
     McpConfig {
@@ -261,6 +222,60 @@ pub(super) fn build_mcp(
             confirmed,
         },
     }
+}
+
+/// `[mcp.agent_policies.ID]`: servers and tools it names must exist, and an override must be
+/// for a server the policy allows.
+fn agent_policy(
+    entry: &super::RawAgentPolicy,
+    path: &KeyPath,
+    raw: &RawConfig,
+    source: &Source,
+    errors: &mut Vec<ConfigError>,
+) -> AgentPolicy {
+    let known = |server: &str| raw.mcp_servers.contains_key(server);
+    let mut policy = AgentPolicy::default();
+    if let Some(allowed) = &entry.allowed_servers {
+        for (index, server) in allowed.iter().enumerate() {
+            if !known(server) {
+                errors.push(source.error_at_key(
+                    &path.clone().key("allowed_servers").index(index),
+                    unknown_server(server, raw),
+                ));
+            }
+        }
+        policy.allowed_servers = Some(allowed.iter().cloned().collect());
+    }
+    for (server, tools) in &entry.tool_overrides {
+        let override_path = path.clone().key("tool_overrides").key(server);
+        if !known(server) {
+            errors.push(source.error_at_key(&override_path, unknown_server(server, raw)));
+        } else if entry
+            .allowed_servers
+            .as_ref()
+            .is_some_and(|allowed| !allowed.contains(server))
+        {
+            errors.push(source.error_at_key(
+                &override_path,
+                format!("'{server}' is not in this policy's allowed_servers: the override could never apply"),
+            ));
+        }
+        check_names(tools, &override_path, source, errors);
+        policy
+            .tool_overrides
+            .insert(server.clone(), tools.iter().cloned().collect());
+    }
+    for (server, tools) in &entry.require_confirmation {
+        let confirm_path = path.clone().key("require_confirmation").key(server);
+        if !known(server) {
+            errors.push(source.error_at_key(&confirm_path, unknown_server(server, raw)));
+        }
+        check_names(tools, &confirm_path, source, errors);
+        policy
+            .require_confirmation
+            .insert(server.clone(), tools.iter().cloned().collect());
+    }
+    policy
 }
 
 /// A server has exactly one transport: `command` (stdio) or `url` (Streamable HTTP), and only

@@ -218,9 +218,7 @@ pub(crate) async fn apply(
         let record = WorkflowRecord::read(stored.as_deref());
         let before = record.state.clone();
         let mut next = record.clone();
-        let mut fresh = Vec::new();
-        let mut invalid = 0;
-        let mut ignored = Vec::new();
+        let mut applied = TurnApplied::default();
         let settled = history
             .iter()
             .filter(|call| call.latest_turn)
@@ -236,55 +234,16 @@ pub(crate) async fn apply(
             .filter(|turn| settled && (*turn >= record.turns_applied || answers_delivered))
         {
             let fresh_turn = turn >= record.turns_applied;
-            for call in history.iter().filter(|call| call.latest_turn) {
-                if call.outcome != CallOutcome::Completed {
-                    continue;
-                }
-                let Some(delivered_tool) = next.take_delivered(call) else {
-                    // In a turn at or before the record's, a result toolgate does not wait
-                    // for is one already applied (a trimmed history's older turn): it moves
-                    // nothing. Past it, it is a result of a call toolgate never delivered.
-                    if !fresh_turn {
-                        continue;
-                    }
-                    if on_invalid == OnInvalidTransition::Block {
-                        return Ok(Applied::Invalid(undelivered(call, &record.state)));
-                    }
-                    ignored.push(CallRef {
-                        tool_call_id: call.id.clone(),
-                        tool: call.name.clone(),
-                    });
-                    continue;
-                };
-                let mut fallback = None;
-                let tool = entry_of(catalog, &delivered_tool, &mut fallback);
-                if !tool.available_in(&next.state) {
-                    invalid += 1;
-                    if on_invalid == OnInvalidTransition::Block {
-                        return Ok(Applied::Invalid(forbidden(
-                            Check::State,
-                            "invalid_transition",
-                            format!(
-                                "'{}' ran in state '{}', which does not offer it: the conversation's state stays '{}'",
-                                tool.name, next.state, record.state
-                            ),
-                        )));
-                    }
-                }
-                if let Some(to) = &tool.transition {
-                    fresh.push(Transition::now(
-                        tool.name.clone(),
-                        next.state.clone(),
-                        to.clone(),
-                        true,
-                    ));
-                    next.state = to.clone();
-                }
-            }
+            applied = match apply_turn(
+                &history, fresh_turn, &record, &mut next, catalog, on_invalid,
+            ) {
+                Ok(applied) => applied,
+                Err(refusal) => return Ok(Applied::Invalid(refusal)),
+            };
             // One more turn applied, wherever the client's history placed it: a full history
             // sent after a trimmed one then shows this turn as already applied.
             next.turns_applied = (turn + 1).max(record.turns_applied + 1);
-            next.transitions.extend(fresh.iter().cloned());
+            next.transitions.extend(applied.transitions.iter().cloned());
             let excess = next.transitions.len().saturating_sub(KEPT_TRANSITIONS);
             next.transitions.drain(..excess);
         }
@@ -314,14 +273,83 @@ pub(crate) async fn apply(
         }
         selection.initial_state = before;
         selection.state = next.state;
-        selection.transitions = fresh;
-        selection.invalid_transitions = invalid;
-        selection.ignored_results = ignored;
+        selection.transitions = applied.transitions;
+        selection.invalid_transitions = applied.invalid;
+        selection.ignored_results = applied.ignored;
         return Ok(Applied::Settled(selection));
     }
     Err(StoreError::new(
         "the conversation's record kept changing under concurrent requests",
     ))
+}
+
+/// What the latest turn's results did to the record: the transitions they made, how many
+/// ran in a state that did not offer them, the results of calls toolgate never delivered.
+#[derive(Default)]
+struct TurnApplied {
+    transitions: Vec<Transition>,
+    invalid: usize,
+    ignored: Vec<CallRef>,
+}
+
+/// Applies the results of the latest turn: each moves the state when it answers a call toolgate
+/// delivered and has not seen answered (`fresh_turn`: the turn is past the record's, so a
+/// result of a call never delivered is one, not an older turn's again).
+fn apply_turn(
+    history: &[HistoryCall],
+    fresh_turn: bool,
+    record: &WorkflowRecord,
+    next: &mut WorkflowRecord,
+    catalog: &ToolCatalog,
+    on_invalid: OnInvalidTransition,
+) -> Result<TurnApplied, Refusal> {
+    let mut turn = TurnApplied::default();
+    for call in history.iter().filter(|call| call.latest_turn) {
+        if call.outcome != CallOutcome::Completed {
+            continue;
+        }
+        let Some(delivered_tool) = next.take_delivered(call) else {
+            // In a turn at or before the record's, a result toolgate does not wait
+            // for is one already applied (a trimmed history's older turn): it moves
+            // nothing. Past it, it is a result of a call toolgate never delivered.
+            if !fresh_turn {
+                continue;
+            }
+            if on_invalid == OnInvalidTransition::Block {
+                return Err(undelivered(call, &record.state));
+            }
+            turn.ignored.push(CallRef {
+                tool_call_id: call.id.clone(),
+                tool: call.name.clone(),
+            });
+            continue;
+        };
+        let mut fallback = None;
+        let tool = entry_of(catalog, &delivered_tool, &mut fallback);
+        if !tool.available_in(&next.state) {
+            turn.invalid += 1;
+            if on_invalid == OnInvalidTransition::Block {
+                return Err(forbidden(
+                    Check::State,
+                    "invalid_transition",
+                    format!(
+                        "'{}' ran in state '{}', which does not offer it: the conversation's state stays '{}'",
+                        tool.name, next.state, record.state
+                    ),
+                ));
+            }
+        }
+        if let Some(to) = &tool.transition {
+            turn.transitions.push(Transition::now(
+                tool.name.clone(),
+                next.state.clone(),
+                to.clone(),
+                true,
+            ));
+            next.state = to.clone();
+        }
+    }
+    Ok(turn)
 }
 
 /// The refusal of a result that answers no call toolgate delivered (or one already answered).
