@@ -1,7 +1,11 @@
 //! One exchange and its lifecycle, whatever carries it (a JSON answer, a stream, an MCP call,
 //! `toolgate explain`): read the answer as a guard must, run `pre_request` and `pre_response`,
 //! release or block, and close — one audit line, the metrics, and the `post_response` stage.
-//! Each stage exists here once; the paths differ only in how bytes move.
+//! Each stage exists here once; the paths differ only in how bytes move. Recovering from a
+//! block is `recovery`, the close is `finish`; `crate::rounds` reads the answers in turn.
+
+mod finish;
+mod recovery;
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -13,20 +17,20 @@ use http::{HeaderMap, StatusCode};
 use toolgate_plugin::sse::SseEvent;
 use toolgate_plugin::stream::StreamStep;
 use toolgate_plugin::{
-    Check, CompletedExchange, Edit, ErrorShape, ExchangeMeta, Parsed, Rejection, ResponseExchange,
-    ToolCall, ToolRequest, ToolResponse, Violation, WireFormat,
+    Check, Edit, ErrorShape, ExchangeMeta, Parsed, Rejection, ResponseExchange, ToolCall,
+    ToolRequest, ToolResponse, Violation, WireFormat,
 };
 
 use crate::body::ProxyBody;
 use crate::error::{ErrorReport, GatewayError};
-use crate::on_block::{self, AttemptRecord, OnBlock, Recovery, ResendHead, RetryOutcome};
+use crate::on_block::{Recovery, ResendHead};
 use crate::pipeline::StageOutcome;
 use crate::router::{Route, UnguardedCalls, UnreadableAnswers};
-use crate::state::GatewayState;
-use crate::telemetry::{
-    AuditCall, AuditRecord, AuditVerdict, McpAudit, Timings, millis, now_rfc3339,
-};
+use crate::telemetry::McpAudit;
 
+pub use recovery::AfterBlock;
+
+/// One exchange, told what happens to it by the driver that carries it; its record is its own.
 pub struct Exchange {
     meta: ExchangeMeta,
     route: Arc<Route>,
@@ -68,17 +72,6 @@ pub struct Exchange {
     watches_unguarded_calls: bool,
     /// The client's connection, to tell a client that stopped reading from one that left.
     connection: Option<crate::connections::DrainSignal>,
-}
-
-/// What a blocked answer becomes.
-pub enum AfterBlock {
-    /// The block's own answer (the 403 with the violations).
-    Error(Rejection),
-    /// A 200 whose assistant text says what was blocked.
-    Message(Rejection),
-    /// This request goes upstream again: the conversation with the blocked calls answered.
-    /// The block stays with the exchange: the client gets it if the retry fails.
-    Retry(Bytes),
 }
 
 impl Exchange {
@@ -514,375 +507,6 @@ impl Exchange {
         for observed in &outcome.observed {
             self.observed
                 .extend(observed.rejection.violations.iter().cloned());
-        }
-    }
-
-    /// What a block of an answer becomes, by the blocking entries' `on_block`: the 403, the
-    /// message, or the conversation sent again with each blocked call answered by why it did
-    /// not run — while retries are left, the deadline is not past, and nothing of the answer
-    /// has reached the client (`nothing_sent`; else the block's own answer). `calls` are the
-    /// blocked answer's, `usage` what its upstream reported.
-    pub fn after_block(
-        &mut self,
-        rejection: Rejection,
-        on_block: Option<OnBlock>,
-        calls: &[ToolCall],
-        usage: Option<serde_json::Value>,
-        nothing_sent: bool,
-    ) -> AfterBlock {
-        let Some(recovery) = self.recovery.as_mut() else {
-            return AfterBlock::Error(rejection);
-        };
-        recovery.add_usage(usage);
-        let limits = match on_block {
-            Some(OnBlock::Message) if nothing_sent => {
-                self.annotations
-                    .insert("on_block".to_owned(), "message".into());
-                return AfterBlock::Message(rejection);
-            }
-            Some(OnBlock::Retry(limits)) if nothing_sent => limits,
-            _ => return AfterBlock::Error(rejection),
-        };
-        let retries = recovery.attempts.len() as u32;
-        if retries >= limits.max_retries
-            || self.started.elapsed() >= limits.deadline
-            || recovery.head.is_none()
-        {
-            return AfterBlock::Error(rejection);
-        }
-        // The turn of one choice is what goes back: the one the first violation names.
-        let choice = rejection
-            .violations
-            .iter()
-            .find_map(|violation| violation.choice)
-            .or_else(|| calls.first().map(|call| call.choice));
-        let turn: Vec<ToolCall> = calls
-            .iter()
-            .filter(|call| Some(call.choice) == choice)
-            .cloned()
-            .collect();
-        let declared = self
-            .request
-            .as_parsed()
-            .map_or(&[][..], |request| &*request.declared_tools);
-        let feedback = on_block::feedback(&turn, &rejection, declared);
-        let Some(recovery) = self.recovery.as_mut() else {
-            return AfterBlock::Error(rejection);
-        };
-        match self.format.retry_request(&recovery.body, &feedback) {
-            Ok(body) => {
-                recovery.body = body.clone();
-                recovery.attempts.push(AttemptRecord {
-                    attempt: retries + 1,
-                    violations: std::mem::take(&mut self.violations),
-                });
-                recovery.retrying = Some(rejection);
-                self.blocked = false;
-                AfterBlock::Retry(body)
-            }
-            Err(error) => {
-                tracing::warn!(request_id = %self.meta.request_id, %error, "the blocked answer cannot be retried; answering the block");
-                AfterBlock::Error(rejection)
-            }
-        }
-    }
-
-    /// Adds a blocked attempt's usage, once known, to what the answer that reaches the client
-    /// bills (a stream reports it after the calls that were blocked).
-    pub fn bill_blocked_attempt(&mut self, usage: Option<serde_json::Value>) {
-        if let Some(recovery) = self.recovery.as_mut() {
-            recovery.add_usage(usage);
-        }
-    }
-
-    /// Whether the route recovers from blocks, and this exchange keeps what a retry needs.
-    pub fn recovers(&self) -> bool {
-        self.recovery.is_some()
-    }
-
-    /// The usage of the attempts blocked so far, summed.
-    pub fn blocked_usage(&self) -> Option<&serde_json::Value> {
-        self.recovery.as_ref()?.usage.as_ref()
-    }
-
-    /// Sends the conversation upstream again, with the request's head as it first went.
-    pub async fn resend(
-        &mut self,
-        body: Bytes,
-    ) -> Result<http::Response<hyper::body::Incoming>, GatewayError> {
-        let upstream = self.route.upstream().cloned();
-        let head = self
-            .recovery
-            .as_ref()
-            .and_then(|recovery| recovery.head.clone());
-        let (Some(upstream), Some(head)) = (upstream, head) else {
-            return Err(GatewayError::internal(
-                "a retry without its upstream request",
-            ));
-        };
-        let mut request = http::Request::new(crate::body::full(body));
-        *request.method_mut() = head.method;
-        *request.uri_mut() = head.uri;
-        *request.version_mut() = http::Version::HTTP_11;
-        *request.headers_mut() = head.headers;
-        let started = Instant::now();
-        let response = upstream.send(request).await;
-        self.upstream_time += started.elapsed();
-        Ok(response?)
-    }
-
-    /// The latest retry got no answer to check (an error status, a cut): the exchange ends
-    /// with the block that retry answered, as if it had not been tried. `None` when no retry
-    /// was under way.
-    pub fn retry_failed(&mut self) -> Option<Rejection> {
-        let recovery = self.recovery.as_mut()?;
-        let rejection = recovery.retrying.take()?;
-        recovery.outcomes.push(RetryOutcome::Failed);
-        if let Some(attempt) = recovery.attempts.pop() {
-            self.violations = attempt.violations;
-        }
-        self.blocked = true;
-        Some(rejection)
-    }
-
-    /// Records what became of the retry under way, if one is: its answer reached the client,
-    /// or was blocked again.
-    pub fn settle_retry(&mut self, outcome: RetryOutcome) {
-        if let Some(recovery) = self.recovery.as_mut()
-            && recovery.retrying.take().is_some()
-        {
-            recovery.outcomes.push(outcome);
-        }
-    }
-
-    /// The `message` answer's body: whole, or as the events of a stream.
-    pub fn block_notice(&self, rejection: &Rejection, streamed: bool) -> Bytes {
-        let text = on_block::message_text(rejection);
-        let toolgate = serde_json::json!({
-            "blocked": true,
-            "request_id": self.meta.request_id,
-            "violations": rejection.violations,
-        });
-        let model = self
-            .request
-            .as_parsed()
-            .and_then(|request| request.model.as_deref())
-            .unwrap_or("toolgate");
-        let created = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |since| since.as_secs());
-        let notice = toolgate_plugin::on_block::BlockNotice {
-            request_id: &self.meta.request_id,
-            model,
-            text: &text,
-            toolgate: &toolgate,
-            usage: self
-                .recovery
-                .as_ref()
-                .and_then(|recovery| recovery.usage.as_ref()),
-            created,
-        };
-        if streamed {
-            self.format.block_message_stream(&notice)
-        } else {
-            self.format.block_message(&notice)
-        }
-    }
-
-    /// The `message` answer of a whole (non-streamed) exchange.
-    pub fn message_response(&self, rejection: &Rejection) -> http::Response<ProxyBody> {
-        let mut response =
-            http::Response::new(crate::body::full(self.block_notice(rejection, false)));
-        let headers = response.headers_mut();
-        headers.insert(
-            http::header::CONTENT_TYPE,
-            http::HeaderValue::from_static("application/json"),
-        );
-        if let Some(value) = on_block::violations_header(&rejection.violations) {
-            headers.insert(on_block::VIOLATIONS_HEADER, value);
-        }
-        response
-    }
-
-    /// The answer a client gets for a block of a whole answer, by `after_block`'s choice.
-    pub fn blocked_answer(&self, after: AfterBlock) -> Option<http::Response<ProxyBody>> {
-        match after {
-            AfterBlock::Error(rejection) => Some(self.block_response(&rejection)),
-            AfterBlock::Message(rejection) => Some(self.message_response(&rejection)),
-            AfterBlock::Retry(_) => None,
-        }
-    }
-
-    /// Closes an exchange whose handling panicked, which could not close itself: rebuilt from
-    /// what its caller kept outside the panic, and closed as a failed one with the 500 a fault
-    /// is, so it is counted and audited like any other. What it had learned inside (a tenant
-    /// found later, the calls it checked) went with the panic.
-    pub async fn close_panicked(
-        state: &Arc<GatewayState>,
-        meta: ExchangeMeta,
-        route: Arc<Route>,
-        started: Instant,
-        streamed: bool,
-    ) {
-        let mut exchange = Exchange::new(meta, route, HeaderMap::new(), started);
-        exchange.failed = true;
-        exchange.streamed = streamed;
-        exchange
-            .finish(state, http::StatusCode::INTERNAL_SERVER_ERROR)
-            .await;
-    }
-
-    /// Closes the exchange: metrics, the audit line, and `post_response` (in the background, so
-    /// accounting never delays the client) when the chain has any.
-    pub async fn finish(self, state: &Arc<GatewayState>, status: http::StatusCode) {
-        let route_path = self.route.path.clone();
-        if let Some(mcp) = self.mcp.as_deref().filter(|mcp| mcp.method == "tools/call") {
-            let server = mcp.server.as_deref().unwrap_or_default();
-            state
-                .metrics
-                .record_mcp_call(&route_path, server, mcp.outcome);
-        }
-        // An MCP route's HTTP requests are counted by its endpoint: one may carry several
-        // exchanges, or none.
-        if !self.on_mcp_route() {
-            state.metrics.record_route_request(
-                &route_path,
-                &self.route.metrics,
-                status.as_u16(),
-                self.started.elapsed(),
-            );
-        }
-        // A bare pass-through is not audited; anything guarded, authenticated or MCP is, 401s
-        // too.
-        let authenticated =
-            self.meta.tenant.is_some() || self.route.auth == crate::tenants::RouteAuth::Tenant;
-        let watched_something = self.blocked || !self.observed.is_empty();
-        if self.route.chain.is_empty()
-            && !authenticated
-            && !self.on_mcp_route()
-            && !watched_something
-        {
-            return;
-        }
-        let attempts = self.record_findings(state, &route_path);
-        if state.audit.is_enabled() {
-            let record = self.audit_record(status, &route_path, attempts);
-            state.audit.write(&record).await;
-        }
-        if !self.route.chain.runs_post_response() {
-            return;
-        }
-        let elapsed = self.started.elapsed();
-        // A call toolgate executed is accounted before its answer leaves, so the caller's
-        // next call meets the count (budgets are exact); other accounting runs on its own task.
-        let executed_here = !self.executed_calls.is_empty();
-        let accounting = async move {
-            let completed = CompletedExchange {
-                meta: &self.meta,
-                request_headers: &self.request_headers,
-                request: &self.request,
-                status,
-                delivered_calls: &self.delivered_calls,
-                executed_calls: &self.executed_calls,
-                elapsed,
-            };
-            self.route.chain.post_response(&completed).await;
-        };
-        if executed_here {
-            accounting.await;
-        } else {
-            tokio::spawn(accounting);
-        }
-    }
-
-    /// Counts what the checks found (calls checked, violations, retries) and gives the
-    /// attempts an audit line lists (each blocked attempt, then the last).
-    fn record_findings(
-        &self,
-        state: &Arc<GatewayState>,
-        route_path: &Arc<str>,
-    ) -> Vec<AttemptRecord> {
-        state
-            .metrics
-            .record_checked(route_path, &self.route.metrics, self.checked_count);
-        state
-            .metrics
-            .record_violations(route_path, "enforce", &self.violations);
-        let mut attempts = Vec::new();
-        if let Some(recovery) = self.recovery.as_deref() {
-            for attempt in &recovery.attempts {
-                state
-                    .metrics
-                    .record_violations(route_path, "enforce", &attempt.violations);
-            }
-            for outcome in &recovery.outcomes {
-                state
-                    .metrics
-                    .record_block_retry(route_path, outcome.label());
-            }
-            if !recovery.attempts.is_empty() {
-                attempts.extend(recovery.attempts.iter().cloned());
-                attempts.push(AttemptRecord {
-                    attempt: recovery.attempts.len() as u32 + 1,
-                    violations: self.violations.clone(),
-                });
-            }
-        }
-        state
-            .metrics
-            .record_violations(route_path, "observe", &self.observed);
-        attempts
-    }
-
-    /// The exchange's audit line.
-    fn audit_record(
-        &self,
-        status: http::StatusCode,
-        route_path: &Arc<str>,
-        attempts: Vec<AttemptRecord>,
-    ) -> AuditRecord {
-        let verdict = if self.failed {
-            AuditVerdict::Error
-        } else if self.blocked {
-            AuditVerdict::Blocked
-        } else if !self.observed.is_empty() {
-            AuditVerdict::Observed
-        } else {
-            AuditVerdict::Allowed
-        };
-        AuditRecord {
-            timestamp: now_rfc3339(),
-            request_id: self.meta.request_id.clone(),
-            route: route_path.to_string(),
-            method: self.meta.method.to_string(),
-            path: self.meta.path_and_query.clone(),
-            tenant: self.meta.tenant.as_ref().map(|tenant| tenant.name.clone()),
-            status: status.as_u16(),
-            verdict,
-            streamed: self.streamed,
-            plugins: self.route.chain.names().map(str::to_owned).collect(),
-            declared_tools: self
-                .request
-                .as_parsed()
-                .map(|request| {
-                    request
-                        .declared_tools
-                        .iter()
-                        .map(|tool| tool.name.clone())
-                        .collect()
-                })
-                .unwrap_or_default(),
-            calls: self.checked_calls.iter().map(AuditCall::from).collect(),
-            violations: self.violations.clone(),
-            observed: self.observed.clone(),
-            annotations: self.annotations.clone(),
-            timings_ms: Timings {
-                total: millis(self.started.elapsed()),
-                upstream: millis(self.upstream_time),
-                checks: millis(self.checks_time),
-            },
-            mcp: self.mcp.as_deref().cloned(),
-            attempts,
         }
     }
 }
