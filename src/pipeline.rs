@@ -3,11 +3,12 @@
 //! let through), merges blocks into one rejection, and applies edits in the exchange's format.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
 use futures_util::future::join_all;
 use http::HeaderMap;
-use toolgate_plugin::plugin::BodyNeeds;
+use toolgate_plugin::plugin::{BodyNeeds, StageWork};
 use toolgate_plugin::{
     AvailabilityQuery, CompletedExchange, Edit, ExchangeMeta, Parsed, Plugin, Rejection,
     RequestEdit, RequestExchange, ResponseEdit, ResponseExchange, ToolRequest, Verdict, WireFormat,
@@ -36,14 +37,39 @@ pub struct ChainEntry {
     /// Whether streamed text is held until the calls are checked (`hold_text`), so that this
     /// entry's block can still be recovered from after text.
     pub hold_text: bool,
+    /// Cleared once the plugin answers that it has no work in that stage.
+    pub work: StagesWithWork,
+}
+
+/// The stages a plugin may leave out that it may still have work in: all, until it answers
+/// [`StageWork::Nothing`] from one (its default, or its settings' answer), once per config load.
+#[derive(Debug)]
+pub struct StagesWithWork {
+    on_delivery: AtomicBool,
+    post_response: AtomicBool,
+}
+
+impl Default for StagesWithWork {
+    fn default() -> Self {
+        StagesWithWork {
+            on_delivery: AtomicBool::new(true),
+            post_response: AtomicBool::new(true),
+        }
+    }
+}
+
+impl StagesWithWork {
+    fn learn(flag: &AtomicBool, work: StageWork) {
+        if work == StageWork::Nothing {
+            flag.store(false, Ordering::Relaxed);
+        }
+    }
 }
 
 /// A route's plugins in the order they run (lower priority first).
 pub struct Chain {
     entries: Vec<ChainEntry>,
     needs: BodyNeeds,
-    runs_post_response: bool,
-    runs_on_delivery: bool,
     enforces_responses: bool,
     recovers: bool,
     holds_text: bool,
@@ -122,10 +148,6 @@ impl Chain {
                 response: needs.response || plugin.response,
             }
         });
-        let runs_post_response = entries
-            .iter()
-            .any(|entry| entry.plugin.runs_post_response());
-        let runs_on_delivery = entries.iter().any(|entry| entry.plugin.runs_on_delivery());
         let enforces_responses = entries
             .iter()
             .any(|entry| entry.mode == Mode::Enforce && entry.plugin.body_needs().response);
@@ -138,8 +160,6 @@ impl Chain {
         Chain {
             entries,
             needs,
-            runs_post_response,
-            runs_on_delivery,
             enforces_responses,
             recovers,
             holds_text,
@@ -154,15 +174,15 @@ impl Chain {
         self.needs
     }
 
-    /// Whether some plugin of the chain has `post_response` work; without one the stage is
-    /// not scheduled at all.
+    /// Whether some plugin of the chain may have `post_response` work; without one the stage
+    /// is not scheduled at all.
     pub fn runs_post_response(&self) -> bool {
-        self.runs_post_response
+        (self.entries.iter()).any(|entry| entry.work.post_response.load(Ordering::Relaxed))
     }
 
-    /// Whether some plugin of the chain records the calls delivered to the client.
+    /// Whether some plugin of the chain may record the calls delivered to the client.
     pub fn runs_on_delivery(&self) -> bool {
-        self.runs_on_delivery
+        (self.entries.iter()).any(|entry| entry.work.on_delivery.load(Ordering::Relaxed))
     }
 
     /// Whether some enforcing plugin judges answers: only then does the gateway refuse an
@@ -355,10 +375,12 @@ impl Chain {
     /// recording what the client got is not enforcement.
     pub async fn on_delivery(&self, exchange: &ResponseExchange<'_>) {
         join_all(
-            self.entries
-                .iter()
-                .filter(|entry| entry.plugin.runs_on_delivery())
-                .map(|entry| entry.plugin.on_delivery(exchange)),
+            (self.entries.iter())
+                .filter(|entry| entry.work.on_delivery.load(Ordering::Relaxed))
+                .map(|entry| async move {
+                    let work = entry.plugin.on_delivery(exchange).await;
+                    StagesWithWork::learn(&entry.work.on_delivery, work);
+                }),
         )
         .await;
     }
@@ -366,9 +388,12 @@ impl Chain {
     /// Runs `post_response` of every plugin concurrently; nothing they do changes the exchange.
     pub async fn post_response(&self, exchange: &CompletedExchange<'_>) {
         join_all(
-            self.entries
-                .iter()
-                .map(|entry| entry.plugin.post_response(exchange)),
+            (self.entries.iter())
+                .filter(|entry| entry.work.post_response.load(Ordering::Relaxed))
+                .map(|entry| async move {
+                    let work = entry.plugin.post_response(exchange).await;
+                    StagesWithWork::learn(&entry.work.post_response, work);
+                }),
         )
         .await;
     }
@@ -399,5 +424,67 @@ impl StageEdit for ResponseEdit {
             ResponseEdit::Annotate(key, value) => Some((key, value)),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+    use std::time::Duration;
+
+    use http::StatusCode;
+
+    use super::*;
+
+    /// Counts its `post_response` calls and answers that it has no work there.
+    struct NoAccounting(Arc<AtomicUsize>);
+
+    #[toolgate_plugin::async_trait]
+    impl Plugin for NoAccounting {
+        async fn post_response(&self, _exchange: &CompletedExchange<'_>) -> StageWork {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            StageWork::Nothing
+        }
+    }
+
+    #[tokio::test]
+    async fn a_plugin_with_no_work_in_a_stage_is_no_longer_called_for_it() {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let chain = Chain::new(vec![ChainEntry {
+            name: "no_accounting".to_owned(),
+            plugin: Arc::new(NoAccounting(calls.clone())),
+            mode: Mode::Enforce,
+            priority: 0,
+            on_block: OnBlock::Error,
+            hold_text: false,
+            work: StagesWithWork::default(),
+        }]);
+        let meta = ExchangeMeta {
+            request_id: "r".to_owned(),
+            route: Arc::from("/v1"),
+            method: http::Method::POST,
+            path_and_query: "/v1/chat/completions".to_owned(),
+            tenant: None,
+            workflow_state: Default::default(),
+        };
+        let completed = CompletedExchange {
+            meta: &meta,
+            request_headers: &HeaderMap::new(),
+            request: &Parsed::Absent,
+            status: StatusCode::OK,
+            delivered_calls: &[],
+            executed_calls: &[],
+            elapsed: Duration::ZERO,
+        };
+        assert!(
+            chain.runs_post_response(),
+            "until the plugin says otherwise"
+        );
+        chain.post_response(&completed).await;
+        assert!(!chain.runs_post_response(), "learned from its answer");
+        chain.post_response(&completed).await;
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        // The other stage is learned on its own.
+        assert!(chain.runs_on_delivery());
     }
 }

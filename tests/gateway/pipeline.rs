@@ -13,7 +13,8 @@ use toolgate::{PluginRegistry, Runtime};
 
 use toolgate_plugin::{
     BodyNeeds, BuildContext, Check, CompletedExchange, Plugin, PluginFactory, Rejection,
-    RequestEdit, RequestExchange, SettingsError, Verdict, Violation, async_trait, parse_settings,
+    RequestEdit, RequestExchange, SettingsError, StageWork, Verdict, Violation, async_trait,
+    parse_settings,
 };
 
 /// Removes one named tool before the request goes upstream, and records what it saw.
@@ -67,10 +68,7 @@ impl Plugin for ToolRemover {
             ),
         ])
     }
-    fn runs_post_response(&self) -> bool {
-        true
-    }
-    async fn post_response(&self, exchange: &CompletedExchange<'_>) {
+    async fn post_response(&self, exchange: &CompletedExchange<'_>) -> StageWork {
         if self.hold.load(Ordering::SeqCst) {
             // Bounded: a test that forgot to release must not hang the gateway's task.
             let _ =
@@ -80,6 +78,7 @@ impl Plugin for ToolRemover {
         if exchange.status == StatusCode::OK {
             self.completed.fetch_add(1, Ordering::SeqCst);
         }
+        StageWork::Done
     }
 }
 

@@ -127,7 +127,7 @@ pub use metrics::{registered, registered_seconds};
 pub use pattern::ToolPattern;
 pub use plugin::{
     AvailabilityQuery, BodyNeeds, BuildContext, BuildFn, CrateFactories, FactoryContext, Plugin,
-    PluginFactory, SettingsError, factory, parse_settings,
+    PluginFactory, SettingsError, StageWork, factory, parse_settings,
 };
 pub use service::{BreakerSettings, ConfigParam, ServiceDescriptor};
 pub use store::{MemoryStore, StateStore, StoreError, StoreFailMode};

@@ -14,6 +14,18 @@ use crate::store::{MemoryStore, StateStore, StoreFailMode};
 use crate::tenant::Tenant;
 use crate::verdict::{RequestEdit, ResponseEdit, Verdict, Violation};
 
+/// What a stage a plugin may leave out did. The defaults answer `Nothing`, and so does a plugin
+/// whose settings give it no work there: the gateway learns from the plugin itself which
+/// plugins to call, rather than from a flag kept in step with the stage by hand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum StageWork {
+    /// The stage did (or may do) work: keep calling it.
+    Done,
+    /// The plugin has no work in this stage, ever, with these settings: stop calling it.
+    Nothing,
+}
+
 /// Which bodies a plugin reads. The gateway buffers and parses a body only when some plugin on
 /// the route needs it; otherwise it streams through untouched.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -73,24 +85,17 @@ pub trait Plugin: Send + Sync + 'static {
     /// before it leaves, a stream's calls just before their events do — with those calls, as
     /// the checks' edits left them, in `exchange.response`. What it records is in place before
     /// the client can act on the calls (answer them in its next request); the answer waits for
-    /// it, and it cannot change anything. Only called when [`Plugin::runs_on_delivery`] says so.
-    async fn on_delivery(&self, _exchange: &ResponseExchange<'_>) {}
-
-    /// Whether this plugin has work in [`Plugin::on_delivery`]; a plugin that overrides
-    /// `on_delivery` must override this too. Default: false.
-    fn runs_on_delivery(&self) -> bool {
-        false
+    /// it, and it cannot change anything. Default: [`StageWork::Nothing`], and a plugin whose
+    /// settings give it nothing to record says so too: the gateway then stops calling it.
+    async fn on_delivery(&self, _exchange: &ResponseExchange<'_>) -> StageWork {
+        StageWork::Nothing
     }
 
-    /// Runs after the client got its answer, for accounting; it cannot change anything. Only
-    /// called when [`Plugin::runs_post_response`] says so.
-    async fn post_response(&self, _exchange: &CompletedExchange<'_>) {}
-
-    /// Whether this plugin has work in [`Plugin::post_response`]. The stage costs a task per
-    /// exchange, so the gateway schedules it only for chains where some plugin answers true; a
-    /// plugin that overrides `post_response` must override this too. Default: false.
-    fn runs_post_response(&self) -> bool {
-        false
+    /// Runs after the client got its answer, for accounting; it cannot change anything. The
+    /// stage costs a task per exchange: a plugin with no accounting to do (the default, or by
+    /// its settings) answers [`StageWork::Nothing`], and the gateway stops scheduling it.
+    async fn post_response(&self, _exchange: &CompletedExchange<'_>) -> StageWork {
+        StageWork::Nothing
     }
 
     /// Why this plugin would keep `tool` from a request like `query`, or `None` when it would

@@ -12,8 +12,8 @@ use serde_json::json;
 use toolgate_plugin::directives::STATE_HEADER;
 use toolgate_plugin::{
     AvailabilityQuery, BodyNeeds, Check, ExchangeMeta, Plugin, RequestEdit, RequestExchange,
-    ResponseEdit, ResponseExchange, StateStore, StoreFailMode, ToolCatalog, Unavailable, Verdict,
-    Violation,
+    ResponseEdit, ResponseExchange, StageWork, StateStore, StoreFailMode, ToolCatalog, Unavailable,
+    Verdict, Violation,
 };
 
 use crate::metrics::{AccessMetrics, GroupLabel, TenantLabel, TransitionLabels, known_or_other};
@@ -422,13 +422,13 @@ impl Plugin for ToolGroups {
         Verdict::Block(toolgate_plugin::Rejection::forbidden(violations))
     }
 
-    async fn on_delivery(&self, exchange: &ResponseExchange<'_>) {
-        self.record_delivery(exchange).await;
-    }
-
     /// Only a state toolgate keeps binds results to the calls it delivered.
-    fn runs_on_delivery(&self) -> bool {
-        self.settings.state_source == StateSource::Store
+    async fn on_delivery(&self, exchange: &ResponseExchange<'_>) -> StageWork {
+        if self.settings.state_source != StateSource::Store {
+            return StageWork::Nothing;
+        }
+        self.record_delivery(exchange).await;
+        StageWork::Done
     }
 
     /// `store` mode: a query naming a conversation is answered for the state kept for it (a

@@ -11,8 +11,8 @@ use toolgate_plugin::store::{CountOutcome, CountPolicy, StateStore, WindowUsage}
 use toolgate_plugin::tool_removal;
 use toolgate_plugin::{
     BodyNeeds, CallOutcome, Check, CompletedExchange, ExchangeMeta, Plugin, Rejection, RequestEdit,
-    RequestExchange, ResponseEdit, ResponseExchange, StoreError, StoreFailMode, ToolCall, ToolKey,
-    Unavailable, Verdict, Violation, async_trait,
+    RequestExchange, ResponseEdit, ResponseExchange, StageWork, StoreError, StoreFailMode,
+    ToolCall, ToolKey, Unavailable, Verdict, Violation, async_trait,
 };
 
 use crate::Metrics;
@@ -262,7 +262,11 @@ impl Plugin for ToolBudget {
 
     /// Executed counting of the calls toolgate executed itself (MCP): their results never
     /// come back in a history, so each is counted here, once (marked by the exchange's own id).
-    async fn post_response(&self, exchange: &CompletedExchange<'_>) {
+    /// Only executed counting has calls to count after the answer.
+    async fn post_response(&self, exchange: &CompletedExchange<'_>) -> StageWork {
+        if self.settings.counting != Counting::Executed {
+            return StageWork::Nothing;
+        }
         let tenant = tenant_of(exchange.meta);
         let executed: Vec<(usize, ToolKey)> = (exchange.executed_calls.iter())
             .enumerate()
@@ -293,11 +297,7 @@ impl Plugin for ToolBudget {
                 tracing::warn!(request_id = %exchange.meta.request_id, budget = %budget.name, %error, "an executed call could not be counted");
             }
         }
-    }
-
-    /// Only executed counting has calls to count after the answer.
-    fn runs_post_response(&self) -> bool {
-        self.settings.counting == Counting::Executed
+        StageWork::Done
     }
 }
 

@@ -261,6 +261,7 @@ fn build_entry(
             priority: entry.priority.unwrap_or_else(|| factory.default_priority()),
             on_block,
             hold_text,
+            work: Default::default(),
         }),
         Err(error) => {
             errors.extend(
