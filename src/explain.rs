@@ -45,14 +45,7 @@ pub struct Report {
 }
 
 pub async fn explain(route: &Arc<Route>, path: &str, request: Bytes, response: &[u8]) -> Report {
-    let meta = ExchangeMeta {
-        request_id: "explain".into(),
-        route: route.path.clone(),
-        method: Method::POST,
-        path_and_query: path.to_owned(),
-        tenant: None,
-        workflow_state: Default::default(),
-    };
+    let meta = ExchangeMeta::new("explain", route.path.clone(), Method::POST, path);
     // The exchange the gateway would have run, stage by stage, without the sockets.
     let mut exchange = Exchange::new(meta, route.clone(), HeaderMap::new(), Instant::now());
     let format = route.format.resolve(path, Some(&request));

@@ -459,14 +459,7 @@ mod tests {
             hold_text: false,
             work: StagesWithWork::default(),
         }]);
-        let meta = ExchangeMeta {
-            request_id: "r".to_owned(),
-            route: Arc::from("/v1"),
-            method: http::Method::POST,
-            path_and_query: "/v1/chat/completions".to_owned(),
-            tenant: None,
-            workflow_state: Default::default(),
-        };
+        let meta = toolgate_plugin::testing::meta("/v1/chat/completions");
         let completed = CompletedExchange {
             meta: &meta,
             request_headers: &HeaderMap::new(),

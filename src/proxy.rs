@@ -156,14 +156,8 @@ async fn record_panicked(
 ) {
     match kept {
         Some((route, method, uri)) if !matches!(route.kind, RouteKind::Mcp) => {
-            let meta = ExchangeMeta {
-                request_id: request_id.to_owned(),
-                route: route.path.clone(),
-                method,
-                path_and_query: path_and_query(&uri),
-                tenant: None,
-                workflow_state: Default::default(),
-            };
+            let meta =
+                ExchangeMeta::new(request_id, route.path.clone(), method, path_and_query(&uri));
             Exchange::close_panicked(state, meta, route, started, false).await;
         }
         kept => {
@@ -191,14 +185,12 @@ async fn serve_llm(
     started: Instant,
     connection: DrainSignal,
 ) -> Response<ProxyBody> {
-    let meta = ExchangeMeta {
-        request_id: request_id.to_owned(),
-        route: route.path.clone(),
-        method: request.method().clone(),
-        path_and_query: path_and_query(request.uri()),
-        tenant: None,
-        workflow_state: Default::default(),
-    };
+    let meta = ExchangeMeta::new(
+        request_id,
+        route.path.clone(),
+        request.method().clone(),
+        path_and_query(request.uri()),
+    );
     let auth = route.auth;
     // Only plugins read the request's headers after it has gone upstream.
     let kept_headers = if route.chain.is_empty() {

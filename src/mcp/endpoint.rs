@@ -322,14 +322,13 @@ fn meta_of(
     request_id: &str,
     tenant: Option<Arc<Tenant>>,
 ) -> ExchangeMeta {
-    ExchangeMeta {
-        request_id: request_id.to_owned(),
-        route: route.path.clone(),
-        method: method.clone(),
-        path_and_query: path_and_query(uri),
-        tenant,
-        workflow_state: Default::default(),
-    }
+    ExchangeMeta::new(
+        request_id,
+        route.path.clone(),
+        method.clone(),
+        path_and_query(uri),
+    )
+    .with_tenant(tenant)
 }
 
 /// The audit line of a caller refused before MCP: who knocked is an audit trail's business.

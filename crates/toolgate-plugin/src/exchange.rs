@@ -29,6 +29,31 @@ pub struct ExchangeMeta {
     pub workflow_state: std::sync::OnceLock<String>,
 }
 
+impl ExchangeMeta {
+    /// The facts of a new exchange: no tenant yet, no workflow state settled.
+    pub fn new(
+        request_id: impl Into<String>,
+        route: Arc<str>,
+        method: Method,
+        path_and_query: impl Into<String>,
+    ) -> Self {
+        ExchangeMeta {
+            request_id: request_id.into(),
+            route,
+            method,
+            path_and_query: path_and_query.into(),
+            tenant: None,
+            workflow_state: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The same facts, with the tenant the request authenticated as.
+    pub fn with_tenant(mut self, tenant: Option<Arc<Tenant>>) -> Self {
+        self.tenant = tenant;
+        self
+    }
+}
+
 /// A body as the gateway could read it.
 #[derive(Debug, Clone)]
 pub enum Parsed<T> {

@@ -111,6 +111,7 @@ pub mod service;
 pub mod store;
 pub mod taxonomy;
 pub mod tenant;
+pub mod testing;
 pub mod tool_removal;
 pub mod unavailable;
 pub mod verdict;

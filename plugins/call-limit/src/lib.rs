@@ -87,9 +87,9 @@ impl Plugin for CallLimit {
 
 #[cfg(test)]
 mod tests {
-    use http::{Method, StatusCode};
+    use http::StatusCode;
     use serde_json::json;
-    use toolgate_plugin::{ExchangeMeta, Parsed, ToolCall, ToolResponse};
+    use toolgate_plugin::{Parsed, ToolCall, ToolResponse};
 
     use super::*;
 
@@ -98,28 +98,14 @@ mod tests {
     }
 
     async fn verdict(plugin: &dyn Plugin, calls: usize) -> Verdict<ResponseEdit> {
-        let meta = ExchangeMeta {
-            request_id: "r".into(),
-            route: "/v1".into(),
-            method: Method::POST,
-            path_and_query: "/v1/chat/completions".into(),
-            tenant: None,
-            workflow_state: Default::default(),
-        };
+        let meta = toolgate_plugin::testing::meta("/v1/chat/completions");
         let calls = (0..calls)
             .map(|index| ToolCall::function(Some(format!("call_{index}")), "lookup", "{}".into()))
             .collect();
         let response = Parsed::Parsed(ToolResponse::from_calls(calls));
-        plugin
-            .pre_response(&ResponseExchange {
-                meta: &meta,
-                request_headers: &http::HeaderMap::new(),
-                request: &Parsed::Absent,
-                status: StatusCode::OK,
-                response: &response,
-                streamed: false,
-            })
-            .await
+        let exchange =
+            toolgate_plugin::testing::response_exchange(&meta, &Parsed::Absent, &response);
+        plugin.pre_response(&exchange).await
     }
 
     #[tokio::test]

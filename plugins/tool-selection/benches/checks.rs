@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use futures_util::FutureExt;
-use http::{HeaderMap, Method, StatusCode};
+use http::{HeaderMap, StatusCode};
 use toolgate_plugin::prometheus_client::registry::Registry;
 use toolgate_plugin::{
     ExchangeMeta, Parsed, Plugin, PluginFactory, ResponseEdit, ResponseExchange, ToolRequest,
@@ -55,14 +55,7 @@ impl Exchange {
                 Err(error) => panic!("the benchmark answer does not parse: {error}"),
             };
         Exchange {
-            meta: ExchangeMeta {
-                request_id: "bench-0001".to_owned(),
-                route: "/v1".into(),
-                method: Method::POST,
-                path_and_query: "/v1/chat/completions".to_owned(),
-                tenant: None,
-                workflow_state: Default::default(),
-            },
+            meta: toolgate_plugin::testing::meta("/v1/chat/completions"),
             headers: HeaderMap::new(),
             request,
             response,

@@ -7,15 +7,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderMap, Method, StatusCode};
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 use toolgate_plugin::{
-    Check, ExchangeMeta, Parsed, Plugin, PluginFactory, ResponseEdit, ResponseExchange,
-    ToolRequest, ToolResponse, Verdict, Violation, WireFormat,
+    Check, Parsed, Plugin, PluginFactory, ResponseEdit, ToolRequest, ToolResponse, Verdict,
+    Violation, WireFormat,
 };
 
 use crate::ToolSelectionFactory;
@@ -132,23 +131,8 @@ pub async fn run(
     request: &Parsed<ToolRequest>,
     response: &Parsed<ToolResponse>,
 ) -> Verdict<ResponseEdit> {
-    let meta = ExchangeMeta {
-        request_id: "req-test".to_owned(),
-        route: "/v1/chat/completions".into(),
-        method: Method::POST,
-        path_and_query: "/v1/chat/completions".to_owned(),
-        tenant: None,
-        workflow_state: Default::default(),
-    };
-    let headers = HeaderMap::new();
-    let exchange = ResponseExchange {
-        meta: &meta,
-        request_headers: &headers,
-        request,
-        status: StatusCode::OK,
-        response,
-        streamed: false,
-    };
+    let meta = toolgate_plugin::testing::meta("/v1/chat/completions");
+    let exchange = toolgate_plugin::testing::response_exchange(&meta, request, response);
     plugin.pre_response(&exchange).await
 }
 
