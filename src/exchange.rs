@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::uri::PathAndQuery;
 use http::{HeaderMap, StatusCode};
-use toolgate_plugin::sse::SseEvent;
-use toolgate_plugin::stream::StreamStep;
+use toolgate_formats::sse::SseEvent;
+use toolgate_formats::stream::StreamStep;
 use toolgate_plugin::{
     Check, Edit, ErrorShape, ExchangeMeta, Parsed, Rejection, ResponseExchange, ToolCall,
     ToolRequest, ToolResponse, Violation, WireFormat,
@@ -361,7 +361,7 @@ impl Exchange {
     /// chain's `on_delivery` with them before they leave: the one place every path (a whole
     /// answer, a stream, any format) tells plugins which calls the client got.
     pub async fn deliver(&mut self, mut calls: Vec<ToolCall>, edits: &[Edit]) {
-        toolgate_plugin::edits::replace_arguments(&mut calls, edits);
+        toolgate_formats::edits::replace_arguments(&mut calls, edits);
         if calls.is_empty() || !self.route.chain.runs_on_delivery() {
             self.delivered_calls.extend(calls);
             return;
@@ -421,9 +421,9 @@ impl Exchange {
         let read = if !self.watches_unguarded_calls
             && crate::route_table::answers_generations(self.meta.path_and_query.as_str())
         {
-            toolgate_plugin::answer::read_answer
+            toolgate_formats::answer::read_answer
         } else {
-            toolgate_plugin::answer::read_non_generation_answer
+            toolgate_formats::answer::read_non_generation_answer
         };
         let response = read(self.format, body)
             .map_err(|error| Box::new(GatewayError::unreadable_response(&error)))?;
@@ -436,7 +436,7 @@ impl Exchange {
         if !self.closes_on_doubt() {
             return None;
         }
-        toolgate_plugin::stream::refusal(step, event)
+        toolgate_formats::stream::refusal(step, event)
             .map(|error| GatewayError::unreadable_response(&error))
     }
 
@@ -450,7 +450,7 @@ impl Exchange {
         if !self.closes_on_doubt() || !response.has_calls() || self.watches_unguarded_calls {
             return Ok(());
         }
-        if let Some(name) = toolgate_plugin::answer::odd_name(response) {
+        if let Some(name) = toolgate_formats::answer::odd_name(response) {
             let error = toolgate_plugin::ParseError::unreadable(format!(
                 "a call is named by {name}, not a string: clients read such a name each their own way"
             ));

@@ -87,7 +87,7 @@ pub async fn explain(route: &Arc<Route>, path: &str, request: Bytes, response: &
     }
 
     // The answer is read as the gateway reads it: one exchange, the same reader.
-    if toolgate_plugin::answer::looks_like_event_stream(response) {
+    if toolgate_formats::answer::looks_like_event_stream(response) {
         exchange.streaming();
     }
     let parsed_response = match exchange.read_answer(response) {

@@ -3,13 +3,13 @@
 //! (`retry`), or answer a 200 whose assistant text says what was blocked (`message`). Here are
 //! the policy, the words the model and the client read, and the re-sent request's head; the
 //! attempt loop is the exchange's lifecycle (`proxy.rs` for whole answers, `streaming.rs` for
-//! streams), and the shapes are the formats' (`toolgate_plugin::on_block`).
+//! streams), and the shapes are the formats' (`toolgate_formats::on_block`).
 
 use std::time::Duration;
 
 use http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use serde::Serialize;
-use toolgate_plugin::on_block::CallFeedback;
+use toolgate_formats::on_block::CallFeedback;
 use toolgate_plugin::{Check, DeclaredTool, Rejection, ToolCall, Violation};
 
 /// The header of a `message` answer that carries the violations.
@@ -98,7 +98,7 @@ impl Recovery {
     pub fn add_usage(&mut self, usage: Option<serde_json::Value>) {
         let Some(usage) = usage else { return };
         match &mut self.usage {
-            Some(total) => toolgate_plugin::on_block::add_usage(total, &usage),
+            Some(total) => toolgate_formats::on_block::add_usage(total, &usage),
             None => self.usage = Some(usage),
         }
     }

@@ -570,7 +570,7 @@ async fn read_and_screen_request(
         && request.directives.is_some()
     {
         // The `toolgate` object is for toolgate: upstreams refuse unknown fields.
-        match toolgate_plugin::format::without_directives(&bytes) {
+        match toolgate_formats::format::without_directives(&bytes) {
             Ok(Some(stripped)) => bytes = stripped,
             Ok(None) => {}
             Err(error) => {
@@ -653,7 +653,7 @@ async fn check_and_release(
             rejection,
             on_block: outcome.on_block,
             calls,
-            usage: toolgate_plugin::on_block::answer_usage(&bytes),
+            usage: toolgate_formats::on_block::answer_usage(&bytes),
         })));
     }
     let mut bytes = bytes;
@@ -679,7 +679,7 @@ async fn check_and_release(
     }
     // The client is billed for every attempt: the blocked ones' usage joins this answer's.
     if let Some(earlier) = exchange.blocked_usage()
-        && let Ok(Some(summed)) = toolgate_plugin::on_block::with_added_usage(&bytes, earlier)
+        && let Ok(Some(summed)) = toolgate_formats::on_block::with_added_usage(&bytes, earlier)
     {
         bytes = summed;
         response_parts.headers.remove(header::CONTENT_LENGTH);

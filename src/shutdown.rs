@@ -10,8 +10,8 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use tokio::sync::watch;
+use toolgate_formats::sse::SseBoundary;
 use toolgate_plugin::WireFormat;
-use toolgate_plugin::sse::SseBoundary;
 
 use crate::body::{BoxError, FramePoll, ProxyBody};
 use crate::connections::DrainSignal;

@@ -19,8 +19,8 @@ use http::{Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use tokio::sync::{mpsc, oneshot};
-use toolgate_plugin::sse::{SseEvent, SseParser};
-use toolgate_plugin::stream::{StreamAssembler, StreamRewriter, StreamStep, StreamUsage};
+use toolgate_formats::sse::{SseEvent, SseParser};
+use toolgate_formats::stream::{StreamAssembler, StreamRewriter, StreamStep, StreamUsage};
 use toolgate_plugin::{Edit, ParseError, Parsed, Rejection, ToolCall, ToolResponse};
 
 use crate::body::{BoxError, ChannelBody, Coalesce, ProxyBody};

@@ -178,7 +178,7 @@ impl Exchange {
         let created = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |since| since.as_secs());
-        let notice = toolgate_plugin::on_block::BlockNotice {
+        let notice = toolgate_formats::on_block::BlockNotice {
             request_id: &self.meta.request_id,
             model,
             text: &text,

@@ -476,7 +476,7 @@ async fn check_call<'o>(
     }
     // What the plugins changed (a redacted value) is what the backend gets.
     let mut call = call;
-    toolgate_plugin::edits::replace_arguments(
+    toolgate_formats::edits::replace_arguments(
         std::slice::from_mut(&mut call),
         &outcome.response_edits,
     );

@@ -10,8 +10,8 @@ use crate::common::upstream::{chat_completion, chat_stream};
 use crate::common::{Reply, ScriptedUpstream, TestGateway, fixture, fixture_json};
 use serde_json::{Value, json};
 use toolgate::Runtime;
+use toolgate_formats::stream::reassemble;
 use toolgate_plugin::WireFormat;
-use toolgate_plugin::stream::reassemble;
 
 /// Every `/v1` endpoint guarded by tool_arguments with these rules (TOML array-of-tables).
 fn rules_config(rules: &str) -> String {

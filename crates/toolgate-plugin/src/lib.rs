@@ -85,9 +85,10 @@
 //!   plugin that removes them.
 //! - [`tenant`]: the tenant an exchange was authenticated as.
 //! - [`service`]: validator service descriptors (`[services.NAME]`) handed to plugin factories.
-//! - [`format`](mod@format), [`answer`], [`lenient`], [`sse`], [`stream`], [`tool`],
-//!   [`identity`], [`directives`], [`edits`]: re-exported from `toolgate-formats`, where the
-//!   wire formats are read, one folder per format.
+//! - [`directives`]: the vocabulary of a request's directives (group, state, conversation and
+//!   agent headers, the `toolgate` object), from `toolgate-formats`, where the wire formats are
+//!   read, one folder per format. Its nouns (`ToolCall`, `ToolRequest`, `WireFormat`, …) are
+//!   re-exported at this crate's root; how answers and streams are read is the gateway's.
 //! - [`metrics`]: `registered`, a metric made and put in `/metrics` in one call.
 //! - [`store`]: the shared state store (fixed-window counters, once-only markers) and its
 //!   in-memory implementation.
@@ -95,11 +96,12 @@
 #![deny(missing_docs)]
 
 pub mod catalog;
-// The wire formats and the nouns they yield live in `toolgate-formats`; they are part of the
-// plugin API, so a plugin depends on this crate alone.
-pub use toolgate_formats::{
-    answer, directives, edits, format, identity, lenient, on_block, sse, stream, tool,
-};
+// The wire formats live in `toolgate-formats`; the nouns they yield are part of the plugin API
+// (re-exported below, so a plugin depends on this crate alone), and so is the vocabulary of a
+// request's directives. How answers, streams and retries are read and written is the
+// gateway's, which uses `toolgate-formats` itself.
+pub use toolgate_formats::directives;
+use toolgate_formats::{edits, format, identity, tool};
 pub mod exchange;
 pub mod header_rules;
 mod json_tape;

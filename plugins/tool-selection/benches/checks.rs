@@ -196,7 +196,7 @@ fn answer_against_the_floor(c: &mut Criterion) {
 }
 
 fn toolgate_formats_answer(body: &[u8]) -> Result<ToolResponse, toolgate_plugin::ParseError> {
-    toolgate_plugin::answer::read_answer(WireFormat::ChatCompletions, body)
+    toolgate_formats::answer::read_answer(WireFormat::ChatCompletions, body)
 }
 
 fn config() -> Criterion {
