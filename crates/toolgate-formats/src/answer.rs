@@ -314,6 +314,50 @@ mod tests {
             .collect()
     }
 
+    /// The one-pass reader of each format must notice every other format's calls field, or an
+    /// answer carrying calls there would be read as carrying none. Built from the adapters, so
+    /// a format added with a calls field of its own fails here until every reader notes it.
+    #[test]
+    fn each_formats_reader_notices_every_other_formats_calls_field() {
+        for reader in WireFormat::ALL {
+            for other in WireFormat::ALL {
+                if other.calls_field() == reader.calls_field() {
+                    continue;
+                }
+                // A whole answer of the reader's format with no call: its own text answer.
+                let extension = serde_json::Value::Null;
+                let notice = crate::on_block::BlockNotice {
+                    request_id: "r",
+                    model: "m",
+                    text: "hello",
+                    toolgate: &extension,
+                    usage: None,
+                    created: 0,
+                };
+                let answer: serde_json::Value =
+                    serde_json::from_slice(&reader.block_message(&notice)).expect("JSON");
+                let mut read = 0;
+                for value in ["[]", "null", "{}", "\"text\""] {
+                    let mut body = answer.clone();
+                    body[other.calls_field()] = serde_json::from_str(value).expect("JSON");
+                    let body = body.to_string();
+                    if let Ok(reading) = reader.read_response(body.as_bytes()) {
+                        read += 1;
+                        assert!(
+                            reading.other_calls_field,
+                            "{reader:?} read past {other:?}'s field: {body}"
+                        );
+                    }
+                }
+                // A reader that refused them all would prove nothing here.
+                assert!(
+                    read > 0,
+                    "{reader:?} read none of the answers with {other:?}'s field"
+                );
+            }
+        }
+    }
+
     #[test]
     fn an_answer_is_read_by_its_own_shape() {
         let responses = br#"{"object":"response","output":[{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}]}"#;
