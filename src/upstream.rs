@@ -14,6 +14,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
+use toolgate_formats::KeyHeader;
 use toolgate_plugin::WireFormat;
 use toolgate_plugin::header_rules::is_hop_by_hop;
 
@@ -59,14 +60,12 @@ impl UpstreamAuth {
         }
     }
 
-    /// What an upstream that names no `auth` expects from a client of `format`: Anthropic's
-    /// API takes `x-api-key`; every other format's API a Bearer token.
+    /// What an upstream that names no `auth` expects from a client of `format`: what the
+    /// format's API takes (Anthropic's `x-api-key`, the others' a Bearer token).
     pub fn for_format(format: WireFormat) -> UpstreamAuth {
-        match format {
-            WireFormat::AnthropicMessages => {
-                UpstreamAuth::Header(HeaderName::from_static("x-api-key"))
-            }
-            WireFormat::ChatCompletions | WireFormat::Responses => UpstreamAuth::Bearer,
+        match format.key_header() {
+            KeyHeader::Bearer => UpstreamAuth::Bearer,
+            KeyHeader::Named(name) => UpstreamAuth::Header(HeaderName::from_static(name)),
         }
     }
 

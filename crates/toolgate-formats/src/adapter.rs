@@ -22,6 +22,8 @@ pub(crate) trait Adapter: Sync {
     fn path_suffix(&self) -> &'static str;
     /// How toolgate's own errors are shaped for its clients.
     fn error_shape(&self) -> ErrorShape;
+    /// How its API takes the caller's key: what an upstream that names no `auth` is sent.
+    fn key_header(&self) -> crate::format::KeyHeader;
     /// The top-level request fields that declare or steer tools.
     fn tool_fields(&self) -> &'static [&'static str];
     /// The top-level answer field that carries its calls (`choices`, `output`, `content`).
@@ -76,7 +78,7 @@ pub(crate) trait Adapter: Sync {
 macro_rules! folder_adapter {
     (
         $adapter:ident, $assembler:ident, $rewrite_event:ident,
-        name: $name:literal, path: $path:literal, errors: $shape:expr,
+        name: $name:literal, path: $path:literal, errors: $shape:expr, key: $key:expr,
         tool_fields: $fields:expr, calls: $calls:literal $(,)?
     ) => {
         /// This format's [`Adapter`](crate::adapter::Adapter).
@@ -93,6 +95,10 @@ macro_rules! folder_adapter {
 
             fn error_shape(&self) -> crate::format::ErrorShape {
                 $shape
+            }
+
+            fn key_header(&self) -> crate::format::KeyHeader {
+                $key
             }
 
             fn tool_fields(&self) -> &'static [&'static str] {

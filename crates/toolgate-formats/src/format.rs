@@ -39,6 +39,15 @@ pub enum ErrorShape {
     Anthropic,
 }
 
+/// How a format's API takes the caller's key, which an upstream that names no `auth` is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyHeader {
+    /// `authorization: Bearer KEY`.
+    Bearer,
+    /// The key alone in this header (Anthropic's `x-api-key`).
+    Named(&'static str),
+}
+
 /// What the checks need from a request.
 #[derive(Debug, Clone)]
 pub struct ToolRequest {

@@ -67,7 +67,9 @@ pub use anthropic::AnthropicStreamAssembler;
 pub use chat::ChatStreamAssembler;
 pub use directives::Directives;
 pub use edits::Edit;
-pub use format::{ErrorShape, ParseError, ParseErrorKind, ToolRequest, ToolResponse, WireFormat};
+pub use format::{
+    ErrorShape, KeyHeader, ParseError, ParseErrorKind, ToolRequest, ToolResponse, WireFormat,
+};
 pub use identity::ToolKey;
 pub use responses::ResponsesStreamAssembler;
 #[doc(hidden)]

@@ -86,6 +86,11 @@ impl WireFormat {
         }
     }
 
+    /// How this format's API takes the caller's key.
+    pub fn key_header(self) -> crate::format::KeyHeader {
+        self.adapter().key_header()
+    }
+
     /// How toolgate's own errors are shaped for this format's clients.
     pub fn error_shape(self) -> ErrorShape {
         self.adapter().error_shape()

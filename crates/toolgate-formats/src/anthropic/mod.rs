@@ -70,6 +70,7 @@ crate::adapter::folder_adapter!(
     name: "anthropic_messages",
     path: "/messages",
     errors: crate::format::ErrorShape::Anthropic,
+    key: crate::format::KeyHeader::Named("x-api-key"),
     tool_fields: &["tools", "tool_choice"],
     calls: "content",
 );

@@ -16,6 +16,7 @@ crate::adapter::folder_adapter!(
     name: "chat_completions",
     path: "/chat/completions",
     errors: crate::format::ErrorShape::OpenAi,
+    key: crate::format::KeyHeader::Bearer,
     tool_fields: &[
         "tools",
         "functions",

@@ -15,6 +15,7 @@ crate::adapter::folder_adapter!(
     name: "responses",
     path: "/responses",
     errors: crate::format::ErrorShape::OpenAi,
+    key: crate::format::KeyHeader::Bearer,
     tool_fields: &["tools", "tool_choice", "parallel_tool_calls"],
     calls: "output",
 );
