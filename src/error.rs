@@ -6,7 +6,7 @@ use bytes::Bytes;
 use http::header::{CONTENT_TYPE, HeaderValue};
 use http::{Response, StatusCode};
 use serde_json::json;
-use toolgate_plugin::{Check, ErrorShape, Rejection, Unavailable, Violation, WireFormat};
+use toolgate_plugin::{Check, ErrorFacts, Rejection, Unavailable, Violation, WireFormat};
 
 use crate::body::{ProxyBody, full};
 use crate::upstream::UpstreamError;
@@ -310,36 +310,28 @@ impl ErrorReport<'_> {
         }
     }
 
-    /// The body in the client's shape. OpenAI clients get `{"error": {message, type, param,
-    /// code}}`; Anthropic clients get `{"type": "error", "error": {type, message}}` with the
-    /// error type their SDKs map to the status (403 → `permission_error`). Both carry toolgate's
+    /// The body in the shape of `format`'s clients (its adapter's): OpenAI clients get
+    /// `{"error": {message, type, param, code}}`, Anthropic clients `{"type": "error", "error":
+    /// {type, message}}` with the error type their SDKs map to the status. All carry toolgate's
     /// `code`, `request_id` and `violations` inside `error`.
-    pub fn body(&self, shape: ErrorShape) -> serde_json::Value {
-        let mut error = match shape {
-            ErrorShape::OpenAi => json!({
-                "message": self.message,
-                "type": self.error_type,
-                "param": null,
-                "code": self.code,
-            }),
-            ErrorShape::Anthropic => json!({
-                "type": anthropic_error_type(self.status),
-                "message": self.message,
-                "code": self.code,
-            }),
-        };
-        error["request_id"] = json!(self.request_id);
-        if !self.violations.is_empty() {
-            error["violations"] = json!(self.violations);
-        }
-        match shape {
-            ErrorShape::OpenAi => json!({ "error": error }),
-            ErrorShape::Anthropic => json!({ "type": "error", "error": error }),
+    pub fn body(&self, format: WireFormat) -> serde_json::Value {
+        let violations = (!self.violations.is_empty()).then(|| json!(self.violations));
+        format.error_body(&self.facts(violations.as_ref()))
+    }
+
+    fn facts<'a>(&'a self, violations: Option<&'a serde_json::Value>) -> ErrorFacts<'a> {
+        ErrorFacts {
+            status: self.status.as_u16(),
+            error_type: self.error_type,
+            code: self.code,
+            message: &self.message,
+            request_id: self.request_id,
+            violations,
         }
     }
 
-    pub fn response(&self, shape: ErrorShape) -> Response<ProxyBody> {
-        let mut response = json_response(self.status, &self.body(shape));
+    pub fn response(&self, format: WireFormat) -> Response<ProxyBody> {
+        let mut response = json_response(self.status, &self.body(format));
         for (name, value) in self.headers.into_iter().flatten() {
             response.headers_mut().insert(name.clone(), value.clone());
         }
@@ -347,11 +339,9 @@ impl ErrorReport<'_> {
     }
 
     /// The SSE event that ends a stream whose head was already sent, as each format's clients
-    /// expect an error mid-stream: chat completions `data: {"error": …}`, Anthropic an `error`
-    /// event, the Responses API an `error` event numbered after the `sequence_number` events
-    /// relayed before it. The Responses event carries the fields flat, as the API documents
-    /// them, and nested in `error` with the violations, where the SDKs that raise a typed error
-    /// from it read them.
+    /// expect an error mid-stream (its adapter's `error_event`: chat completions
+    /// `data: {"error": …}`, Anthropic an `error` event, the Responses API an `error` event
+    /// numbered after the `sequence_number` events relayed before it).
     pub fn sse_frame(&self, format: WireFormat, sequence_number: u64) -> Bytes {
         // Some SDKs keep only an error event's `code`, `message`, `param` and sequence number
         // (the Vercel AI SDK's Responses provider): the message names every violation too.
@@ -391,50 +381,8 @@ impl ErrorReport<'_> {
 
     /// The error event of `format` with this report as it is.
     fn event(&self, format: WireFormat, sequence_number: u64) -> Bytes {
-        let text = match format {
-            WireFormat::ChatCompletions => {
-                format!("data: {}\n\n", self.body(ErrorShape::OpenAi))
-            }
-            WireFormat::Responses => {
-                let mut error = json!({
-                    "type": self.error_type,
-                    "code": self.code,
-                    "message": self.message,
-                    "request_id": self.request_id,
-                });
-                if !self.violations.is_empty() {
-                    error["violations"] = json!(self.violations);
-                }
-                let event = json!({
-                    "type": "error",
-                    "sequence_number": sequence_number,
-                    "code": self.code,
-                    "message": self.message,
-                    "param": null,
-                    "error": error,
-                });
-                format!("event: error\ndata: {event}\n\n")
-            }
-            WireFormat::AnthropicMessages => format!(
-                "event: error\ndata: {}\n\n",
-                self.body(ErrorShape::Anthropic)
-            ),
-        };
-        Bytes::from(text)
-    }
-}
-
-/// Anthropic's error type for a status, so its SDKs raise the matching exception.
-fn anthropic_error_type(status: StatusCode) -> &'static str {
-    match status.as_u16() {
-        400 | 422 => "invalid_request_error",
-        401 => "authentication_error",
-        403 => "permission_error",
-        404 => "not_found_error",
-        413 => "request_too_large",
-        429 => "rate_limit_error",
-        529 => "overloaded_error",
-        _ => "api_error",
+        let violations = (!self.violations.is_empty()).then(|| json!(self.violations));
+        format.error_event(&self.facts(violations.as_ref()), sequence_number)
     }
 }
 
@@ -465,7 +413,7 @@ mod tests {
     #[test]
     fn a_rejection_reads_like_the_contract() {
         let rejection = two_violations();
-        let body = ErrorReport::of_rejection(&rejection, "req-1").body(ErrorShape::OpenAi);
+        let body = ErrorReport::of_rejection(&rejection, "req-1").body(WireFormat::ChatCompletions);
         assert_eq!(
             body["error"]["message"],
             "tool call blocked: 'delete_user' is not a declared tool (and 1 more)"
@@ -479,7 +427,8 @@ mod tests {
     #[test]
     fn anthropic_clients_get_anthropic_error_types() {
         let rejection = two_violations();
-        let body = ErrorReport::of_rejection(&rejection, "req-2").body(ErrorShape::Anthropic);
+        let body =
+            ErrorReport::of_rejection(&rejection, "req-2").body(WireFormat::AnthropicMessages);
         assert_eq!(body["type"], "error");
         assert_eq!(body["error"]["type"], "permission_error");
         assert_eq!(body["error"]["code"], "undeclared_tool");
@@ -489,12 +438,12 @@ mod tests {
         );
         let timeout = GatewayError::from(UpstreamError::Timeout);
         assert_eq!(
-            timeout.report("r").body(ErrorShape::Anthropic)["error"]["type"],
+            timeout.report("r").body(WireFormat::AnthropicMessages)["error"]["type"],
             "api_error"
         );
         let missing = GatewayError::route_not_found("/x");
         assert_eq!(
-            missing.report("r").body(ErrorShape::Anthropic)["error"]["type"],
+            missing.report("r").body(WireFormat::AnthropicMessages)["error"]["type"],
             "not_found_error"
         );
     }

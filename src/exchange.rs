@@ -17,8 +17,8 @@ use http::{HeaderMap, StatusCode};
 use toolgate_formats::sse::SseEvent;
 use toolgate_formats::stream::StreamStep;
 use toolgate_plugin::{
-    Check, Edit, ErrorShape, ExchangeMeta, Parsed, Rejection, ResponseExchange, ToolCall,
-    ToolRequest, ToolResponse, Violation, WireFormat,
+    Check, Edit, ExchangeMeta, Parsed, Rejection, ResponseExchange, ToolCall, ToolRequest,
+    ToolResponse, Violation, WireFormat,
 };
 
 use crate::body::ProxyBody;
@@ -389,9 +389,9 @@ impl Exchange {
         matches!(self.route.kind, crate::router::RouteKind::Mcp)
     }
 
-    /// The shape of toolgate's own answers for this exchange's clients.
-    pub fn error_shape(&self) -> ErrorShape {
-        self.format.error_shape()
+    /// The format whose shape toolgate's own answers take for this exchange's clients.
+    pub fn error_format(&self) -> WireFormat {
+        self.format
     }
 
     /// Whether this exchange refuses answers it cannot read unambiguously: the route's
@@ -489,7 +489,7 @@ impl Exchange {
 
     /// The answer a client gets for a block made before anything of the answer was sent.
     pub fn block_response(&self, rejection: &Rejection) -> http::Response<ProxyBody> {
-        ErrorReport::of_rejection(rejection, &self.meta.request_id).response(self.error_shape())
+        ErrorReport::of_rejection(rejection, &self.meta.request_id).response(self.error_format())
     }
 
     /// Records a stage's findings, timed from `since`.

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode};
-use toolgate_plugin::{ErrorShape, ExchangeMeta, Parsed};
+use toolgate_plugin::{ExchangeMeta, Parsed, WireFormat};
 
 use crate::config::Config;
 use crate::error::ErrorReport;
@@ -83,7 +83,7 @@ pub async fn explain(route: &Arc<Route>, path: &str, request: Bytes, response: &
         Parsed::Absent => {}
     }
     if outcome.blocked.is_some() {
-        return finish(text, "request", &outcome, format.error_shape());
+        return finish(text, "request", &outcome, format);
     }
 
     // The answer is read as the gateway reads it: one exchange, the same reader.
@@ -99,7 +99,7 @@ pub async fn explain(route: &Arc<Route>, path: &str, request: Bytes, response: &
                 blocked_by: vec!["toolgate".to_owned()],
                 ..StageOutcome::default()
             };
-            return finish(text, "response", &outcome, format.error_shape());
+            return finish(text, "response", &outcome, format);
         }
     };
     match &parsed_response {
@@ -125,10 +125,10 @@ pub async fn explain(route: &Arc<Route>, path: &str, request: Bytes, response: &
     let outcome = exchange
         .pre_response(&parsed_response, StatusCode::OK)
         .await;
-    finish(text, "response", &outcome, format.error_shape())
+    finish(text, "response", &outcome, format)
 }
 
-fn finish(mut text: String, stage: &str, outcome: &StageOutcome, shape: ErrorShape) -> Report {
+fn finish(mut text: String, stage: &str, outcome: &StageOutcome, shape: WireFormat) -> Report {
     for observed in &outcome.observed {
         text.push_str(&format!(
             "observed (not blocked) by {}: {}\n",

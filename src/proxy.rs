@@ -50,8 +50,7 @@ pub async fn handle(
     let shape = match &route {
         Some(route) => route.format.resolve(request.uri().path(), None),
         None => WireFormat::from_path(request.uri().path()).unwrap_or(WireFormat::ChatCompletions),
-    }
-    .error_shape();
+    };
     // Kept apart for the record of an exchange that panics, which cannot record itself.
     let kept_for_panic = route
         .clone()
@@ -247,7 +246,7 @@ async fn serve_llm(
                 tracing::warn!(request_id = %request_id, code = error.code, message = %error.message, "exchange failed");
             }
             exchange.record_failure();
-            let response = error.report(request_id).response(exchange.error_shape());
+            let response = error.report(request_id).response(exchange.error_format());
             let finishing = Box::pin(exchange.finish(state, response.status()));
             finishing.await;
             response

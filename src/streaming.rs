@@ -57,7 +57,7 @@ pub fn guard(
 ) -> impl Future<Output = Response<ProxyBody>> + Send {
     exchange.streaming();
     let request_id = exchange.meta().request_id.clone();
-    let shape = exchange.error_shape();
+    let shape = exchange.error_format();
     let (head_sender, head) = oneshot::channel();
     let (sender, client_body) = ChannelBody::channel(16);
     // Kept apart from the relay's, to end the client's body if the relay panics.

@@ -20,8 +20,8 @@ use rmcp::service::{NotificationContext, Peer, RequestContext};
 use rmcp::{RoleServer, ServerHandler};
 use serde_json::json;
 use toolgate_plugin::{
-    DeclaredTool, ErrorShape, ExchangeMeta, Parsed, Rejection, ToolCall, ToolRequest, ToolResponse,
-    Violation,
+    DeclaredTool, ExchangeMeta, Parsed, Rejection, ToolCall, ToolRequest, ToolResponse, Violation,
+    WireFormat,
 };
 
 use super::backend::{Backend, CallFailure, Connection, ProgressRelay};
@@ -679,7 +679,7 @@ fn resolve<'a>(
 /// A refused call: the 403 envelope's `error` object is the `data`.
 fn blocked(scope: &RequestScope, rejection: &Rejection) -> ErrorData {
     let report = ErrorReport::of_rejection(rejection, &scope.meta.request_id);
-    let data = report.body(ErrorShape::OpenAi)["error"].take();
+    let data = report.body(WireFormat::ChatCompletions)["error"].take();
     ErrorData::new(
         ErrorCode(codes::TOOL_CALL_BLOCKED),
         report.message.clone(),
@@ -691,7 +691,7 @@ fn invalid_result(scope: &RequestScope, violations: Vec<Violation>) -> ErrorData
     let rejection = Rejection::forbidden(violations)
         .with_status(StatusCode::BAD_GATEWAY, "invalid_tool_result");
     let report = ErrorReport::of_rejection(&rejection, &scope.meta.request_id);
-    let data = report.body(ErrorShape::OpenAi)["error"].take();
+    let data = report.body(WireFormat::ChatCompletions)["error"].take();
     ErrorData::new(
         ErrorCode(codes::INVALID_TOOL_RESULT),
         format!("the tool's result was withheld: {}", report.message),

@@ -4,7 +4,7 @@
 use bytes::Bytes;
 
 use crate::answer::Reading;
-use crate::format::{ErrorShape, ParseError, ToolRequest, ToolResponse};
+use crate::format::{ErrorFacts, ParseError, ToolRequest, ToolResponse};
 use crate::on_block::{BlockNotice, CallFeedback};
 use crate::response_edits::Replacement;
 use crate::stream::usage::UsageSlot;
@@ -20,8 +20,11 @@ pub(crate) trait Adapter: Sync {
     fn name(&self) -> &'static str;
     /// The last segments of the endpoint path that speaks it (`/chat/completions`).
     fn path_suffix(&self) -> &'static str;
-    /// How toolgate's own errors are shaped for its clients.
-    fn error_shape(&self) -> ErrorShape;
+    /// toolgate's own error as a body its clients' SDKs read.
+    fn error_body(&self, facts: &ErrorFacts<'_>) -> serde_json::Value;
+    /// toolgate's own error as the stream event that ends a stream whose head was sent;
+    /// `sequence_number` counts the events relayed before it.
+    fn error_event(&self, facts: &ErrorFacts<'_>, sequence_number: u64) -> Bytes;
     /// How its API takes the caller's key: what an upstream that names no `auth` is sent.
     fn key_header(&self) -> crate::format::KeyHeader;
     /// The top-level request fields that declare or steer tools.
@@ -78,7 +81,7 @@ pub(crate) trait Adapter: Sync {
 macro_rules! folder_adapter {
     (
         $adapter:ident, $assembler:ident, $rewrite_event:ident,
-        name: $name:literal, path: $path:literal, errors: $shape:expr, key: $key:expr,
+        name: $name:literal, path: $path:literal, key: $key:expr,
         tool_fields: $fields:expr, calls: $calls:literal $(,)?
     ) => {
         /// This format's [`Adapter`](crate::adapter::Adapter).
@@ -93,8 +96,16 @@ macro_rules! folder_adapter {
                 $path
             }
 
-            fn error_shape(&self) -> crate::format::ErrorShape {
-                $shape
+            fn error_body(&self, facts: &crate::format::ErrorFacts<'_>) -> serde_json::Value {
+                on_block::error_body(facts)
+            }
+
+            fn error_event(
+                &self,
+                facts: &crate::format::ErrorFacts<'_>,
+                sequence_number: u64,
+            ) -> bytes::Bytes {
+                on_block::error_event(facts, sequence_number)
             }
 
             fn key_header(&self) -> crate::format::KeyHeader {

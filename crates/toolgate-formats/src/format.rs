@@ -29,14 +29,22 @@ pub enum WireFormat {
     AnthropicMessages,
 }
 
-/// How toolgate's own errors are shaped for a format's clients, so their SDKs raise the
-/// right exception.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorShape {
-    /// `{"error": {"message", "type", "param", "code"}}`
-    OpenAi,
-    /// `{"type": "error", "error": {"type", "message"}}`
-    Anthropic,
+/// toolgate's own error, before a format shapes it for its clients (each format's adapter
+/// does, so that their SDKs raise the right exception).
+#[derive(Debug, Clone, Copy)]
+pub struct ErrorFacts<'a> {
+    /// The answer's status (Anthropic's error type follows it).
+    pub status: u16,
+    /// The OpenAI-style error type (`tool_call_blocked`, `invalid_request_error`, …).
+    pub error_type: &'a str,
+    /// toolgate's code for what happened (`unparsable_response`, …).
+    pub code: &'a str,
+    /// What a person reads.
+    pub message: &'a str,
+    /// The exchange's id, as `x-request-id` and the audit line say it.
+    pub request_id: &'a str,
+    /// The violations, as JSON; `None` when there are none.
+    pub violations: Option<&'a serde_json::Value>,
 }
 
 /// How a format's API takes the caller's key, which an upstream that names no `auth` is sent.

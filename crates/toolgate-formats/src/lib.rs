@@ -68,7 +68,7 @@ pub use chat::ChatStreamAssembler;
 pub use directives::Directives;
 pub use edits::Edit;
 pub use format::{
-    ErrorShape, KeyHeader, ParseError, ParseErrorKind, ToolRequest, ToolResponse, WireFormat,
+    ErrorFacts, KeyHeader, ParseError, ParseErrorKind, ToolRequest, ToolResponse, WireFormat,
 };
 pub use identity::ToolKey;
 pub use responses::ResponsesStreamAssembler;

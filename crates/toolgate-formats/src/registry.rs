@@ -7,7 +7,7 @@ use serde_json::value::RawValue;
 
 use crate::adapter::Adapter;
 use crate::edits::Edit;
-use crate::format::{ErrorShape, ParseError, ToolRequest, ToolResponse, WireFormat, read_json};
+use crate::format::{ParseError, ToolRequest, ToolResponse, WireFormat, read_json};
 use crate::on_block::{BlockNotice, CallFeedback};
 use crate::raw_object::RawObject;
 use crate::stream::StreamAssembler;
@@ -91,9 +91,14 @@ impl WireFormat {
         self.adapter().key_header()
     }
 
-    /// How toolgate's own errors are shaped for this format's clients.
-    pub fn error_shape(self) -> ErrorShape {
-        self.adapter().error_shape()
+    /// toolgate's own error as a body this format's clients' SDKs read.
+    pub fn error_body(self, facts: &crate::format::ErrorFacts<'_>) -> serde_json::Value {
+        self.adapter().error_body(facts)
+    }
+
+    /// toolgate's own error as the event that ends one of this format's streams.
+    pub fn error_event(self, facts: &crate::format::ErrorFacts<'_>, sequence_number: u64) -> Bytes {
+        self.adapter().error_event(facts, sequence_number)
     }
 
     /// The top-level answer field that carries this format's calls.

@@ -124,7 +124,7 @@ pub use catalog::{CatalogTool, KeyCollision, ToolCatalog};
 pub use directives::Directives;
 pub use edits::Edit;
 pub use exchange::{CompletedExchange, ExchangeMeta, Parsed, RequestExchange, ResponseExchange};
-pub use format::{ErrorShape, ParseError, ParseErrorKind, ToolRequest, ToolResponse, WireFormat};
+pub use format::{ErrorFacts, ParseError, ParseErrorKind, ToolRequest, ToolResponse, WireFormat};
 pub use identity::ToolKey;
 pub use metrics::{registered, registered_seconds};
 pub use pattern::ToolPattern;

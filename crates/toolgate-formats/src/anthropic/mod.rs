@@ -69,7 +69,6 @@ crate::adapter::folder_adapter!(
     anthropic,
     name: "anthropic_messages",
     path: "/messages",
-    errors: crate::format::ErrorShape::Anthropic,
     key: crate::format::KeyHeader::Named("x-api-key"),
     tool_fields: &["tools", "tool_choice"],
     calls: "content",

@@ -6,7 +6,7 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use crate::format::ParseError;
+use crate::format::{ErrorFacts, ParseError};
 use crate::on_block::{
     BlockNotice, CallFeedback, append_to_field, array_items, call_id, named_events,
 };
@@ -102,6 +102,41 @@ pub(crate) fn block_message_stream(notice: &BlockNotice<'_>) -> Bytes {
         ("message_stop", json!({})),
     ];
     named_events(events, None)
+}
+
+/// toolgate's own error as Anthropic's API shapes one: `{"type": "error", "error": {type,
+/// message}}`, with the error type its SDKs map to the status (403 → `permission_error`), and
+/// toolgate's `code`, `request_id` and `violations` inside `error`.
+pub(crate) fn error_body(facts: &ErrorFacts<'_>) -> Value {
+    let mut error = json!({
+        "type": error_type(facts.status),
+        "message": facts.message,
+        "code": facts.code,
+        "request_id": facts.request_id,
+    });
+    if let Some(violations) = facts.violations {
+        error["violations"] = violations.clone();
+    }
+    json!({ "type": "error", "error": error })
+}
+
+/// An Anthropic stream ends on an error with an `error` event.
+pub(crate) fn error_event(facts: &ErrorFacts<'_>, _sequence_number: u64) -> Bytes {
+    Bytes::from(format!("event: error\ndata: {}\n\n", error_body(facts)))
+}
+
+/// Anthropic's error type for a status, so its SDKs raise the matching exception.
+fn error_type(status: u16) -> &'static str {
+    match status {
+        400 | 422 => "invalid_request_error",
+        401 => "authentication_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        413 => "request_too_large",
+        429 => "rate_limit_error",
+        529 => "overloaded_error",
+        _ => "api_error",
+    }
 }
 
 #[cfg(test)]

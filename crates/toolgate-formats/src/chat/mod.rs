@@ -15,7 +15,6 @@ crate::adapter::folder_adapter!(
     chat,
     name: "chat_completions",
     path: "/chat/completions",
-    errors: crate::format::ErrorShape::OpenAi,
     key: crate::format::KeyHeader::Bearer,
     tool_fields: &[
         "tools",

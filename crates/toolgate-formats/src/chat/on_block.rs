@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use crate::format::ParseError;
+use crate::format::{ErrorFacts, ParseError};
 use crate::on_block::{BlockNotice, CallFeedback, append_to_field, array_items, call_id};
 use crate::tool::ToolKind;
 
@@ -96,6 +96,27 @@ pub(crate) fn block_message_stream(notice: &BlockNotice<'_>) -> Bytes {
     }
     text.push_str("data: [DONE]\n\n");
     Bytes::from(text)
+}
+
+/// toolgate's own error as OpenAI's API shapes one: `{"error": {message, type, param, code}}`,
+/// with toolgate's `request_id` and `violations` inside `error`.
+pub(crate) fn error_body(facts: &ErrorFacts<'_>) -> Value {
+    let mut error = json!({
+        "message": facts.message,
+        "type": facts.error_type,
+        "param": null,
+        "code": facts.code,
+        "request_id": facts.request_id,
+    });
+    if let Some(violations) = facts.violations {
+        error["violations"] = violations.clone();
+    }
+    json!({ "error": error })
+}
+
+/// A chat stream ends on an error as OpenAI's does: `data: {"error": …}`.
+pub(crate) fn error_event(facts: &ErrorFacts<'_>, _sequence_number: u64) -> Bytes {
+    Bytes::from(format!("data: {}\n\n", error_body(facts)))
 }
 
 #[cfg(test)]

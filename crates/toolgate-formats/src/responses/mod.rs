@@ -14,7 +14,6 @@ crate::adapter::folder_adapter!(
     responses,
     name: "responses",
     path: "/responses",
-    errors: crate::format::ErrorShape::OpenAi,
     key: crate::format::KeyHeader::Bearer,
     tool_fields: &["tools", "tool_choice", "parallel_tool_calls"],
     calls: "output",

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use crate::format::ParseError;
+use crate::format::{ErrorFacts, ParseError};
 use crate::on_block::{
     BlockNotice, CallFeedback, append_to_field, array_items, call_id, named_events,
 };
@@ -143,6 +143,35 @@ pub(crate) fn block_message_stream(notice: &BlockNotice<'_>) -> Bytes {
         ("response.completed", json!({"response": completed(notice)})),
     ];
     named_events(events, Some("sequence_number"))
+}
+
+/// toolgate's own error as OpenAI's API shapes one (the chat body).
+pub(crate) fn error_body(facts: &ErrorFacts<'_>) -> Value {
+    crate::chat::on_block::error_body(facts)
+}
+
+/// The Responses API's `error` event, numbered after the `sequence_number` events relayed
+/// before it: the fields flat, as the API documents them, and nested in `error` with the
+/// violations, where the SDKs that raise a typed error from it read them.
+pub(crate) fn error_event(facts: &ErrorFacts<'_>, sequence_number: u64) -> Bytes {
+    let mut error = json!({
+        "type": facts.error_type,
+        "code": facts.code,
+        "message": facts.message,
+        "request_id": facts.request_id,
+    });
+    if let Some(violations) = facts.violations {
+        error["violations"] = violations.clone();
+    }
+    let event = json!({
+        "type": "error",
+        "sequence_number": sequence_number,
+        "code": facts.code,
+        "message": facts.message,
+        "param": null,
+        "error": error,
+    });
+    Bytes::from(format!("event: error\ndata: {event}\n\n"))
 }
 
 #[cfg(test)]
