@@ -7,23 +7,25 @@
 use crate::config::Config;
 use crate::pipeline::Mode;
 use crate::router::{Route, RouteFormat, RouteKind, Router, UnguardedCalls};
+use toolgate_plugin::WireFormat;
 
 /// The generation endpoints every configuration is checked for, even without a route of their
-/// own: a catch-all route (`/v1`, `/`) that runs no plugin serves them too. `{id}` stands for a
-/// stored response; it matches like any other segment.
-pub const GENERATION_ENDPOINTS: [&str; 5] = [
-    "/v1/chat/completions",
-    "/v1/responses",
-    "/v1/responses/{id}",
-    "/v1/messages",
-    "/v1/completions",
-];
+/// own: a catch-all route (`/v1`, `/`) that runs no plugin serves them too. Each format's
+/// adapter documents its own; `{id}` stands for a stored response and matches like any other
+/// segment.
+pub fn documented_generation_endpoints() -> impl Iterator<Item = &'static str> {
+    WireFormat::ALL.into_iter().flat_map(|format| {
+        (format.generation_endpoints().iter())
+            .flat_map(|endpoint| endpoint.documented.iter().copied())
+    })
+}
 
-/// Whether a request path is a generation endpoint: OpenAI chat completions (stored ones
-/// included), Responses (creation, retrieval, cancel), Anthropic Messages and legacy
-/// completions. The path may carry a prefix before `/v1` (`/openai/v1/…`), as providers'
-/// base URLs do. Token counts and Anthropic batches live under a generation prefix but answer
-/// no tool calls, so they are not generations.
+/// Whether a request path is a generation endpoint of an API toolgate speaks (each format's
+/// adapter says where its API answers generations: OpenAI chat completions, stored ones
+/// included, and legacy completions; Responses creation, retrieval and cancel; Anthropic
+/// Messages). The path may carry a prefix before `/v1` (`/openai/v1/…`), as providers' base
+/// URLs do. Token counts and batches live under a generation prefix but answer no tool calls,
+/// so they are not generations.
 pub fn is_generation_path(path: &str) -> bool {
     // Letters compare in either case, as the router compares them; read without a copy, as
     // every exchange asks.
@@ -31,21 +33,21 @@ pub fn is_generation_path(path: &str) -> bool {
     if !segments.any(|segment| segment.eq_ignore_ascii_case("v1")) {
         return false;
     }
-    let is = |segment: Option<&str>, word: &str| {
-        segment.is_some_and(|segment| segment.eq_ignore_ascii_case(word))
-    };
-    let (first, second) = (segments.next(), segments.next());
-    if is(first, "chat") {
-        is(second, "completions")
-    } else if is(first, "completions") {
-        true
-    } else if is(first, "responses") {
-        !is(second, "input_tokens")
-    } else if is(first, "messages") {
-        !is(second, "count_tokens") && !is(second, "batches")
-    } else {
-        false
-    }
+    // Every endpoint is told apart within the three segments after `/v1`: kept without a copy.
+    let after_version = [segments.next(), segments.next(), segments.next()];
+    WireFormat::ALL.into_iter().any(|format| {
+        format.generation_endpoints().iter().any(|endpoint| {
+            let count = endpoint.segments.len();
+            let leads_there = (endpoint.segments.iter().enumerate()).all(|(index, word)| {
+                (after_version.get(index).copied().flatten())
+                    .is_some_and(|segment| segment.eq_ignore_ascii_case(word))
+            });
+            let elsewhere = (after_version.get(count).copied().flatten()).is_some_and(|next| {
+                (endpoint.except.iter()).any(|word| next.eq_ignore_ascii_case(word))
+            });
+            leads_there && !elsewhere
+        })
+    })
 }
 
 /// Whether an answer to this path may be a generation, and so must be read as one: a
@@ -121,11 +123,11 @@ fn plugins(route: &Route) -> String {
 }
 
 /// One warning per generation endpoint whose route runs no plugin that reads answers: the
-/// endpoints of [`GENERATION_ENDPOINTS`] and every route path that is a generation path,
+/// endpoints of [`documented_generation_endpoints`] and every route path that is a generation path,
 /// each judged by the route that would serve it. An endpoint no route serves gets a 404 and
 /// no warning; MCP routes are toolgate's own endpoint, not a generation upstream.
 pub fn unguarded(router: &Router) -> Vec<String> {
-    let mut endpoints: Vec<&str> = GENERATION_ENDPOINTS.to_vec();
+    let mut endpoints: Vec<&str> = documented_generation_endpoints().collect();
     for route in router.routes() {
         if is_generation_path(&route.path) && !endpoints.contains(&&*route.path) {
             endpoints.push(&route.path);
@@ -282,10 +284,10 @@ mod tests {
         assert_eq!(
             named,
             [
+                "/v1/completions",
                 "/v1/responses",
                 "/v1/responses/{id}",
-                "/v1/messages",
-                "/v1/completions"
+                "/v1/messages"
             ],
             "{warnings:#?}"
         );
@@ -294,7 +296,7 @@ mod tests {
             "{warnings:#?}"
         );
         assert!(
-            warnings[2].contains("its route /v1/messages runs no plugin"),
+            warnings[3].contains("its route /v1/messages runs no plugin"),
             "{warnings:#?}"
         );
     }

@@ -20,6 +20,8 @@ pub(crate) trait Adapter: Sync {
     fn name(&self) -> &'static str;
     /// The last segments of the endpoint path that speaks it (`/chat/completions`).
     fn path_suffix(&self) -> &'static str;
+    /// Where its API answers generations.
+    fn generation_endpoints(&self) -> &'static [crate::format::GenerationEndpoint];
     /// toolgate's own error as a body its clients' SDKs read.
     fn error_body(&self, facts: &ErrorFacts<'_>) -> serde_json::Value;
     /// toolgate's own error as the stream event that ends a stream whose head was sent;
@@ -81,7 +83,7 @@ pub(crate) trait Adapter: Sync {
 macro_rules! folder_adapter {
     (
         $adapter:ident, $assembler:ident, $rewrite_event:ident,
-        name: $name:literal, path: $path:literal, key: $key:expr,
+        name: $name:literal, path: $path:literal, generations: $generations:expr, key: $key:expr,
         tool_fields: $fields:expr, calls: $calls:literal $(,)?
     ) => {
         /// This format's [`Adapter`](crate::adapter::Adapter).
@@ -94,6 +96,10 @@ macro_rules! folder_adapter {
 
             fn path_suffix(&self) -> &'static str {
                 $path
+            }
+
+            fn generation_endpoints(&self) -> &'static [crate::format::GenerationEndpoint] {
+                $generations
             }
 
             fn error_body(&self, facts: &crate::format::ErrorFacts<'_>) -> serde_json::Value {

@@ -47,6 +47,20 @@ pub struct ErrorFacts<'a> {
     pub violations: Option<&'a serde_json::Value>,
 }
 
+/// Where a format's API answers generations (where a model's calls come back): the path
+/// segments after `/v1` that lead there, and those right after them that lead elsewhere.
+#[derive(Debug, Clone, Copy)]
+pub struct GenerationEndpoint {
+    /// The segments after `/v1` (`["chat", "completions"]`); what follows them is the
+    /// endpoint's too (a stored completion, a response by id, its cancel).
+    pub segments: &'static [&'static str],
+    /// Segments right after `segments` that answer no call (token counts, batches).
+    pub except: &'static [&'static str],
+    /// The endpoint's paths as the API documents them (`{id}` for a stored answer), checked on
+    /// every configuration even without a route of their own.
+    pub documented: &'static [&'static str],
+}
+
 /// How a format's API takes the caller's key, which an upstream that names no `auth` is sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeyHeader {

@@ -68,7 +68,8 @@ pub use chat::ChatStreamAssembler;
 pub use directives::Directives;
 pub use edits::Edit;
 pub use format::{
-    ErrorFacts, KeyHeader, ParseError, ParseErrorKind, ToolRequest, ToolResponse, WireFormat,
+    ErrorFacts, GenerationEndpoint, KeyHeader, ParseError, ParseErrorKind, ToolRequest,
+    ToolResponse, WireFormat,
 };
 pub use identity::ToolKey;
 pub use responses::ResponsesStreamAssembler;

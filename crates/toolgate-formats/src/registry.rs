@@ -86,6 +86,11 @@ impl WireFormat {
         }
     }
 
+    /// Where this format's API answers generations.
+    pub fn generation_endpoints(self) -> &'static [crate::format::GenerationEndpoint] {
+        self.adapter().generation_endpoints()
+    }
+
     /// How this format's API takes the caller's key.
     pub fn key_header(self) -> crate::format::KeyHeader {
         self.adapter().key_header()

@@ -69,6 +69,11 @@ crate::adapter::folder_adapter!(
     anthropic,
     name: "anthropic_messages",
     path: "/messages",
+    generations: &[crate::format::GenerationEndpoint {
+        segments: &["messages"],
+        except: &["count_tokens", "batches"],
+        documented: &["/v1/messages"],
+    }],
     key: crate::format::KeyHeader::Named("x-api-key"),
     tool_fields: &["tools", "tool_choice"],
     calls: "content",

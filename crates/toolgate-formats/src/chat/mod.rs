@@ -15,6 +15,19 @@ crate::adapter::folder_adapter!(
     chat,
     name: "chat_completions",
     path: "/chat/completions",
+    generations: &[
+        crate::format::GenerationEndpoint {
+            segments: &["chat", "completions"],
+            except: &[],
+            documented: &["/v1/chat/completions"],
+        },
+        // The legacy completions API: OpenAI's too, and its answers are read as chat's.
+        crate::format::GenerationEndpoint {
+            segments: &["completions"],
+            except: &[],
+            documented: &["/v1/completions"],
+        },
+    ],
     key: crate::format::KeyHeader::Bearer,
     tool_fields: &[
         "tools",

@@ -14,6 +14,11 @@ crate::adapter::folder_adapter!(
     responses,
     name: "responses",
     path: "/responses",
+    generations: &[crate::format::GenerationEndpoint {
+        segments: &["responses"],
+        except: &["input_tokens"],
+        documented: &["/v1/responses", "/v1/responses/{id}"],
+    }],
     key: crate::format::KeyHeader::Bearer,
     tool_fields: &["tools", "tool_choice", "parallel_tool_calls"],
     calls: "output",
