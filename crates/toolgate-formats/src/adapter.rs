@@ -20,6 +20,8 @@ pub(crate) trait Adapter: Sync {
     fn name(&self) -> &'static str;
     /// The last segments of the endpoint path that speaks it (`/chat/completions`).
     fn path_suffix(&self) -> &'static str;
+    /// Whether a request body has its shape (asked when the path names no format).
+    fn claims(&self, body: &[u8]) -> crate::format::Claim;
     /// Where its API answers generations.
     fn generation_endpoints(&self) -> &'static [crate::format::GenerationEndpoint];
     /// toolgate's own error as a body its clients' SDKs read.
@@ -100,6 +102,10 @@ macro_rules! folder_adapter {
 
             fn generation_endpoints(&self) -> &'static [crate::format::GenerationEndpoint] {
                 $generations
+            }
+
+            fn claims(&self, body: &[u8]) -> crate::format::Claim {
+                message::claims(body)
             }
 
             fn error_body(&self, facts: &crate::format::ErrorFacts<'_>) -> serde_json::Value {

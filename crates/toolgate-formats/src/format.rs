@@ -61,6 +61,17 @@ pub struct GenerationEndpoint {
     pub documented: &'static [&'static str],
 }
 
+/// How surely a request body has a format's shape, when its path names no format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    /// Only this format's requests look so.
+    Sure,
+    /// This format's, unless another is sure of it (a `messages` array alone).
+    Likely,
+    /// Not this format's.
+    No,
+}
+
 /// How a format's API takes the caller's key, which an upstream that names no `auth` is sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeyHeader {

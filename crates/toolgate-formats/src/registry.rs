@@ -3,11 +3,10 @@
 //! [`WireFormat::adapter`].
 
 use bytes::Bytes;
-use serde_json::value::RawValue;
 
 use crate::adapter::Adapter;
 use crate::edits::Edit;
-use crate::format::{ParseError, ToolRequest, ToolResponse, WireFormat, read_json};
+use crate::format::{Claim, ParseError, ToolRequest, ToolResponse, WireFormat, read_json};
 use crate::on_block::{BlockNotice, CallFeedback};
 use crate::raw_object::RawObject;
 use crate::stream::StreamAssembler;
@@ -55,35 +54,16 @@ impl WireFormat {
         })
     }
 
-    /// The format a request body has the shape of: `input` without `messages` is the Responses
-    /// API; `messages` with a top-level `system`, or tools declared with `input_schema`, is
-    /// Anthropic; other `messages` are chat completions.
+    /// The format a request body has the shape of, as each format's adapter judges it: the
+    /// first sure of it, else the first that finds it likely (`messages` alone is chat's).
     pub fn from_body(body: &[u8]) -> Option<WireFormat> {
-        #[derive(serde::Deserialize)]
-        struct Shape<'a> {
-            #[serde(borrow, default)]
-            input: Option<&'a RawValue>,
-            #[serde(borrow, default)]
-            messages: Option<&'a RawValue>,
-            #[serde(borrow, default)]
-            system: Option<&'a RawValue>,
-            #[serde(borrow, default)]
-            tools: Option<&'a RawValue>,
-        }
-        let shape: Shape = read_json(body).ok()?;
-        match (shape.input, shape.messages) {
-            (Some(_), None) => Some(WireFormat::Responses),
-            (_, Some(_))
-                if shape.system.is_some()
-                    || shape
-                        .tools
-                        .is_some_and(|tools| tools.get().contains("\"input_schema\"")) =>
-            {
-                Some(WireFormat::AnthropicMessages)
-            }
-            (_, Some(_)) => Some(WireFormat::ChatCompletions),
-            (None, None) => None,
-        }
+        let claims = WireFormat::ALL.map(|format| (format, format.adapter().claims(body)));
+        let first = |wanted: Claim| {
+            (claims.iter())
+                .find(|(_, claim)| *claim == wanted)
+                .map(|(format, _)| *format)
+        };
+        first(Claim::Sure).or_else(|| first(Claim::Likely))
     }
 
     /// Where this format's API answers generations.

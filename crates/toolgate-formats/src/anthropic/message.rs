@@ -11,7 +11,7 @@ use serde_json::value::RawValue;
 use super::PartWire;
 
 use crate::answer::{Noted, Reading};
-use crate::format::{ParseError, ToolResponse, WireFormat, read_json, text_or_raw_json};
+use crate::format::{Claim, ParseError, ToolResponse, WireFormat, read_json, text_or_raw_json};
 use crate::raw_object::RawObject;
 use crate::request_reader::RequestReader;
 use crate::tool::{CallOutcome, DeclaredTool, HistoryCall, ToolKind};
@@ -229,6 +229,30 @@ pub(crate) fn remove_tools(body: &[u8], removed: &[&str]) -> Result<Option<Bytes
         replacements.push(("tool_choice", None));
     }
     Ok(Some(Bytes::from(object.write(&replacements))))
+}
+
+/// `messages` with a top-level `system`, or tools declared with `input_schema`, is only
+/// Anthropic's.
+pub(crate) fn claims(body: &[u8]) -> Claim {
+    #[derive(Deserialize)]
+    struct Shape<'a> {
+        #[serde(borrow, default)]
+        messages: Option<&'a RawValue>,
+        #[serde(borrow, default)]
+        system: Option<&'a RawValue>,
+        #[serde(borrow, default)]
+        tools: Option<&'a RawValue>,
+    }
+    let Ok(shape) = read_json::<Shape>(body) else {
+        return Claim::No;
+    };
+    let marked = shape.system.is_some()
+        || (shape.tools).is_some_and(|tools| tools.get().contains("\"input_schema\""));
+    if shape.messages.is_some() && marked {
+        Claim::Sure
+    } else {
+        Claim::No
+    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::answer::{Noted, Reading};
-use crate::format::{ParseError, ToolResponse, WireFormat, read_json, text_or_raw_json};
+use crate::format::{Claim, ParseError, ToolResponse, WireFormat, read_json, text_or_raw_json};
 use crate::raw_object::RawObject;
 use crate::request_reader::RequestReader;
 use crate::tool::{CallOutcome, HistoryCall, ToolCall, ToolKind};
@@ -307,6 +307,22 @@ struct ForcedChoiceWire {
 #[derive(Deserialize)]
 struct FunctionNameWire {
     name: String,
+}
+
+/// A body with `messages` is likely a chat completion (Anthropic's is told apart by its own
+/// marks); one without is not.
+pub(crate) fn claims(body: &[u8]) -> Claim {
+    #[derive(Deserialize)]
+    struct Shape<'a> {
+        #[serde(borrow, default)]
+        messages: Option<&'a RawValue>,
+    }
+    match read_json::<Shape>(body) {
+        Ok(Shape {
+            messages: Some(_), ..
+        }) => Claim::Likely,
+        _ => Claim::No,
+    }
 }
 
 #[cfg(test)]

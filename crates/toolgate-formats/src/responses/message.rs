@@ -9,7 +9,9 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::answer::{Noted, Reading};
-use crate::format::{ParseError, ToolResponse, WireFormat, name_text, read_json, text_or_raw_json};
+use crate::format::{
+    Claim, ParseError, ToolResponse, WireFormat, name_text, read_json, text_or_raw_json,
+};
 use crate::raw_object::RawObject;
 use crate::request_reader::RequestReader;
 use crate::tool::{CallOutcome, DeclaredTool, HistoryCall, ToolCall, ToolKind, builtin_tool_name};
@@ -379,6 +381,24 @@ fn edited_tool_choice(
     Ok(forced
         .filter(|forced| removed.contains(&forced.as_str()))
         .map(|_| None))
+}
+
+/// `input` without `messages` is only the Responses API's.
+pub(crate) fn claims(body: &[u8]) -> Claim {
+    #[derive(Deserialize)]
+    struct Shape<'a> {
+        #[serde(borrow, default)]
+        input: Option<&'a RawValue>,
+        #[serde(borrow, default)]
+        messages: Option<&'a RawValue>,
+    }
+    match read_json::<Shape>(body) {
+        Ok(Shape {
+            input: Some(_),
+            messages: None,
+        }) => Claim::Sure,
+        _ => Claim::No,
+    }
 }
 
 #[cfg(test)]
