@@ -374,25 +374,37 @@ impl Chain {
     /// Runs `on_delivery` of every plugin that has such work, concurrently, observing ones too:
     /// recording what the client got is not enforcement.
     pub async fn on_delivery(&self, exchange: &ResponseExchange<'_>) {
-        join_all(
-            (self.entries.iter())
-                .filter(|entry| entry.work.on_delivery.load(Ordering::Relaxed))
-                .map(|entry| async move {
-                    let work = entry.plugin.on_delivery(exchange).await;
-                    StagesWithWork::learn(&entry.work.on_delivery, work);
-                }),
+        self.run_learning(
+            |work| &work.on_delivery,
+            |plugin| plugin.on_delivery(exchange),
         )
         .await;
     }
 
     /// Runs `post_response` of every plugin concurrently; nothing they do changes the exchange.
     pub async fn post_response(&self, exchange: &CompletedExchange<'_>) {
+        self.run_learning(
+            |work| &work.post_response,
+            |plugin| plugin.post_response(exchange),
+        )
+        .await;
+    }
+
+    /// Runs a stage a plugin may leave out on every plugin that may have work in it,
+    /// concurrently, and learns from each answer whether to call it again.
+    async fn run_learning<'c, Stage>(
+        &'c self,
+        flag: fn(&StagesWithWork) -> &AtomicBool,
+        stage: impl Fn(&'c dyn Plugin) -> Stage,
+    ) where
+        Stage: std::future::Future<Output = StageWork>,
+    {
         join_all(
             (self.entries.iter())
-                .filter(|entry| entry.work.post_response.load(Ordering::Relaxed))
-                .map(|entry| async move {
-                    let work = entry.plugin.post_response(exchange).await;
-                    StagesWithWork::learn(&entry.work.post_response, work);
+                .filter(|entry| flag(&entry.work).load(Ordering::Relaxed))
+                .map(|entry| {
+                    let running = stage(entry.plugin.as_ref());
+                    async move { StagesWithWork::learn(flag(&entry.work), running.await) }
                 }),
         )
         .await;
