@@ -226,7 +226,7 @@ async fn the_openai_sdk_speaks_the_responses_api_through_the_gateway() {
         .expect_err("blocked");
     assert_sdk_error(error, 403, "undeclared_tool");
 
-    // Streamed: a blocked call after text ends the SDK's event stream with an error.
+    // Streamed: text then an allowed call reads cleanly, the call in it.
     upstream.push(Reply::sse_chunked(
         &fixture("responses/text_then_call.sse"),
         17,
@@ -244,6 +244,29 @@ async fn the_openai_sdk_speaks_the_responses_api_through_the_gateway() {
     assert!(
         !events.is_empty() && events.iter().all(Result::is_ok),
         "an allowed stream reads cleanly"
+    );
+    let seen = format!("{events:?}");
+    assert!(
+        seen.contains("get_order_status"),
+        "the call was released: {seen}"
+    );
+
+    // Streamed and blocked: the undeclared call is refused before anything was sent, so the
+    // SDK gets the 403 (at opening, or as the stream's first item) and never the call.
+    upstream.push(Reply::sse_chunked(
+        &fixture("responses/undeclared_tool.sse"),
+        17,
+    ));
+    let mut streamed = request("undeclared_tool");
+    streamed.stream = Some(true);
+    let outcome = match gateway.openai().responses().create_stream(streamed).await {
+        Err(error) => format!("{error:?}"),
+        Ok(stream) => format!("{:?}", stream.collect::<Vec<_>>().await),
+    };
+    assert!(outcome.contains("undeclared_tool"), "{outcome}");
+    assert!(
+        !outcome.contains("FunctionCallArgumentsDelta"),
+        "no part of the call reached the SDK: {outcome}"
     );
 }
 
@@ -294,6 +317,13 @@ async fn truncated_and_disordered_streams_of_every_format_are_answered_never_hun
             ),
         )
         .await;
-        assert!(answer.is_ok(), "{folder}: reversed events were answered");
+        // Reversed, the terminal event comes first and the call's events after it: the call
+        // is never released as checked-and-whole, so the answer is not an allowed one.
+        let answer = answer.unwrap_or_else(|_| panic!("{folder}: reversed events were answered"));
+        assert_ne!(
+            answer,
+            Decision::Allowed,
+            "{folder}: a disordered stream's call is not released"
+        );
     }
 }
