@@ -111,8 +111,13 @@ fn dechunk(mut chunked: &[u8]) -> Vec<u8> {
 
 /// Waits until the gateway closes `stream`, reading and dropping whatever it sends first.
 async fn closed_by_gateway(stream: &mut TcpStream) -> bool {
+    closed_within(stream, PATIENCE).await
+}
+
+/// Whether the gateway closed `stream` within `bound` (reading and dropping what it sends).
+async fn closed_within(stream: &mut TcpStream, bound: Duration) -> bool {
     let mut sink = Vec::new();
-    tokio::time::timeout(PATIENCE, stream.read_to_end(&mut sink))
+    tokio::time::timeout(bound, stream.read_to_end(&mut sink))
         .await
         .is_ok()
 }
@@ -171,9 +176,12 @@ async fn silent_and_preface_only_connections_are_closed_at_their_phase_deadlines
         PASS_THROUGH,
     )
     .await;
+    // Closed by the configured deadlines (200 and 400 ms), not the defaults (10 s and 30 s):
+    // within 5 s, a bound far above the first and far below the second.
+    let by_the_configured_deadline = Duration::from_secs(5);
     let mut silent = connect(gateway.addr).await;
     assert!(
-        closed_by_gateway(&mut silent).await,
+        closed_within(&mut silent, by_the_configured_deadline).await,
         "a socket that sends nothing"
     );
     let mut half_preface = connect(gateway.addr).await;
@@ -182,17 +190,17 @@ async fn silent_and_preface_only_connections_are_closed_at_their_phase_deadlines
         .await
         .expect("writes");
     assert!(
-        closed_by_gateway(&mut half_preface).await,
+        closed_within(&mut half_preface, by_the_configured_deadline).await,
         "a socket stuck in protocol detection"
     );
     let mut preface_only = http2_handshaken(gateway.addr, false).await;
     assert!(
-        closed_by_gateway(&mut preface_only).await,
+        closed_within(&mut preface_only, by_the_configured_deadline).await,
         "an HTTP/2 preface without the client's settings"
     );
     let mut no_request = http2_handshaken(gateway.addr, true).await;
     assert!(
-        closed_by_gateway(&mut no_request).await,
+        closed_within(&mut no_request, by_the_configured_deadline).await,
         "an HTTP/2 handshake with no request after it"
     );
     // A client that does send its request in time is served as ever.
