@@ -257,11 +257,26 @@ async fn claims_narrow_a_tenant_and_never_widen_it() {
     let nothing_held = key.sign("k", &claims("reader", json!({"groups": ["admin"]})));
     refused_with(&gateway, &nothing_held, "groups_not_held").await;
 
+    // A narrower level than the tenant's is the one tool_permission applies: the operator is
+    // `elevated` (both tools); as `standard` it loses `drop_table` (category deployment).
+    let permissions = tenants_config(&jwks).replace(
+        "name = \"tool_groups\"\n",
+        "name = \"tool_groups\"\n\n[[routes.plugins]]\nname = \"tool_permission\"\n",
+    );
+    let guarded = TestGateway::start(&upstream, &permissions).await;
+    let own_level = key.sign("k", &claims("operator", json!({})));
+    assert_eq!(
+        offered_with(&guarded, &upstream, &own_level).await,
+        ["lookup", "drop_table"]
+    );
     let lower_level = key.sign(
         "k",
-        &claims("operator", json!({"access_level": "sandboxed"})),
+        &claims("operator", json!({"access_level": "standard"})),
     );
-    offered_with(&gateway, &upstream, &lower_level).await;
+    assert_eq!(
+        offered_with(&guarded, &upstream, &lower_level).await,
+        ["lookup"]
+    );
     // The reader has no level of its own: no claimed level can be shown to be narrower.
     let claimed_level = key.sign("k", &claims("reader", json!({"access_level": "sandboxed"})));
     refused_with(&gateway, &claimed_level, "access_level_not_held").await;
