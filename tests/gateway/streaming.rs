@@ -138,6 +138,24 @@ async fn the_verdict_does_not_depend_on_how_the_upstream_chunks_the_stream() {
         upstream.push(Reply::sse_chunked(&bad, chunk_size));
         let response = gateway.post_chat(&streamed_request()).await;
         assert_eq!(response.status(), 403, "chunk size {chunk_size}");
+        // The same violation, of the same call, at every chunk size.
+        let body: Value = response.json().await.expect("an error envelope");
+        let violation = &body["error"]["violations"][0];
+        assert_eq!(
+            (
+                violation["code"].as_str(),
+                violation["tool"].as_str(),
+                violation["tool_call_id"].as_str(),
+                violation["instance_path"].as_str(),
+            ),
+            (
+                Some("schema_violation"),
+                Some("get_weather"),
+                Some("call_1"),
+                Some("/city")
+            ),
+            "chunk size {chunk_size}: {body}"
+        );
     }
 }
 
