@@ -48,6 +48,24 @@ impl FileGateway {
         }
     }
 
+    /// Waits (bounded) until `toolgate_config_reloads_total{result}` reaches `count`.
+    async fn until_reloads(&self, result: &str, count: u64) -> bool {
+        let series = format!("toolgate_config_reloads_total{{result=\"{result}\"}} ");
+        for _ in 0..200 {
+            let mut text = String::new();
+            prometheus_client::encoding::text::encode(&mut text, &self.state.registry)
+                .expect("encodes");
+            let seen = (text.lines())
+                .find_map(|line| line.strip_prefix(series.as_str()))
+                .and_then(|value| value.trim().parse::<u64>().ok());
+            if seen.is_some_and(|seen| seen >= count) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        false
+    }
+
     async fn status_of(&self, path: &str) -> u16 {
         reqwest::Client::new()
             .post(format!("http://{}{path}", self.addr))
@@ -95,7 +113,10 @@ async fn a_changed_file_is_reloaded_and_an_invalid_one_is_refused() {
         format!("{second}\n[[routes]]\npath = \"/v3\"\nupstream = \"nowhere\"\n"),
     )
     .expect("rewrites");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        gateway.until_reloads("error", 1).await,
+        "the watcher tried the invalid file"
+    );
     assert_eq!(
         gateway.status_of("/v2/chat/completions").await,
         200,
