@@ -83,7 +83,10 @@ async fn a_judge_deny_is_a_semantic_violation_with_its_reason() {
 async fn the_judge_is_not_asked_when_a_structural_check_fails() {
     let (upstream, judge, gateway) = with_judge("").await;
     upstream.push(refund(r#"{"amount":5}"#));
-    assert_eq!(status_of_refund_request(&gateway).await, 403);
+    let response = gateway.post_chat(&request()).await;
+    let body = json_with_status(response, 403).await;
+    // Refused by the schema (no `order_id`), before any judge.
+    assert_refusal(&body, "schema_violation", "schema");
     assert_eq!(judge.request_count(), 0);
 }
 
@@ -115,6 +118,14 @@ async fn every_decided_exchange_writes_one_audit_line_without_secrets() {
         .await;
     assert_eq!(response.status(), 403);
     let line = gateway.audit_line_of(&response).await;
+    let request_id = line["request_id"].clone();
+    assert_eq!(
+        (gateway.audit_lines().iter())
+            .filter(|written| written["request_id"] == request_id)
+            .count(),
+        1,
+        "one line for the exchange"
+    );
     assert_eq!(line["route"], "/v1/chat/completions");
     assert_eq!(line["status"], 403);
     assert_eq!(line["verdict"], "blocked");
