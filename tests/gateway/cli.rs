@@ -237,16 +237,33 @@ fn demo_shows_allowed_and_blocked_exchanges() {
 
 #[test]
 fn serve_runs_the_shipped_config_and_stops_on_sigterm() {
+    let port = free_loopback_port();
     let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
         .args(["serve", "--config", "gateway.toml"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("TOOLGATE_LISTEN", "127.0.0.1:0")
+        .env("TOOLGATE_LISTEN", format!("127.0.0.1:{port}"))
         .env("TOOLGATE_ADMIN", "off")
         .env("TOOLGATE_AUDIT", "off")
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("starts");
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    // Serving: a request gets an HTTP answer (whatever the shipped upstream does with it).
+    let mut served = false;
+    for _ in 0..200 {
+        if let Ok(mut socket) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            use std::io::{Read, Write};
+            let _ =
+                socket.write_all(b"GET /nowhere HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n");
+            let mut answer = String::new();
+            let _ = socket.read_to_string(&mut answer);
+            if answer.starts_with("HTTP/1.1 404") {
+                served = true;
+                break;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    assert!(served, "the shipped config serves");
     assert!(child.try_wait().expect("status").is_none(), "still serving");
     let pid = child.id().to_string();
     assert!(sigterm(&pid).success());
@@ -325,6 +342,10 @@ async fn secrets_never_reach_the_logs_or_the_audit_lines_even_at_trace_level() {
     assert!(
         everything.contains("tool_call_blocked") || everything.contains("blocked"),
         "the audit line was written"
+    );
+    assert!(
+        everything.contains("TRACE"),
+        "the run logged at trace level, so it proves what it claims"
     );
     for secret in ["SECRET-1234", "SECRET-5678", "SECRET-9999"] {
         assert!(
