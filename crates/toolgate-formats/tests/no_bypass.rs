@@ -1919,9 +1919,22 @@ fn a_block_whose_type_only_ends_in_tool_use_is_no_call() {
         let block = format!(r#"{{"type":"{kind}","id":"t","name":"evil","input":{{}}}}"#);
         let body = format!(r#"{{"type":"message","content":[{block}]}}"#);
         assert!(client_reads_body(body.as_bytes()).is_empty());
+        // toolgate reads no call from it either (or refuses it): never a call it did not check.
+        let read =
+            toolgate_formats::answer::read_answer(WireFormat::AnthropicMessages, body.as_bytes());
+        assert!(
+            read.as_ref()
+                .map_or(true, |response| response.calls.is_empty()),
+            "{kind}: {read:?}"
+        );
+        body_is_guarded(WireFormat::AnthropicMessages, body.as_bytes())
+            .unwrap_or_else(|error| panic!("{kind}: {error}"));
         let start =
             format!(r#"{{"type":"content_block_start","index":0,"content_block":{block}}}"#);
-        assert!(client_reads_stream(&sse(&[&start])).is_empty());
+        let stream = sse(&[&start]);
+        assert!(client_reads_stream(&stream).is_empty());
+        stream_is_guarded(WireFormat::AnthropicMessages, &stream, [&stream[..]])
+            .unwrap_or_else(|error| panic!("{kind} streamed: {error}"));
     }
 }
 
