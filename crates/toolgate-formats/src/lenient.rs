@@ -220,6 +220,8 @@ fn number(value: Option<&Value>) -> Option<u64> {
 pub fn calls_in_stream<'a>(events: impl IntoIterator<Item = &'a [u8]>) -> Vec<LenientCall> {
     // Streams are short lists of calls: a list keeps their order and is searched in place.
     let mut calls: Vec<(CallKey, LenientCall)> = Vec::new();
+    // The Anthropic blocks whose input has come in pieces: the first replaces the start's.
+    let mut pieced: Vec<CallKey> = Vec::new();
     let mut updates = Vec::new();
     for data in events {
         let Some(value) = read_value(data) else {
@@ -227,6 +229,10 @@ pub fn calls_in_stream<'a>(events: impl IntoIterator<Item = &'a [u8]>) -> Vec<Le
         };
         stream_updates(&value, &mut updates);
         for (key, update) in updates.drain(..) {
+            let first_piece = matches!(update, Update::InputPiece(_)) && !pieced.contains(&key);
+            if first_piece {
+                pieced.push(key.clone());
+            }
             let position = match calls.iter().position(|(known, _)| *known == key) {
                 Some(position) => position,
                 None => {
@@ -239,6 +245,9 @@ pub fn calls_in_stream<'a>(events: impl IntoIterator<Item = &'a [u8]>) -> Vec<Le
                 }
             };
             if let Some((_, call)) = calls.get_mut(position) {
+                if first_piece {
+                    call.arguments.clear();
+                }
                 update.apply(call);
             }
         }
@@ -255,6 +264,10 @@ enum Update {
     Append { name: String, arguments: String },
     /// A complete version (an item, a block's start): its name replaces an empty one.
     Whole(LenientCall),
+    /// A piece of an Anthropic block's input: the pieces, joined, are its input, in place of
+    /// the `input` its start carried (an SDK accumulates `partial_json` and parses it at the
+    /// block's end; a block with no piece keeps its start's `input`).
+    InputPiece(String),
 }
 
 impl Update {
@@ -272,6 +285,7 @@ impl Update {
                     call.arguments = whole.arguments;
                 }
             }
+            Update::InputPiece(piece) => call.arguments.push_str(&piece),
         }
     }
 }
@@ -365,6 +379,13 @@ fn stream_updates(value: &Value, updates: &mut Vec<(CallKey, Update)>) {
                 updates.push(((3, String::new(), block_index), Update::Whole(call)));
             }
         }
+        "content_block_delta" => {
+            let delta = value.get("delta");
+            if text(delta.and_then(|delta| delta.get("type"))) == "input_json_delta" {
+                let piece = text(delta.and_then(|delta| delta.get("partial_json")));
+                updates.push(((3, String::new(), block_index), Update::InputPiece(piece)));
+            }
+        }
         _ => {}
     }
 }
@@ -439,5 +460,21 @@ mod tests {
         let calls = calls_in_stream(events);
         assert_eq!(names(&calls), ["get_weather", "lookup", "h"]);
         assert_eq!(calls[0].arguments, r#"{"a":1}"#);
+    }
+
+    #[test]
+    fn an_anthropic_blocks_input_pieces_replace_the_input_its_start_carried() {
+        let events: [&[u8]; 4] = [
+            br#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","name":"g","input":{}}}"#,
+            br#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"a\":"}}"#,
+            br#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"1}"}}"#,
+            br#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","name":"h","input":{"b":2}}}"#,
+        ];
+        let calls = calls_in_stream(events);
+        let read: Vec<(&str, &str)> = calls
+            .iter()
+            .map(|call| (call.name.as_str(), call.arguments.as_str()))
+            .collect();
+        assert_eq!(read, [("g", r#"{"a":1}"#), ("h", r#"{"b":2}"#)]);
     }
 }
