@@ -75,6 +75,16 @@ pub(crate) trait Adapter: Sync {
     ) -> Result<Bytes, ParseError>;
     /// A complete answer whose assistant text says what was blocked, without calls.
     fn block_message(&self, notice: &BlockNotice<'_>) -> Bytes;
+    /// The function and custom tools the request declares, with their descriptions
+    /// (progressive disclosure: what the model may load).
+    fn tool_definitions(
+        &self,
+        body: &[u8],
+    ) -> Result<Vec<crate::disclosure::ToolDefinition>, ParseError>;
+    /// A discovery tool's declaration in this format's shape.
+    fn discovery_tool(&self, tool: &crate::disclosure::DiscoveryTool) -> serde_json::Value;
+    /// The request with `text` added to its system prompt, after the client's own.
+    fn add_instructions(&self, body: &[u8], text: &str) -> Result<Bytes, ParseError>;
     /// [`Adapter::block_message`] as a whole stream of the format's events, ending normally.
     fn block_message_stream(&self, notice: &BlockNotice<'_>) -> Bytes;
 }
@@ -207,6 +217,25 @@ macro_rules! folder_adapter {
 
             fn block_message(&self, notice: &crate::on_block::BlockNotice<'_>) -> bytes::Bytes {
                 on_block::block_message(notice)
+            }
+
+            fn tool_definitions(
+                &self,
+                body: &[u8],
+            ) -> Result<Vec<crate::disclosure::ToolDefinition>, crate::format::ParseError> {
+                disclosure::definitions(body)
+            }
+
+            fn discovery_tool(&self, tool: &crate::disclosure::DiscoveryTool) -> serde_json::Value {
+                disclosure::discovery_tool(tool)
+            }
+
+            fn add_instructions(
+                &self,
+                body: &[u8],
+                text: &str,
+            ) -> Result<bytes::Bytes, crate::format::ParseError> {
+                disclosure::add_instructions(body, text)
             }
 
             fn block_message_stream(

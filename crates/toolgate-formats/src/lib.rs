@@ -34,6 +34,8 @@
 //! - [`lenient`]: the forgiving reader.
 //! - [`on_block`]: what the formats write when a route recovers from a block: the retry
 //!   request's feedback and the `message` answer (each folder's `on_block.rs` has its shapes).
+//! - [`disclosure`]: progressive tool disclosure's edits of a request (each folder's
+//!   `disclosure.rs` has its shapes).
 //! - [`sse`]: an incremental Server-Sent Events parser that keeps each event's exact bytes.
 //! - [`stream`]: what an event is to the guard, the assembler trait, whole-stream reading, and
 //!   edits and usage written into a stream's events.
@@ -54,6 +56,7 @@ mod tools_cache;
 
 pub mod answer;
 pub mod directives;
+pub mod disclosure;
 pub mod edits;
 pub mod format;
 pub mod identity;

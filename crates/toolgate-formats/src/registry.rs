@@ -5,6 +5,7 @@
 use bytes::Bytes;
 
 use crate::adapter::Adapter;
+use crate::disclosure::{DisclosedTools, ToolDefinition};
 use crate::edits::Edit;
 use crate::format::{Claim, ParseError, ToolRequest, ToolResponse, WireFormat, read_json};
 use crate::on_block::{BlockNotice, CallFeedback};
@@ -162,6 +163,17 @@ impl WireFormat {
         feedback: &[CallFeedback<'_>],
     ) -> Result<Bytes, ParseError> {
         self.adapter().retry_request(body, feedback)
+    }
+
+    /// The function and custom tools the request declares, with their descriptions and
+    /// definitions as written: what progressive disclosure may hide and load.
+    pub fn tool_definitions(self, body: &[u8]) -> Result<Vec<ToolDefinition>, ParseError> {
+        self.adapter().tool_definitions(body)
+    }
+
+    /// The request as the model is shown it under progressive disclosure.
+    pub fn disclose(self, body: &[u8], shown: &DisclosedTools<'_>) -> Result<Bytes, ParseError> {
+        crate::disclosure::disclose(self.adapter(), body, shown)
     }
 
     /// The `on_block = "message"` answer: a complete answer of this format whose assistant

@@ -10,6 +10,7 @@ use serde_json::value::RawValue;
 use crate::format::{name_text, text_or_raw_json};
 use crate::tool::ToolCall;
 
+pub(crate) mod disclosure;
 pub(crate) mod message;
 pub(crate) mod on_block;
 pub(crate) mod rewrite;

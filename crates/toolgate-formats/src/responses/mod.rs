@@ -1,6 +1,7 @@
 //! The OpenAI Responses API: tools of every kind in a request, calls from the `output[]` items
 //! of a response (`message`), and the same items rebuilt from `response.*` events (`stream`).
 
+pub(crate) mod disclosure;
 pub(crate) mod message;
 pub(crate) mod on_block;
 pub(crate) mod rewrite;

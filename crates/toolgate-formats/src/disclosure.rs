@@ -1,0 +1,312 @@
+//! Progressive tool disclosure, as the formats write it: the declared tools a request carries
+//! (name, description, definition as written), the discovery tools the gateway adds in the
+//! format's own shape, and the request the model is shown — the declared tools it has not
+//! loaded taken out, the discovery tools added, the tool index added to the system prompt.
+//! Each format folder's `disclosure.rs` has its shapes; what to show is the plugin's choice.
+
+use bytes::Bytes;
+use serde_json::Value;
+
+use crate::adapter::Adapter;
+use crate::format::ParseError;
+use crate::on_block::{append_to_field, array_items};
+use crate::raw_object::RawObject;
+
+/// One tool a request declares that the model calls by name (a function or custom tool; a
+/// provider's built-in tools are not disclosed, they stay as declared).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolDefinition {
+    /// The name as declared.
+    pub name: String,
+    /// The declared description, if any.
+    pub description: Option<String>,
+    /// The declared entry exactly as written (JSON text), what loading the tool shows.
+    pub definition: String,
+}
+
+/// A tool the gateway declares to the model and answers itself.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DiscoveryTool {
+    /// The name the model calls.
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// The JSON Schema of its arguments.
+    pub parameters: Value,
+}
+
+/// What the model is shown of one request's tools.
+#[derive(Debug, Clone, Copy)]
+pub struct DisclosedTools<'a> {
+    /// Declared tools taken out of the request (not loaded).
+    pub hidden: &'a [&'a str],
+    /// Discovery tools added to it.
+    pub discovery: &'a [DiscoveryTool],
+    /// Text added to the system prompt (the index of the tools).
+    pub instructions: &'a str,
+}
+
+/// The request as the model is shown it: the same body with the hidden tools removed, the
+/// discovery tools declared after the ones kept, and the instructions added to the system
+/// prompt. Every other field keeps its bytes.
+pub(crate) fn disclose(
+    adapter: &dyn Adapter,
+    body: &[u8],
+    shown: &DisclosedTools<'_>,
+) -> Result<Bytes, ParseError> {
+    let mut edited = match adapter.remove_tools(body, shown.hidden)? {
+        Some(edited) => edited,
+        None => Bytes::copy_from_slice(body),
+    };
+    if !shown.discovery.is_empty() {
+        let added: Vec<Value> = shown
+            .discovery
+            .iter()
+            .map(|tool| adapter.discovery_tool(tool))
+            .collect();
+        edited = with_tools_appended(&edited, &added)?;
+    }
+    if shown.instructions.is_empty() {
+        return Ok(edited);
+    }
+    adapter.add_instructions(&edited, shown.instructions)
+}
+
+/// The body with `added` at the end of its `tools` (a `tools` of its own when it has none, as
+/// a chat request declaring only legacy `functions`).
+fn with_tools_appended(body: &[u8], added: &[Value]) -> Result<Bytes, ParseError> {
+    let object: RawObject = crate::format::read_json(body)?;
+    let present = object
+        .0
+        .iter()
+        .any(|(key, raw)| key == "tools" && raw.get() != "null");
+    if present {
+        return append_to_field(body, "tools", array_items, added);
+    }
+    Ok(with_field(
+        &object,
+        "tools",
+        Value::Array(added.to_vec()).to_string(),
+    ))
+}
+
+/// The object with `key` set to `value` (JSON text): in its place when present, else last.
+pub(crate) fn with_field(object: &RawObject<'_>, key: &str, value: String) -> Bytes {
+    if object.0.iter().any(|(name, _)| name == key) {
+        return Bytes::from(object.write(&[(key, Some(value))]));
+    }
+    let mut written = object.write(&[]);
+    written.pop();
+    if written.len() > 1 {
+        written.push(b',');
+    }
+    written.extend_from_slice(Value::from(key).to_string().as_bytes());
+    written.push(b':');
+    written.extend_from_slice(value.as_bytes());
+    written.push(b'}');
+    Bytes::from(written)
+}
+
+/// A JSON object's string field, if it has one.
+pub(crate) fn text_field(value: &Value, key: &str) -> Option<String> {
+    value.get(key).and_then(Value::as_str).map(str::to_owned)
+}
+
+/// The items of a request's array field (`None` when absent or `null`), each parsed.
+pub(crate) fn field_items(body: &[u8], field: &str) -> Result<Option<Vec<Value>>, ParseError> {
+    let object: RawObject = crate::format::read_json(body)?;
+    let Some((_, raw)) = object.0.iter().find(|(key, _)| key == field) else {
+        return Ok(None);
+    };
+    if raw.get() == "null" {
+        return Ok(None);
+    }
+    let items: Vec<Value> = serde_json::from_str(raw.get())
+        .map_err(|_| ParseError::new(format!("the request's `{field}` is not an array")))?;
+    Ok(Some(items))
+}
+
+/// Each item's definition as JSON text, kept with what `read` finds in it.
+pub(crate) fn definitions_of(
+    items: Vec<Value>,
+    read: impl Fn(&Value) -> Option<(String, Option<String>)>,
+) -> Vec<ToolDefinition> {
+    items
+        .into_iter()
+        .filter_map(|item| {
+            let (name, description) = read(&item)?;
+            Some(ToolDefinition {
+                name,
+                description,
+                definition: item.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// A system prompt that is a plain string, with `text` after it.
+pub(crate) fn appended_text(existing: &str, text: &str) -> String {
+    if existing.trim().is_empty() {
+        text.to_owned()
+    } else {
+        format!("{existing}\n\n{text}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::format::WireFormat;
+
+    use super::*;
+
+    fn lookup() -> DiscoveryTool {
+        DiscoveryTool {
+            name: "load_tool".into(),
+            description: "Loads a tool's full definition.".into(),
+            parameters: json!({"type": "object", "properties": {"tool_name": {"type": "string"}},
+                "required": ["tool_name"]}),
+        }
+    }
+
+    fn tool_names(format: WireFormat, body: &[u8]) -> Vec<String> {
+        format
+            .parse_request(Bytes::copy_from_slice(body))
+            .expect("the disclosed request reads")
+            .declared_tools
+            .iter()
+            .map(|tool| tool.name.clone())
+            .collect()
+    }
+
+    #[test]
+    fn each_format_shows_the_loaded_tools_the_discovery_tools_and_the_index() {
+        let requests = [
+            (
+                WireFormat::ChatCompletions,
+                json!({"model": "m", "messages": [{"role": "system", "content": "Be brief."},
+                    {"role": "user", "content": "hi"}],
+                    "tools": [
+                        {"type": "function", "function": {"name": "search", "description": "Finds pages. Fast.", "parameters": {"type": "object"}}},
+                        {"type": "function", "function": {"name": "delete", "parameters": {"type": "object"}}}]}),
+            ),
+            (
+                WireFormat::Responses,
+                json!({"model": "m", "input": "hi", "instructions": "Be brief.",
+                    "tools": [
+                        {"type": "function", "name": "search", "description": "Finds pages. Fast.", "parameters": {"type": "object"}},
+                        {"type": "function", "name": "delete", "parameters": {"type": "object"}},
+                        {"type": "web_search"}]}),
+            ),
+            (
+                WireFormat::AnthropicMessages,
+                json!({"model": "m", "max_tokens": 10, "system": "Be brief.",
+                    "messages": [{"role": "user", "content": "hi"}],
+                    "tools": [
+                        {"name": "search", "description": "Finds pages. Fast.", "input_schema": {"type": "object"}},
+                        {"name": "delete", "input_schema": {"type": "object"}},
+                        {"type": "web_search_20250305", "name": "web_search"}]}),
+            ),
+        ];
+        for (format, request) in requests {
+            let body = request.to_string();
+            let definitions = format
+                .tool_definitions(body.as_bytes())
+                .expect("the tools read");
+            let names: Vec<&str> = definitions.iter().map(|tool| tool.name.as_str()).collect();
+            assert_eq!(
+                names,
+                ["search", "delete"],
+                "{format:?}: built-ins are not disclosed"
+            );
+            assert_eq!(
+                definitions[0].description.as_deref(),
+                Some("Finds pages. Fast."),
+                "{format:?}"
+            );
+            assert!(definitions[1].description.is_none(), "{format:?}");
+            let shown = format
+                .disclose(
+                    body.as_bytes(),
+                    &DisclosedTools {
+                        hidden: &["delete"],
+                        discovery: &[lookup()],
+                        instructions: "TOOL INDEX",
+                    },
+                )
+                .expect("the request is disclosed");
+            let mut names = tool_names(format, &shown);
+            names.retain(|name| name != "web_search");
+            assert_eq!(names, ["search", "load_tool"], "{format:?}");
+            let text = String::from_utf8(shown.to_vec()).expect("utf-8");
+            assert!(text.contains("Be brief."), "{format:?}: {text}");
+            assert!(text.contains("TOOL INDEX"), "{format:?}: {text}");
+            let value: Value = serde_json::from_slice(&shown).expect("json");
+            assert_eq!(value["model"], "m", "{format:?}: other fields are kept");
+        }
+    }
+
+    #[test]
+    fn the_index_goes_where_each_format_keeps_its_system_prompt() {
+        let chat = json!({"model": "m", "messages": [{"role": "system", "content": "A"},
+            {"role": "user", "content": "hi"}], "tools": []})
+        .to_string();
+        let shown: Value = serde_json::from_slice(
+            &WireFormat::ChatCompletions
+                .disclose(
+                    chat.as_bytes(),
+                    &DisclosedTools {
+                        hidden: &[],
+                        discovery: &[],
+                        instructions: "INDEX",
+                    },
+                )
+                .expect("disclosed"),
+        )
+        .expect("json");
+        assert_eq!(shown["messages"][0]["content"], "A");
+        assert_eq!(
+            shown["messages"][1],
+            json!({"role": "system", "content": "INDEX"})
+        );
+        assert_eq!(shown["messages"][2]["role"], "user");
+
+        let anthropic = json!({"model": "m", "max_tokens": 1, "messages": [],
+            "system": [{"type": "text", "text": "A"}], "tools": []})
+        .to_string();
+        let shown: Value = serde_json::from_slice(
+            &WireFormat::AnthropicMessages
+                .disclose(
+                    anthropic.as_bytes(),
+                    &DisclosedTools {
+                        hidden: &[],
+                        discovery: &[],
+                        instructions: "INDEX",
+                    },
+                )
+                .expect("disclosed"),
+        )
+        .expect("json");
+        assert_eq!(
+            shown["system"],
+            json!([{"type": "text", "text": "A"}, {"type": "text", "text": "INDEX"}])
+        );
+
+        let responses = json!({"model": "m", "input": "hi", "tools": []}).to_string();
+        let shown: Value = serde_json::from_slice(
+            &WireFormat::Responses
+                .disclose(
+                    responses.as_bytes(),
+                    &DisclosedTools {
+                        hidden: &[],
+                        discovery: &[],
+                        instructions: "INDEX",
+                    },
+                )
+                .expect("disclosed"),
+        )
+        .expect("json");
+        assert_eq!(shown["instructions"], "INDEX");
+    }
+}

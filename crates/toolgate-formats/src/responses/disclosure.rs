@@ -1,0 +1,44 @@
+//! The Responses API under progressive disclosure: the declared function and custom tools with
+//! their descriptions (built-in tools are the provider's, never disclosed), a discovery tool as
+//! a function tool, and the tool index after the request's `instructions`.
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+use crate::disclosure::{
+    DiscoveryTool, ToolDefinition, appended_text, definitions_of, field_items, text_field,
+    with_field,
+};
+use crate::format::ParseError;
+use crate::raw_object::RawObject;
+
+pub(crate) fn definitions(body: &[u8]) -> Result<Vec<ToolDefinition>, ParseError> {
+    Ok(definitions_of(
+        field_items(body, "tools")?.unwrap_or_default(),
+        |item| match item.get("type").and_then(Value::as_str) {
+            Some("function" | "custom") => {
+                Some((text_field(item, "name")?, text_field(item, "description")))
+            }
+            _ => None,
+        },
+    ))
+}
+
+pub(crate) fn discovery_tool(tool: &DiscoveryTool) -> Value {
+    json!({"type": "function", "name": tool.name, "description": tool.description,
+        "parameters": tool.parameters, "strict": false})
+}
+
+/// `instructions` with `text` after them (a request without any gets `text` alone).
+pub(crate) fn add_instructions(body: &[u8], text: &str) -> Result<Bytes, ParseError> {
+    let object: RawObject = crate::format::read_json(body)?;
+    let existing = object
+        .0
+        .iter()
+        .find(|(key, _)| key == "instructions")
+        .and_then(|(_, raw)| serde_json::from_str::<Option<String>>(raw.get()).ok())
+        .flatten()
+        .unwrap_or_default();
+    let instructions = Value::String(appended_text(&existing, text)).to_string();
+    Ok(with_field(&object, "instructions", instructions))
+}
