@@ -4,6 +4,7 @@
 //! Each stage exists here once; the paths differ only in how bytes move. Recovering from a
 //! block is `recovery`, the close is `finish`; `crate::rounds` reads the answers in turn.
 
+mod disclosure;
 mod finish;
 mod recovery;
 
@@ -28,6 +29,7 @@ use crate::pipeline::StageOutcome;
 use crate::router::{Route, UnguardedCalls, UnreadableAnswers};
 use crate::telemetry::McpAudit;
 
+pub use disclosure::Discovered;
 pub use recovery::AfterBlock;
 
 /// One exchange, told what happens to it by the driver that carries it; its record is its own.
@@ -66,6 +68,8 @@ pub struct Exchange {
     /// On a chain that recovers from blocks (`on_block`): the request as it went upstream, and
     /// the attempts so far. Boxed: most exchanges have none, and all wait with this state.
     recovery: Option<Box<Recovery>>,
+    /// On a route with `tool_disclosure`, once the request was disclosed.
+    disclosure: Option<Box<disclosure::Disclosing>>,
     /// Whether the gateway itself watches this answer for tool calls: its route is a bare
     /// pass-through (no plugin at all), yet its path may be served as a generation
     /// ([`UnguardedCalls`]).
@@ -110,6 +114,7 @@ impl Exchange {
             annotations: serde_json::Map::new(),
             mcp: None,
             recovery: None,
+            disclosure: None,
             watches_unguarded_calls,
             connection: None,
         }

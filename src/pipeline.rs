@@ -203,6 +203,14 @@ impl Chain {
         self.holds_text
     }
 
+    /// The chain's progressive disclosure: the first enforcing entry whose plugin offers one,
+    /// with what that entry's block does.
+    pub fn disclosure(&self) -> Option<(&dyn toolgate_plugin::ToolDisclosure, OnBlock)> {
+        (self.entries.iter())
+            .filter(|entry| entry.mode == Mode::Enforce)
+            .find_map(|entry| Some((entry.plugin.disclosure()?, entry.on_block)))
+    }
+
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.entries.iter().map(|entry| entry.name.as_str())
     }

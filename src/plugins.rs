@@ -12,4 +12,5 @@ pub(crate) const BUILTIN: &[CrateFactories] = &[
     toolgate_tool_arguments::factories,
     toolgate_service::factories,
     toolgate_call_limit::factories,
+    toolgate_tool_disclosure::factories,
 ];

@@ -18,7 +18,7 @@ use crate::body::{self, ProxyBody, collect_limited};
 use crate::config::{Config, ServerConfig};
 use crate::connections::DrainSignal;
 use crate::error::GatewayError;
-use crate::exchange::{AfterBlock, Exchange, forwarded_path_and_query, path_and_query};
+use crate::exchange::{AfterBlock, Discovered, Exchange, forwarded_path_and_query, path_and_query};
 use crate::on_block::{OnBlock, ResendHead, RetryOutcome};
 use crate::request_body::ClientBody;
 use crate::rounds::{self, Round, Transport};
@@ -339,7 +339,9 @@ impl Transport for WholeAnswers<'_> {
     }
 
     async fn read(&mut self, retry: Option<Response<Incoming>>) -> Round<Self::Answer> {
-        let retrying = retry.is_some();
+        // An answer in place of a block (not a discovery round's): one that cannot be read
+        // gives the client the block.
+        let retrying = retry.is_some() && self.exchange.retry_under_way();
         let Some(response) = retry.or_else(|| self.first.take()) else {
             return Round::Answered(Err(GatewayError::internal("an answer read twice")));
         };
@@ -357,6 +359,7 @@ impl Transport for WholeAnswers<'_> {
                 return Round::Answered(Ok(Step::Respond(response)));
             }
             Ok(Answered::Blocked(blocked)) => blocked,
+            Ok(Answered::Discovery(request)) => return Round::Again(request),
             // A retry's answer that is no answer to check (an error status, a cut).
             Ok(Answered::Other(_)) if retrying => return Round::Unusable(None),
             Err(error) if retrying => return Round::Unusable(Some(error)),
@@ -401,6 +404,8 @@ enum Answered {
     Blocked(Box<BlockedAnswer>),
     /// Not checked here: passed through, refused by the gateway itself, or a stream.
     Other(Step),
+    /// Discovery calls answered by the gateway: this conversation goes upstream again.
+    Discovery(Bytes),
 }
 
 /// An answer the chain blocked, with what recovering from it needs.
@@ -579,8 +584,14 @@ async fn read_and_screen_request(
             }
         }
     }
-    if untouched.is_none() && route.chain.recovers() {
-        exchange.recover_from(bytes.clone());
+    if untouched.is_none() {
+        if let Err(rejection) = Box::pin(exchange.disclose(&mut bytes)).await {
+            exchange.record_block(&rejection);
+            return Ok(Screened::Answer(exchange.block_response(&rejection)));
+        }
+        if route.chain.recovers() || exchange.discloses() {
+            exchange.recover_from(bytes.clone());
+        }
     }
     Ok(Screened::Forward(
         untouched.unwrap_or_else(|| body::full(bytes)),
@@ -642,6 +653,24 @@ async fn check_and_release(
             )));
         }
     };
+    if let Parsed::Parsed(view) = &response_view
+        && exchange.discloses()
+    {
+        let usage = toolgate_formats::on_block::answer_usage(&bytes);
+        match Box::pin(exchange.discovery_round(&view.calls, usage.clone(), true)).await {
+            Some(Discovered::Again(request)) => return Ok(Answered::Discovery(request)),
+            Some(Discovered::Refused(rejection, on_block)) => {
+                exchange.record_block(&rejection);
+                return Ok(Answered::Blocked(Box::new(BlockedAnswer {
+                    rejection,
+                    on_block,
+                    calls: view.calls.clone(),
+                    usage,
+                })));
+            }
+            None => {}
+        }
+    }
     let outcome = Box::pin(exchange.pre_response(&response_view, response_parts.status)).await;
     if let Some(rejection) = outcome.blocked {
         let calls = match response_view {

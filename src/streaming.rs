@@ -25,7 +25,7 @@ use toolgate_plugin::{Edit, ParseError, Parsed, Rejection, ToolCall, ToolRespons
 
 use crate::body::{BoxError, ChannelBody, Coalesce, ProxyBody};
 use crate::error::{ErrorReport, GatewayError};
-use crate::exchange::{AfterBlock, Exchange};
+use crate::exchange::{AfterBlock, Discovered, Exchange};
 use crate::on_block::{self, OnBlock, RetryOutcome};
 use crate::rounds::{self, Round, Transport};
 use crate::state::GatewayState;
@@ -62,7 +62,9 @@ pub fn guard(
     let (sender, client_body) = ChannelBody::channel(16);
     // Kept apart from the relay's, to end the client's body if the relay panics.
     let cut_off = sender.clone();
-    let holds_text = exchange.route().chain.holds_text();
+    // Under disclosure a round may turn out to be one of discovery, which the client must
+    // never see: its text waits for the round's calls.
+    let holds_text = exchange.route().chain.holds_text() || exchange.discloses();
     // Only a chain that recovers from blocks bills several attempts.
     let usage = exchange
         .recovers()
@@ -218,6 +220,10 @@ impl<G: Future<Output = ()> + Send> Transport for StreamAttempts<'_, '_, G> {
             let is_stream = response.status().is_success()
                 && crate::upstream::is_event_stream(response.headers());
             if !is_stream {
+                if !self.relay.exchange.retry_under_way() {
+                    let error = Exchange::discovery_failed(response.status());
+                    return Round::Unusable(Some(error));
+                }
                 return Round::Unusable(None);
             }
             self.relay.restart();
@@ -565,6 +571,25 @@ impl Relay {
         let calls = self.assembler.take_calls();
         let reasoning = self.assembler.reasoning().map(str::to_owned);
         let response = ToolResponse { calls, reasoning };
+        if self.exchange.discloses() {
+            let nothing_sent = self.head.is_some();
+            match Box::pin(
+                self.exchange
+                    .discovery_round(&response.calls, None, nothing_sent),
+            )
+            .await
+            {
+                Some(Discovered::Again(request)) => {
+                    self.drop_held();
+                    return Flow::Retry(request);
+                }
+                Some(Discovered::Refused(rejection, on_block)) => {
+                    self.exchange.record_block(&rejection);
+                    return self.recover(rejection, on_block, &response.calls).await;
+                }
+                None => {}
+            }
+        }
         if let Err(rejection) = self.exchange.verifiable(&response) {
             self.exchange.record_block(&rejection);
             return self.block(*rejection).await;

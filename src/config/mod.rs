@@ -393,6 +393,31 @@ pub(crate) struct RawTool {
     pub action: Option<String>,
     #[serde(default)]
     pub description: Option<String>,
+    /// Progressive disclosure's index line for the tool (docs/disclosure.md).
+    #[serde(default)]
+    pub short_description: Option<String>,
+    #[serde(default)]
+    pub cost_tier: Option<toolgate_plugin::CostTier>,
+    /// Shown with the tool's full body when the model loads it.
+    #[serde(default)]
+    pub examples: Vec<toml::Value>,
+    #[serde(default)]
+    pub failure_modes: Vec<String>,
+    /// Documents the model may fetch by id, each read from a file.
+    #[serde(default)]
+    pub resources: Vec<RawToolResource>,
+}
+
+/// `[[tools.NAME.resources]]`: one document about a tool.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawToolResource {
+    pub id: String,
+    /// Relative to the configuration file's folder.
+    pub file: String,
+    /// Guessed from the file's extension when not given.
+    #[serde(default)]
+    pub content_type: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -34,7 +34,8 @@ impl Exchange {
 
     /// Closes the exchange: metrics, the audit line, and `post_response` (in the background, so
     /// accounting never delays the client) when the chain has any.
-    pub async fn finish(self, state: &Arc<GatewayState>, status: http::StatusCode) {
+    pub async fn finish(mut self, state: &Arc<GatewayState>, status: http::StatusCode) {
+        self.close_disclosure().await;
         let route_path = self.route.path.clone();
         if let Some(mcp) = self.mcp.as_deref().filter(|mcp| mcp.method == "tools/call") {
             let server = mcp.server.as_deref().unwrap_or_default();

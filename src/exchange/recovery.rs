@@ -73,10 +73,17 @@ impl Exchange {
             .as_parsed()
             .map_or(&[][..], |request| &*request.declared_tools);
         let feedback = on_block::feedback(&turn, &rejection, declared);
+        let continued = match self.disclosed_retry(&feedback) {
+            Some(continued) => continued,
+            None => match self.recovery.as_ref() {
+                Some(recovery) => self.format.retry_request(&recovery.body, &feedback),
+                None => return AfterBlock::Error(rejection),
+            },
+        };
         let Some(recovery) = self.recovery.as_mut() else {
             return AfterBlock::Error(rejection);
         };
-        match self.format.retry_request(&recovery.body, &feedback) {
+        match continued {
             Ok(body) => {
                 recovery.body = body.clone();
                 recovery.attempts.push(AttemptRecord {
@@ -150,6 +157,14 @@ impl Exchange {
         }
         self.blocked = true;
         Some(rejection)
+    }
+
+    /// Whether a retry after a block (`on_block = "retry"`) is under way: its answer stands
+    /// in for the block's.
+    pub fn retry_under_way(&self) -> bool {
+        self.recovery
+            .as_ref()
+            .is_some_and(|recovery| recovery.retrying.is_some())
     }
 
     /// Records what became of the retry under way, if one is: its answer reached the client,

@@ -35,6 +35,49 @@ pub struct CatalogTool {
     pub action: Option<String>,
     /// A description for people (the discovery listing shows it).
     pub description: Option<String>,
+    /// What progressive disclosure tells the model about the tool besides its declaration.
+    pub docs: ToolDocs,
+}
+
+/// How costly a call of a tool is, in progressive disclosure's index (seed 003).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CostTier {
+    /// Quick and free, or nearly.
+    Cheap,
+    /// Worth a thought before calling.
+    Medium,
+    /// Slow, costly or hard to undo: call only when needed.
+    Expensive,
+}
+
+/// A document about a tool the model fetches by id (seed 003's L3 resource: a guide, a code
+/// sample, an example trace), read from a file when the config loads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolResource {
+    /// The id the model asks for it by.
+    pub id: String,
+    /// Its media type (`text/markdown`, …).
+    pub content_type: String,
+    /// Its text.
+    pub content: String,
+}
+
+/// What the catalog adds to a declared tool under progressive disclosure: its index line
+/// (`short_description`, `cost_tier`; the category is the tool's own), the extras of its full
+/// body (`examples`, `failure_modes`) and its resources.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolDocs {
+    /// The index line's description, in place of the declared description's first sentence.
+    pub short_description: Option<String>,
+    /// The index line's cost tier.
+    pub cost_tier: Option<CostTier>,
+    /// Example calls or uses, shown with the full body.
+    pub examples: Vec<serde_json::Value>,
+    /// How calls of the tool fail and what to do then, shown with the full body.
+    pub failure_modes: Vec<String>,
+    /// The documents the model may fetch.
+    pub resources: Vec<ToolResource>,
 }
 
 impl CatalogTool {
@@ -48,6 +91,7 @@ impl CatalogTool {
             category: None,
             action: None,
             description: None,
+            docs: ToolDocs::default(),
         }
     }
 

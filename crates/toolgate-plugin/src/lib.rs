@@ -77,6 +77,7 @@
 //! - [`catalog`]: the tool catalog (groups, workflow states, categories, action types), indexed
 //!   by `ToolKey`.
 //! - [`directives`]: the client's `toolgate` object and `x-toolgate-*` headers.
+//! - [`disclosure`]: progressive tool disclosure: `ToolDisclosure`, the plugin's side of it.
 //! - [`header_rules`]: the hop-by-hop headers no proxy forwards, and the connection and framing
 //!   headers no plugin edit may set.
 //! - [`pattern`]: tool-name patterns (`search_*`), matched against a name's `ToolKey`.
@@ -96,6 +97,7 @@
 #![deny(missing_docs)]
 
 pub mod catalog;
+pub mod disclosure;
 // The wire formats live in `toolgate-formats`; the nouns they yield are part of the plugin API
 // (re-exported below, so a plugin depends on this crate alone), and so is the vocabulary of a
 // request's directives. How answers, streams and retries are read and written is the
@@ -120,8 +122,12 @@ pub mod verdict;
 
 /// The text type of a declared schema (`DeclaredTool::parameters`), for plugins that build one.
 pub use bytestring::ByteString;
-pub use catalog::{CatalogTool, KeyCollision, ToolCatalog};
+pub use catalog::{CatalogTool, CostTier, KeyCollision, ToolCatalog, ToolDocs, ToolResource};
 pub use directives::Directives;
+pub use disclosure::{
+    DisclosedView, DisclosureSession, DiscoveryLimits, DiscoveryTool, ToolDefinition,
+    ToolDisclosure,
+};
 pub use edits::Edit;
 pub use exchange::{CompletedExchange, ExchangeMeta, Parsed, RequestExchange, ResponseExchange};
 pub use format::{ErrorFacts, ParseError, ParseErrorKind, ToolRequest, ToolResponse, WireFormat};

@@ -104,6 +104,12 @@ pub trait Plugin: Send + Sync + 'static {
         None
     }
 
+    /// The plugin's progressive tool disclosure, if it offers one: the gateway shows the model
+    /// what it says and answers the model's discovery calls through it. At most one per chain.
+    fn disclosure(&self) -> Option<&dyn crate::disclosure::ToolDisclosure> {
+        None
+    }
+
     /// Completes a `GET /tools` query with what this plugin keeps for it before the tools are
     /// judged: a plugin that keeps each conversation's workflow state sets `query.state` to the
     /// stored one when `query.conversation` names a conversation. `Err` says why it could not

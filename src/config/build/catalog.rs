@@ -1,10 +1,10 @@
 //! `[tools.NAME]`: the tool catalog (groups, states, categories, action types, schemas).
 
-use toolgate_plugin::{CatalogTool, ToolCatalog};
+use toolgate_plugin::{CatalogTool, ToolCatalog, ToolDocs, ToolResource};
 use toolgate_plugin::{directives, taxonomy};
 
-use super::super::RawConfig;
 use super::super::source::{ConfigError, KeyPath, Source};
+use super::super::{RawConfig, RawTool};
 
 /// The error for a category the taxonomy does not know, naming the ones it does.
 fn unknown_category(category: &str) -> String {
@@ -79,6 +79,7 @@ pub(super) fn build_catalog(
                 ),
             ));
         }
+        tool.docs = tool_docs(entry, &tool_path, source, errors);
         tools.push(tool);
     }
     let mut catalog = ToolCatalog::new(tools);
@@ -134,4 +135,81 @@ pub(super) fn build_catalog(
         }
     }
     catalog
+}
+
+/// The longest index line a tool may give itself: the index must stay short for every tool.
+const MAX_SHORT_DESCRIPTION: usize = 200;
+
+/// What progressive disclosure adds to the tool: its index line, the extras of its body and
+/// its resources, each resource's file read now (a missing file is a config error, not a
+/// model's failed lookup later).
+fn tool_docs(
+    entry: &RawTool,
+    tool_path: &KeyPath,
+    source: &Source,
+    errors: &mut Vec<ConfigError>,
+) -> ToolDocs {
+    if let Some(short) = &entry.short_description
+        && short.chars().count() > MAX_SHORT_DESCRIPTION
+    {
+        errors.push(source.error_at_key(
+            &tool_path.clone().key("short_description"),
+            format!("a short description is at most {MAX_SHORT_DESCRIPTION} characters"),
+        ));
+    }
+    let mut resources: Vec<ToolResource> = Vec::new();
+    for (index, resource) in entry.resources.iter().enumerate() {
+        let path = tool_path.clone().key("resources").index(index);
+        if resources.iter().any(|known| known.id == resource.id) || resource.id.is_empty() {
+            errors.push(source.error_at_key(
+                &path.clone().key("id"),
+                format!("resource id '{}' is empty or used twice", resource.id),
+            ));
+            continue;
+        }
+        let file = source.relative_path(&resource.file);
+        match std::fs::read_to_string(&file) {
+            Ok(content) => resources.push(ToolResource {
+                id: resource.id.clone(),
+                content_type: resource
+                    .content_type
+                    .clone()
+                    .unwrap_or_else(|| content_type_of(&resource.file).to_owned()),
+                content,
+            }),
+            Err(error) => errors.push(source.error_at_key(
+                &path.key("file"),
+                format!("cannot read '{}': {error}", file.display()),
+            )),
+        }
+    }
+    ToolDocs {
+        short_description: entry.short_description.clone(),
+        cost_tier: entry.cost_tier,
+        examples: entry
+            .examples
+            .iter()
+            .filter_map(|example| serde_json::to_value(example).ok())
+            .collect(),
+        failure_modes: entry.failure_modes.clone(),
+        resources,
+    }
+}
+
+/// A resource's media type by its file's extension.
+fn content_type_of(file: &str) -> &'static str {
+    let extension = file.rsplit_once('.').map(|(_, extension)| extension);
+    match extension.map(str::to_ascii_lowercase).as_deref() {
+        Some("md" | "markdown") => "text/markdown",
+        Some("json") => "application/json",
+        Some("jsonl") => "application/jsonl",
+        Some("py") => "text/x-python",
+        Some("rs") => "text/x-rust",
+        Some("js" | "mjs") => "text/javascript",
+        Some("ts") => "text/typescript",
+        Some("sh") => "text/x-shellscript",
+        Some("yaml" | "yml") => "application/yaml",
+        Some("toml") => "application/toml",
+        _ => "text/plain",
+    }
 }

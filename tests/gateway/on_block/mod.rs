@@ -9,7 +9,7 @@ mod chat;
 mod config;
 mod formats;
 mod held_text;
-mod streams;
+pub(crate) mod streams;
 mod usage;
 
 use serde_json::{Value, json};

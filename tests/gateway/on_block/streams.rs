@@ -13,7 +13,7 @@ use crate::common::{Reply, ScriptedUpstream, TestGateway};
 
 /// What an SDK user read from a chat stream: the text, the calls' names, the finish reasons,
 /// and the error that ended it, if any.
-pub(super) async fn read_sdk_stream(
+pub(crate) async fn read_sdk_stream(
     gateway: &TestGateway,
     request: Value,
 ) -> (String, Vec<String>, Vec<String>, Option<String>) {
@@ -46,7 +46,7 @@ pub(super) async fn read_sdk_stream(
     (text, calls, finishes, None)
 }
 
-pub(super) fn streamed(mut request: Value) -> Value {
+pub(crate) fn streamed(mut request: Value) -> Value {
     request["stream"] = json!(true);
     request
 }
