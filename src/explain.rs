@@ -85,6 +85,24 @@ pub async fn explain(route: &Arc<Route>, path: &str, request: Bytes, response: &
     if outcome.blocked.is_some() {
         return finish(text, "request", &outcome, format);
     }
+    // What the model would be shown under `tool_disclosure`.
+    if let Err(rejection) = exchange.disclose(&mut body).await {
+        let outcome = StageOutcome {
+            blocked: Some(rejection),
+            blocked_by: vec!["tool_disclosure".to_owned()],
+            ..StageOutcome::default()
+        };
+        return finish(text, "request", &outcome, format);
+    }
+    if exchange.discloses() {
+        let shown = format
+            .tool_definitions(&body)
+            .map(|tools| tools.len())
+            .unwrap_or_default();
+        text.push_str(&format!(
+            "disclosure: the model is shown an index and {shown} definitions (the discovery tools and the loaded ones)\n"
+        ));
+    }
 
     // The answer is read as the gateway reads it: one exchange, the same reader.
     if toolgate_formats::answer::looks_like_event_stream(response) {
@@ -121,6 +139,26 @@ pub async fn explain(route: &Arc<Route>, path: &str, request: Bytes, response: &
             text.push_str(&format!("response: not understood ({error})\n"));
         }
         Parsed::Absent => {}
+    }
+    if let Parsed::Parsed(parsed) = &parsed_response {
+        match exchange.discovery_round(&parsed.calls, None, true).await {
+            Some(crate::exchange::Discovered::Again(_)) => {
+                text.push_str("verdict: DISCOVERY ROUND — toolgate answers the model's discovery calls and asks it again; the client sees nothing of this answer\n");
+                return Report {
+                    blocked: false,
+                    text,
+                };
+            }
+            Some(crate::exchange::Discovered::Refused(rejection, _)) => {
+                let outcome = StageOutcome {
+                    blocked: Some(rejection),
+                    blocked_by: vec!["tool_disclosure".to_owned()],
+                    ..StageOutcome::default()
+                };
+                return finish(text, "response", &outcome, format);
+            }
+            None => {}
+        }
     }
     let outcome = exchange
         .pre_response(&parsed_response, StatusCode::OK)

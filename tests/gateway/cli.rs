@@ -612,3 +612,44 @@ async fn judge_eval_scores_the_configured_judge_on_the_shipped_set() {
     );
     assert!(printed.contains("no verdict: case 1:"), "{printed}");
 }
+
+#[test]
+fn explain_says_when_an_answer_is_a_discovery_round() {
+    let config = write_config(
+        "[upstreams.llm]\nurl = \"http://127.0.0.1:9\"\n\n\
+         [[plugins]]\nname = \"tool_selection\"\n\n\
+         [[plugins]]\nname = \"tool_disclosure\"\nsettings = { min_tools = 2 }\n\n\
+         [[routes]]\npath = \"/v1\"\nupstream = \"llm\"\n",
+    );
+    let request = serde_json::json!({"model": "m",
+        "messages": [{"role": "user", "content": "hi"}],
+        "tools": [{"type": "function", "function": {"name": "a", "parameters": {}}},
+                  {"type": "function", "function": {"name": "b", "parameters": {}}}]});
+    let answer = serde_json::json!({"id": "c", "object": "chat.completion", "created": 1,
+        "model": "m", "choices": [{"index": 0, "finish_reason": "tool_calls",
+        "message": {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1",
+        "type": "function", "function": {"name": "load_tool", "arguments": "{\"tool_name\":\"a\"}"}}]}}]});
+    let request_path = temp_audit_path().with_extension("request.json");
+    let answer_path = temp_audit_path().with_extension("answer.json");
+    std::fs::write(&request_path, request.to_string()).expect("request written");
+    std::fs::write(&answer_path, answer.to_string()).expect("answer written");
+    let path = |path: &Path| path.to_str().expect("utf-8 path").to_owned();
+    let output = toolgate(&[
+        "explain",
+        "--config",
+        &path(&config),
+        "--route",
+        "/v1/chat/completions",
+        "--request",
+        &path(&request_path),
+        "--response",
+        &path(&answer_path),
+    ]);
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{text}{}", stderr(&output));
+    assert!(
+        text.contains("disclosure: the model is shown an index and 3 definitions"),
+        "{text}"
+    );
+    assert!(text.contains("verdict: DISCOVERY ROUND"), "{text}");
+}

@@ -81,6 +81,8 @@ pub(crate) trait Adapter: Sync {
         &self,
         body: &[u8],
     ) -> Result<Vec<crate::disclosure::ToolDefinition>, ParseError>;
+    /// The tools the request forces the model to choose from (its `tool_choice`).
+    fn forced_tools(&self, body: &[u8]) -> Vec<String>;
     /// A discovery tool's declaration in this format's shape.
     fn discovery_tool(&self, tool: &crate::disclosure::DiscoveryTool) -> serde_json::Value;
     /// The request with `text` added to its system prompt, after the client's own.
@@ -224,6 +226,13 @@ macro_rules! folder_adapter {
                 body: &[u8],
             ) -> Result<Vec<crate::disclosure::ToolDefinition>, crate::format::ParseError> {
                 disclosure::definitions(body)
+            }
+
+            fn forced_tools(&self, body: &[u8]) -> Vec<String> {
+                crate::disclosure::tool_choices(body)
+                    .iter()
+                    .flat_map(disclosure::forced_tools)
+                    .collect()
             }
 
             fn discovery_tool(&self, tool: &crate::disclosure::DiscoveryTool) -> serde_json::Value {

@@ -54,7 +54,12 @@ pub(crate) fn disclose(
     body: &[u8],
     shown: &DisclosedTools<'_>,
 ) -> Result<Bytes, ParseError> {
-    let mut edited = match adapter.remove_tools(body, shown.hidden)? {
+    // A tool the request forces (`tool_choice`) stays shown: hiding it would drop the choice.
+    let forced = adapter.forced_tools(body);
+    let hidden: Vec<&str> = (shown.hidden.iter().copied())
+        .filter(|name| !forced.iter().any(|forced| forced == name))
+        .collect();
+    let mut edited = match adapter.remove_tools(body, &hidden)? {
         Some(edited) => edited,
         None => Bytes::copy_from_slice(body),
     };
@@ -105,6 +110,17 @@ pub(crate) fn with_field(object: &RawObject<'_>, key: &str, value: String) -> By
     written.extend_from_slice(value.as_bytes());
     written.push(b'}');
     Bytes::from(written)
+}
+
+/// The request's `tool_choice` (and chat's legacy `function_call`), read, if it has one.
+pub(crate) fn tool_choices(body: &[u8]) -> Vec<Value> {
+    let Ok(object) = crate::format::read_json::<RawObject>(body) else {
+        return Vec::new();
+    };
+    (object.0.iter())
+        .filter(|(key, _)| key == "tool_choice" || key == "function_call")
+        .filter_map(|(_, raw)| serde_json::from_str(raw.get()).ok())
+        .collect()
 }
 
 /// A JSON object's string field, if it has one.
@@ -244,6 +260,52 @@ mod tests {
             assert!(text.contains("TOOL INDEX"), "{format:?}: {text}");
             let value: Value = serde_json::from_slice(&shown).expect("json");
             assert_eq!(value["model"], "m", "{format:?}: other fields are kept");
+        }
+    }
+
+    #[test]
+    fn a_forced_tool_stays_shown_in_every_format() {
+        let forcing = [
+            (
+                WireFormat::ChatCompletions,
+                json!({"model": "m", "messages": [],
+                    "tool_choice": {"type": "function", "function": {"name": "delete"}},
+                    "tools": [{"type": "function", "function": {"name": "delete"}},
+                              {"type": "function", "function": {"name": "search"}}]}),
+            ),
+            (
+                WireFormat::Responses,
+                json!({"model": "m", "input": "hi",
+                    "tool_choice": {"type": "function", "name": "delete"},
+                    "tools": [{"type": "function", "name": "delete"},
+                              {"type": "function", "name": "search"}]}),
+            ),
+            (
+                WireFormat::AnthropicMessages,
+                json!({"model": "m", "max_tokens": 1, "messages": [], "system": "s",
+                    "tool_choice": {"type": "tool", "name": "delete"},
+                    "tools": [{"name": "delete", "input_schema": {}},
+                              {"name": "search", "input_schema": {}}]}),
+            ),
+        ];
+        for (format, request) in forcing {
+            let shown = format
+                .disclose(
+                    request.to_string().as_bytes(),
+                    &DisclosedTools {
+                        hidden: &["delete", "search"],
+                        discovery: &[lookup()],
+                        instructions: "",
+                    },
+                )
+                .expect("disclosed");
+            assert_eq!(
+                tool_names(format, &shown),
+                ["delete", "load_tool"],
+                "{format:?}"
+            );
+            let value: Value = serde_json::from_slice(&shown).expect("json");
+            assert_eq!(value["tool_choice"], request["tool_choice"], "{format:?}");
         }
     }
 

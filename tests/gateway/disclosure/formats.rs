@@ -179,3 +179,32 @@ async fn an_anthropic_stream_hides_its_discovery_round() {
     assert_eq!(body.matches("event: message_start").count(), 1, "{body}");
     assert_eq!(upstream.request_count(), 2);
 }
+
+#[tokio::test]
+async fn a_responses_stream_hides_its_discovery_round() {
+    let upstream = ScriptedUpstream::start().await;
+    let gateway = TestGateway::start(&upstream, &disclosed_route("")).await;
+    let recorded = crate::common::fixture("responses/function_call_allowed.sse");
+    // The recorded call renamed: a load_tool call whose arguments name no tool.
+    let discovery = recorded.replace("\"name\":\"get_weather\"", "\"name\":\"load_tool\"");
+    upstream.push(Reply::sse_events(&discovery));
+    upstream.push(Reply::sse_events(&recorded));
+    let mut request = crate::common::fixture_json("responses/function_call_allowed.request.json");
+    let tools = request["tools"].as_array_mut().expect("tools");
+    tools.extend((1..DECLARED).map(|n| {
+        json!({"type": "function", "name": filler(n),
+        "parameters": {"type": "object"}})
+    }));
+    request["stream"] = json!(true);
+
+    let response = gateway.post("/v1/responses", &request).await;
+    assert_eq!(response.status(), 200);
+    let body = response.text().await.expect("text");
+    assert!(!body.contains("load_tool"), "{body}");
+    assert!(body.contains("\"name\":\"get_weather\""), "{body}");
+    assert_eq!(body.matches("event: response.created").count(), 1, "{body}");
+    let round = last_items(&upstream.requests()[1].json(), "input", 1);
+    assert_eq!(round[0]["type"], "function_call_output");
+    let output = round[0]["output"].as_str().unwrap_or_default();
+    assert!(output.contains("load_tool takes"), "{output}");
+}

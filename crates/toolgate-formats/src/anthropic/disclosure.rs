@@ -55,3 +55,12 @@ pub(crate) fn add_instructions(body: &[u8], text: &str) -> Result<Bytes, ParseEr
     .to_string();
     Ok(with_field(&object, "system", system))
 }
+
+/// The tool a `tool_choice` of type `tool` forces (`{"type":"tool","name"}`); `auto`, `any`
+/// and `none` force none.
+pub(crate) fn forced_tools(choice: &Value) -> Vec<String> {
+    match choice.get("type").and_then(Value::as_str) {
+        Some("tool") => text_field(choice, "name").into_iter().collect(),
+        _ => Vec::new(),
+    }
+}

@@ -54,3 +54,14 @@ pub(crate) fn add_instructions(body: &[u8], text: &str) -> Result<Bytes, ParseEr
     let array = format!("[{}]", items.join(","));
     Ok(Bytes::from(object.write(&[("messages", Some(array))])))
 }
+
+/// The tools a `tool_choice` (`{"type":"function","function":{"name"}}`, a custom tool's) or a
+/// legacy `function_call` (`{"name"}`) forces; `"auto"` and friends force none.
+pub(crate) fn forced_tools(choice: &Value) -> Vec<String> {
+    let named = |part: &str| choice.get(part).and_then(|inner| text_field(inner, "name"));
+    named("function")
+        .or_else(|| named("custom"))
+        .or_else(|| text_field(choice, "name"))
+        .into_iter()
+        .collect()
+}

@@ -42,3 +42,15 @@ pub(crate) fn add_instructions(body: &[u8], text: &str) -> Result<Bytes, ParseEr
     let instructions = Value::String(appended_text(&existing, text)).to_string();
     Ok(with_field(&object, "instructions", instructions))
 }
+
+/// The tools a `tool_choice` forces: a function or custom tool by `name`, or each tool an
+/// `allowed_tools` choice allows; `"auto"` and friends force none.
+pub(crate) fn forced_tools(choice: &Value) -> Vec<String> {
+    if let Some(allowed) = choice.get("tools").and_then(Value::as_array) {
+        return allowed
+            .iter()
+            .filter_map(|tool| text_field(tool, "name"))
+            .collect();
+    }
+    text_field(choice, "name").into_iter().collect()
+}
