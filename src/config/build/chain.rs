@@ -89,11 +89,26 @@ pub(super) fn build_chain(
     errors: &mut Vec<ConfigError>,
 ) -> Chain {
     let merged = merge_entries(global, local, route_path, source, errors);
-    let chain = merged
+    let chain: Vec<ChainEntry> = merged
         .iter()
         .filter(|entry| entry.enabled)
         .filter_map(|entry| build_entry(entry, source, plugins, context, errors))
         .collect();
+    // One view of the tools per request: two disclosures would each hide what the other shows.
+    let disclosures: Vec<&str> = (chain.iter())
+        .filter(|entry| entry.plugin.disclosure().is_some())
+        .map(|entry| entry.name.as_str())
+        .collect();
+    if disclosures.len() > 1 {
+        errors.push(source.error_at_key(
+            route_path,
+            format!(
+                "a route discloses tools once; it has {} entries that do: {}",
+                disclosures.len(),
+                disclosures.join(", ")
+            ),
+        ));
+    }
     Chain::new(chain)
 }
 

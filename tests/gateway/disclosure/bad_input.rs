@@ -166,3 +166,29 @@ async fn a_tools_resources_come_from_the_catalogs_files() {
     );
     let _ = std::fs::remove_dir_all(&folder);
 }
+
+#[test]
+fn a_route_with_two_disclosures_or_meaningless_settings_does_not_load() {
+    let load = |body: &str| {
+        let text = format!("[upstreams.llm]\nurl = \"http://127.0.0.1:9\"\n\n{body}");
+        toolgate::Config::from_toml(&text, "test.toml", &toolgate::Runtime::new().plugins)
+            .err()
+            .map(|errors| errors.to_string())
+            .unwrap_or_default()
+    };
+    let twice = load(
+        "[[routes]]\npath = \"/v1\"\nupstream = \"llm\"\n\
+         [[routes.plugins]]\nname = \"tool_disclosure\"\nid = \"a\"\n\
+         [[routes.plugins]]\nname = \"tool_disclosure\"\nid = \"b\"\n",
+    );
+    assert!(twice.contains("discloses tools once"), "{twice}");
+    let meaningless = load(&disclosed_route(
+        "settings = { unload_threshold_percent = 0, max_rounds = 0 }",
+    ));
+    assert!(
+        meaningless.contains("unload_threshold_percent"),
+        "{meaningless}"
+    );
+    assert!(meaningless.contains("max_rounds"), "{meaningless}");
+    assert!(load(&disclosed_route("settings = { l1_budget = 3 }")).contains("l1_budget"));
+}

@@ -1,0 +1,169 @@
+//! Property: what progressive disclosure shows the model is exactly what was asked, in every
+//! format. For generated requests (any number of function tools with or without descriptions,
+//! provider built-ins, a forced or free `tool_choice`, a system prompt or none) and any choice
+//! of loaded tools, the disclosed request, read back by toolgate's own request reader, declares
+//! the loaded tools (and a forced one) in declared order, then the discovery tools, and the
+//! built-ins as they were; its index text is in the system prompt; every other field keeps its
+//! bytes. A tool the model was not given must not be declared, or disclosure would widen.
+
+use proptest::prelude::*;
+use serde_json::{Value, json};
+use toolgate_formats::WireFormat;
+use toolgate_formats::disclosure::{DisclosedTools, DiscoveryTool};
+
+fn discovery() -> Vec<DiscoveryTool> {
+    ["list_tools", "load_tool"]
+        .iter()
+        .map(|name| DiscoveryTool {
+            name: (*name).into(),
+            description: format!("{name} does discovery."),
+            parameters: json!({"type": "object"}),
+        })
+        .collect()
+}
+
+/// One generated request: the names of its function tools, which have a description, whether a
+/// built-in is declared, the forced tool (an index into the names), and a system prompt.
+#[derive(Debug, Clone)]
+struct Generated {
+    names: Vec<String>,
+    described: Vec<bool>,
+    loaded: Vec<bool>,
+    builtin: bool,
+    forced: Option<usize>,
+    system: Option<String>,
+}
+
+fn generated() -> impl Strategy<Value = Generated> {
+    (1usize..12)
+        .prop_flat_map(|count| {
+            (
+                proptest::collection::btree_set("[a-z][a-z0-9_]{0,12}", count),
+                proptest::collection::vec(any::<bool>(), count),
+                proptest::collection::vec(any::<bool>(), count),
+                any::<bool>(),
+                proptest::option::of(0..count),
+                proptest::option::of("[A-Za-z .]{0,30}"),
+            )
+        })
+        .prop_map(|(names, described, loaded, builtin, forced, system)| {
+            let names: Vec<String> = names.into_iter().collect();
+            let forced = forced.filter(|index| *index < names.len());
+            Generated {
+                described: described[..names.len()].to_vec(),
+                loaded: loaded[..names.len()].to_vec(),
+                names,
+                builtin,
+                forced,
+                system,
+            }
+        })
+}
+
+fn request(format: WireFormat, request: &Generated) -> Value {
+    let description = |index: usize| {
+        request.described[index].then(|| format!("Tool {index} does a thing. Then more."))
+    };
+    let mut tools: Vec<Value> = (request.names.iter().enumerate())
+        .map(|(index, name)| match format {
+            WireFormat::ChatCompletions => json!({"type": "function", "function":
+                {"name": name, "description": description(index), "parameters": {"type": "object"}}}),
+            WireFormat::Responses => json!({"type": "function", "name": name,
+                "description": description(index), "parameters": {"type": "object"}}),
+            _ => json!({"name": name, "description": description(index), "input_schema": {"type": "object"}}),
+        })
+        .collect();
+    let forced = request.forced.map(|index| &request.names[index]);
+    let mut body = match format {
+        WireFormat::ChatCompletions => {
+            let mut messages = Vec::new();
+            if let Some(system) = &request.system {
+                messages.push(json!({"role": "system", "content": system}));
+            }
+            messages.push(json!({"role": "user", "content": "hi"}));
+            let mut body = json!({"model": "m", "messages": messages, "temperature": 0.5});
+            if let Some(name) = forced {
+                body["tool_choice"] = json!({"type": "function", "function": {"name": name}});
+            }
+            body
+        }
+        WireFormat::Responses => {
+            if request.builtin {
+                tools.push(json!({"type": "web_search"}));
+            }
+            let mut body = json!({"model": "m", "input": "hi", "temperature": 0.5});
+            if let Some(system) = &request.system {
+                body["instructions"] = json!(system);
+            }
+            if let Some(name) = forced {
+                body["tool_choice"] = json!({"type": "function", "name": name});
+            }
+            body
+        }
+        _ => {
+            if request.builtin {
+                tools.push(json!({"type": "web_search_20250305", "name": "web_search"}));
+            }
+            let mut body = json!({"model": "m", "max_tokens": 5, "temperature": 0.5,
+                "messages": [{"role": "user", "content": "hi"}]});
+            if let Some(system) = &request.system {
+                body["system"] = json!(system);
+            }
+            if let Some(name) = forced {
+                body["tool_choice"] = json!({"type": "tool", "name": name});
+            }
+            body
+        }
+    };
+    body["tools"] = Value::Array(tools);
+    body
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn the_model_is_shown_exactly_the_loaded_tools_and_the_discovery_tools(generated in generated()) {
+        for format in WireFormat::ALL {
+            let body = request(format, &generated).to_string();
+            let definitions = format.tool_definitions(body.as_bytes()).expect("the tools read");
+            let names: Vec<&str> = definitions.iter().map(|tool| tool.name.as_str()).collect();
+            prop_assert_eq!(&names, &generated.names.iter().map(String::as_str).collect::<Vec<_>>());
+            let hidden: Vec<&str> = (generated.names.iter().zip(&generated.loaded))
+                .filter(|(_, loaded)| !**loaded)
+                .map(|(name, _)| name.as_str())
+                .collect();
+            let tools = discovery();
+            let shown = format
+                .disclose(body.as_bytes(), &DisclosedTools { hidden: &hidden, discovery: &tools, instructions: "THE INDEX" })
+                .expect("disclosed");
+            let read = format.parse_request(shown.clone()).expect("the disclosed request reads");
+            let declared: Vec<String> = read.declared_tools.iter().map(|tool| tool.name.clone()).collect();
+            let mut expected: Vec<String> = (generated.names.iter().enumerate())
+                .filter(|(index, name)| generated.loaded[*index] || Some(*index) == generated.forced || !hidden.contains(&name.as_str()))
+                .map(|(_, name)| name.clone())
+                .collect();
+            expected.extend(tools.iter().map(|tool| tool.name.clone()));
+            let declared_functions: Vec<String> = declared
+                .iter()
+                .filter(|name| *name != "web_search" && *name != "web_search_preview")
+                .cloned()
+                .collect();
+            prop_assert_eq!(&declared_functions, &expected, "{:?}", format);
+            let original: Value = serde_json::from_str(&body).expect("json");
+            let value: Value = serde_json::from_slice(&shown).expect("json");
+            prop_assert_eq!(&value["model"], &original["model"]);
+            prop_assert_eq!(&value["temperature"], &original["temperature"]);
+            prop_assert_eq!(&value["tool_choice"], &original["tool_choice"], "a forced choice is kept");
+            let builtins = |value: &Value| value["tools"].as_array().map_or(0, |tools| {
+                tools.iter().filter(|tool| tool["type"].as_str().is_some_and(|kind| kind.starts_with("web_search"))).count()
+            });
+            prop_assert_eq!(builtins(&value), builtins(&original), "built-ins go as declared");
+            let text = String::from_utf8(shown.to_vec()).expect("utf-8");
+            prop_assert!(text.contains("THE INDEX"));
+            if let Some(system) = generated.system.as_deref().filter(|system| !system.trim().is_empty()) {
+                prop_assert!(text.contains(&serde_json::to_string(system).expect("json")[1..system.len()]), "the client's system prompt is kept");
+            }
+        }
+    }
+}
