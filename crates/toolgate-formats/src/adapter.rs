@@ -83,6 +83,22 @@ pub(crate) trait Adapter: Sync {
     ) -> Result<Vec<crate::disclosure::ToolDefinition>, ParseError>;
     /// The tools the request forces the model to choose from (its `tool_choice`).
     fn forced_tools(&self, body: &[u8]) -> Vec<String>;
+    /// The calls a forgiving client reads from one JSON document of this format's shapes (a
+    /// whole answer, or one event's data), appended to `calls`.
+    fn lenient_calls(
+        &self,
+        value: &serde_json::Value,
+        calls: &mut Vec<crate::lenient::LenientCall>,
+    );
+    /// What one event of this format's shapes does to the calls a forgiving client is
+    /// reassembling from a stream.
+    fn lenient_stream_updates(
+        &self,
+        value: &serde_json::Value,
+        updates: &mut Vec<(crate::lenient::FormatCallKey, crate::lenient::Update)>,
+    );
+    /// Keys whose presence in text that is not JSON may hide one of this format's calls.
+    fn call_markers(&self) -> &'static [&'static str];
     /// A discovery tool's declaration in this format's shape.
     fn discovery_tool(&self, tool: &crate::disclosure::DiscoveryTool) -> serde_json::Value;
     /// The request with `text` added to its system prompt, after the client's own.
@@ -226,6 +242,26 @@ macro_rules! folder_adapter {
                 body: &[u8],
             ) -> Result<Vec<crate::disclosure::ToolDefinition>, crate::format::ParseError> {
                 disclosure::definitions(body)
+            }
+
+            fn lenient_calls(
+                &self,
+                value: &serde_json::Value,
+                calls: &mut Vec<crate::lenient::LenientCall>,
+            ) {
+                lenient::calls(value, calls)
+            }
+
+            fn lenient_stream_updates(
+                &self,
+                value: &serde_json::Value,
+                updates: &mut Vec<(crate::lenient::FormatCallKey, crate::lenient::Update)>,
+            ) {
+                lenient::stream_updates(value, updates)
+            }
+
+            fn call_markers(&self) -> &'static [&'static str] {
+                lenient::MARKERS
             }
 
             fn forced_tools(&self, body: &[u8]) -> Vec<String> {

@@ -9,8 +9,13 @@
 //! whether a client could still read a call from it (then the answer is blocked, never passed).
 //! The property tests use it as the oracle: no answer may carry a call it finds that toolgate
 //! neither checked nor blocked.
+//!
+//! This file is the driver; each format folder's `lenient.rs` reads its own shapes, and every
+//! format's reading is asked of every document.
 
 use serde_json::Value;
+
+use crate::format::WireFormat;
 
 /// A call as a forgiving client reads it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -21,19 +26,6 @@ pub struct LenientCall {
     /// The arguments as text (a string's content, other JSON as written).
     pub arguments: String,
 }
-
-/// Keys whose presence in text that is not even JSON means a call may be hidden in it: a
-/// client with a partial or repairing JSON parser could still find one.
-const CALL_MARKERS: [&str; 8] = [
-    "tool_calls",
-    "function_call",
-    "\"function\"",
-    "tool_use",
-    "custom_tool_call",
-    "_call\"",
-    "output_item",
-    "input_json_delta",
-];
 
 /// Whether a client could read a tool call (or part of one) from this body or event data.
 /// Text that is not JSON counts when it holds a call's markers.
@@ -48,7 +40,11 @@ pub fn may_carry_calls(data: &[u8]) -> bool {
                 true => std::borrow::Cow::Owned(text.replace('\0', "")),
                 false => text,
             };
-            CALL_MARKERS.iter().any(|marker| text.contains(marker))
+            // Keys whose presence in text that is not even JSON means a call may be hidden in
+            // it: a client with a partial or repairing JSON parser could still find one.
+            (WireFormat::ALL.iter())
+                .flat_map(|format| format.adapter().call_markers())
+                .any(|marker| text.contains(marker))
         }
     }
 }
@@ -68,125 +64,14 @@ fn read_value(data: &[u8]) -> Option<Value> {
 
 fn calls_in_value(value: &Value) -> Vec<LenientCall> {
     let mut calls = Vec::new();
-    // Chat: a completion's `message`, a chunk's `delta`.
-    for choice in items(value.get("choices")) {
-        for part in ["message", "delta"] {
-            if let Some(message) = choice.get(part) {
-                chat_message_calls(message, &mut calls);
-            }
-        }
-    }
-    // Responses: a response's `output`, and the events that carry items or call deltas.
-    for item in items(value.get("output")) {
-        calls.extend(responses_item_call(item));
-    }
-    let kind = text(value.get("type"));
-    if kind.starts_with("response.") {
-        calls.extend(value.get("item").and_then(responses_item_call));
-        if let Some(response) = value.get("response") {
-            for item in items(response.get("output")) {
-                calls.extend(responses_item_call(item));
-            }
-        }
-        if kind.contains("function_call_arguments") || kind.contains("custom_tool_call_input") {
-            calls.push(LenientCall {
-                name: text(value.get("name")),
-                arguments: text(value.get("delta").or(value.get("arguments"))),
-            });
-        }
-    }
-    // Anthropic: a message's `content`, and the events that carry blocks or input deltas.
-    for block in items(value.get("content")) {
-        calls.extend(anthropic_block_call(block));
-    }
-    match kind.as_str() {
-        "message_start" => {
-            let content = value
-                .get("message")
-                .and_then(|message| message.get("content"));
-            for block in items(content) {
-                calls.extend(anthropic_block_call(block));
-            }
-        }
-        "content_block_start" => {
-            calls.extend(value.get("content_block").and_then(anthropic_block_call));
-        }
-        "content_block_delta" => {
-            let delta = value.get("delta");
-            let delta_kind = text(delta.and_then(|delta| delta.get("type")));
-            if delta_kind == "input_json_delta" {
-                calls.push(LenientCall {
-                    name: String::new(),
-                    arguments: text(delta.and_then(|delta| delta.get("partial_json"))),
-                });
-            }
-        }
-        _ => {}
+    for format in WireFormat::ALL {
+        format.adapter().lenient_calls(value, &mut calls);
     }
     calls
 }
 
-fn chat_message_calls(message: &Value, calls: &mut Vec<LenientCall>) {
-    for call in items(message.get("tool_calls")) {
-        let custom = text(call.get("type")) == "custom";
-        let (first, second) = match custom {
-            true => ("custom", "function"),
-            false => ("function", "custom"),
-        };
-        let part = call
-            .get(first)
-            .filter(|part| part.is_object())
-            .or(call.get(second));
-        calls.push(LenientCall {
-            name: text(part.and_then(|part| part.get("name"))),
-            arguments: text(part.and_then(|part| part.get("arguments").or(part.get("input")))),
-        });
-    }
-    if let Some(function) = message.get("function_call").filter(|call| !call.is_null()) {
-        calls.push(LenientCall {
-            name: text(function.get("name")),
-            arguments: text(function.get("arguments")),
-        });
-    }
-}
-
-fn responses_item_call(item: &Value) -> Option<LenientCall> {
-    let kind = text(item.get("type"));
-    let named = matches!(
-        kind.as_str(),
-        "function_call" | "custom_tool_call" | "mcp_call" | "mcp_approval_request"
-    );
-    if !named && !kind.ends_with("_call") {
-        return None;
-    }
-    let name = match named {
-        true => text(item.get("name")),
-        false => crate::tool::builtin_tool_name(&kind).to_owned(),
-    };
-    Some(LenientCall {
-        name,
-        arguments: text(item.get("arguments").or(item.get("input"))),
-    })
-}
-
-fn anthropic_block_call(block: &Value) -> Option<LenientCall> {
-    let kind = text(block.get("type"));
-    // SDKs tell a block by its exact type: one whose type merely ends so (`{tool_use`,
-    // `xtool_use`) is an unknown block to every client, not a call.
-    let call = matches!(
-        kind.as_str(),
-        "tool_use" | "server_tool_use" | "mcp_tool_use"
-    );
-    call.then(|| LenientCall {
-        name: text(block.get("name")),
-        arguments: block
-            .get("input")
-            .map_or_else(String::new, |input| text(Some(input))),
-    })
-}
-
 /// A list as a forgiving client iterates it: an array's elements, a lone object as one.
-fn items(value: Option<&Value>) -> impl Iterator<Item = &Value> {
+pub(crate) fn items(value: Option<&Value>) -> impl Iterator<Item = &Value> {
     let list: &[Value] = match value {
         Some(Value::Array(list)) => list,
         Some(object @ Value::Object(_)) => std::slice::from_ref(object),
@@ -196,7 +81,7 @@ fn items(value: Option<&Value>) -> impl Iterator<Item = &Value> {
 }
 
 /// A value as text: a string's content, null or missing as empty, anything else as JSON.
-fn text(value: Option<&Value>) -> String {
+pub(crate) fn text(value: Option<&Value>) -> String {
     match value {
         None | Some(Value::Null) => String::new(),
         Some(Value::String(text)) => text.clone(),
@@ -205,7 +90,7 @@ fn text(value: Option<&Value>) -> String {
 }
 
 /// A number, or a number written as a string.
-fn number(value: Option<&Value>) -> Option<u64> {
+pub(crate) fn number(value: Option<&Value>) -> Option<u64> {
     match value? {
         Value::Number(number) => number.as_u64(),
         Value::String(text) => text.trim().parse().ok(),
@@ -255,11 +140,15 @@ pub fn calls_in_stream<'a>(events: impl IntoIterator<Item = &'a [u8]>) -> Vec<Le
     calls.into_iter().map(|(_, call)| call).collect()
 }
 
-/// Which call of a stream an event speaks of: the family of the shape, then its place.
-type CallKey = (u8, String, u64);
+/// Which call of a stream an event speaks of: the format, the family of the shape within it,
+/// then its place.
+type CallKey = (usize, u8, String, u64);
+
+/// A format's key of a call in a stream: the family of the shape, then its place.
+pub(crate) type FormatCallKey = (u8, String, u64);
 
 /// What one event does to one call being reassembled.
-enum Update {
+pub(crate) enum Update {
     /// Fragments: appended.
     Append { name: String, arguments: String },
     /// A complete version (an item, a block's start): its name replaces an empty one.
@@ -291,102 +180,14 @@ impl Update {
 }
 
 fn stream_updates(value: &Value, updates: &mut Vec<(CallKey, Update)>) {
-    for (position, choice) in items(value.get("choices")).enumerate() {
-        let choice_index = number(choice.get("index")).unwrap_or(position as u64);
-        let Some(delta) = choice.get("delta") else {
-            continue;
-        };
-        for (position, call) in items(delta.get("tool_calls")).enumerate() {
-            let index = number(call.get("index")).unwrap_or(position as u64);
-            let mut found = Vec::new();
-            chat_message_calls(&serde_json::json!({ "tool_calls": [call] }), &mut found);
-            for fragment in found {
-                updates.push((
-                    (0, choice_index.to_string(), index),
-                    Update::Append {
-                        name: fragment.name,
-                        arguments: fragment.arguments,
-                    },
-                ));
-            }
-        }
-        if let Some(function) = delta.get("function_call").filter(|call| !call.is_null()) {
-            updates.push((
-                (1, choice_index.to_string(), 0),
-                Update::Append {
-                    name: text(function.get("name")),
-                    arguments: text(function.get("arguments")),
-                },
-            ));
-        }
-    }
-    let kind = text(value.get("type"));
-    if kind.starts_with("response.") {
-        let item_key = |item: &Value, fallback: Option<u64>| {
-            let id = text(item.get("id"));
-            let id = if id.is_empty() {
-                fallback.map(|index| index.to_string()).unwrap_or_default()
-            } else {
-                id
-            };
-            (2, id, 0)
-        };
-        let output_index = number(value.get("output_index"));
-        if let Some(item) = value.get("item")
-            && let Some(call) = responses_item_call(item)
-        {
-            updates.push((item_key(item, output_index), Update::Whole(call)));
-        }
-        if let Some(response) = value.get("response") {
-            for (index, item) in items(response.get("output")).enumerate() {
-                if let Some(call) = responses_item_call(item) {
-                    updates.push((item_key(item, Some(index as u64)), Update::Whole(call)));
-                }
-            }
-        }
-        if kind.contains("function_call_arguments") || kind.contains("custom_tool_call_input") {
-            let id = text(value.get("item_id"));
-            let id = if id.is_empty() {
-                output_index
-                    .map(|index| index.to_string())
-                    .unwrap_or_default()
-            } else {
-                id
-            };
-            updates.push((
-                (2, id, 0),
-                Update::Whole(LenientCall {
-                    name: text(value.get("name")),
-                    arguments: String::new(),
-                }),
-            ));
-        }
-    }
-    let block_index = number(value.get("index")).unwrap_or(0);
-    match kind.as_str() {
-        "message_start" => {
-            let content = value
-                .get("message")
-                .and_then(|message| message.get("content"));
-            for (index, block) in items(content).enumerate() {
-                if let Some(call) = anthropic_block_call(block) {
-                    updates.push(((3, String::new(), index as u64), Update::Whole(call)));
-                }
-            }
-        }
-        "content_block_start" => {
-            if let Some(call) = value.get("content_block").and_then(anthropic_block_call) {
-                updates.push(((3, String::new(), block_index), Update::Whole(call)));
-            }
-        }
-        "content_block_delta" => {
-            let delta = value.get("delta");
-            if text(delta.and_then(|delta| delta.get("type"))) == "input_json_delta" {
-                let piece = text(delta.and_then(|delta| delta.get("partial_json")));
-                updates.push(((3, String::new(), block_index), Update::InputPiece(piece)));
-            }
-        }
-        _ => {}
+    let mut found = Vec::new();
+    for (position, format) in WireFormat::ALL.into_iter().enumerate() {
+        format.adapter().lenient_stream_updates(value, &mut found);
+        updates.extend(
+            found
+                .drain(..)
+                .map(|((family, id, index), update)| ((position, family, id, index), update)),
+        );
     }
 }
 

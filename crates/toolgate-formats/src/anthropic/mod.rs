@@ -11,6 +11,7 @@ use crate::format::{name_text, text_or_raw_json};
 use crate::tool::ToolCall;
 
 pub(crate) mod disclosure;
+pub(crate) mod lenient;
 pub(crate) mod message;
 pub(crate) mod on_block;
 pub(crate) mod rewrite;

@@ -3,6 +3,7 @@
 //! same calls rebuilt from `delta` fragments in a stream (`stream`).
 
 pub(crate) mod disclosure;
+pub(crate) mod lenient;
 pub(crate) mod message;
 pub(crate) mod on_block;
 pub(crate) mod rewrite;

@@ -2,6 +2,7 @@
 //! of a response (`message`), and the same items rebuilt from `response.*` events (`stream`).
 
 pub(crate) mod disclosure;
+pub(crate) mod lenient;
 pub(crate) mod message;
 pub(crate) mod on_block;
 pub(crate) mod rewrite;
