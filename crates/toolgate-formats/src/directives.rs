@@ -133,6 +133,23 @@ pub fn is_valid_name(name: &str) -> bool {
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':')))
 }
 
+/// Whether a conversation name (`x-toolgate-conversation`, `toolgate.conversation`) is
+/// well-formed: 1–128 of `A-Za-z0-9_.:-`. It keys stored state, so nothing else is accepted.
+pub fn is_valid_conversation(name: &str) -> bool {
+    (1..=128).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'))
+}
+
+/// What a client reads when its conversation name is not one ([`is_valid_conversation`]).
+pub fn invalid_conversation_message(name: &str) -> String {
+    format!(
+        "'{}' is not a valid conversation name (1-128 of A-Z a-z 0-9 _ . : -)",
+        name.escape_debug()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -160,6 +160,21 @@ pub(crate) fn definitions_of(
         .collect()
 }
 
+/// The request's `tools` entries of the types `client_tool` accepts (by their `type`, absent
+/// or not), each with its `name` and `description`: the definitions of a format whose tools
+/// are flat objects.
+pub(crate) fn flat_definitions(
+    body: &[u8],
+    client_tool: impl Fn(Option<&str>) -> bool,
+) -> Result<Vec<ToolDefinition>, ParseError> {
+    let items = field_items(body, "tools")?.unwrap_or_default();
+    Ok(definitions_of(items, |item| {
+        client_tool(item.get("type").and_then(Value::as_str))
+            .then(|| Some((text_field(item, "name")?, text_field(item, "description"))))
+            .flatten()
+    }))
+}
+
 /// A system prompt that is a plain string, with `text` after it.
 pub(crate) fn appended_text(existing: &str, text: &str) -> String {
     if existing.trim().is_empty() {

@@ -130,18 +130,11 @@ pub(crate) fn conversation(
             ));
         }
     };
-    let valid = (1..=128).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'));
-    if !valid {
+    if !toolgate_plugin::directives::is_valid_conversation(&name) {
         return Err(bad_request(
             Check::State,
             "invalid_conversation",
-            format!(
-                "'{}' is not a valid conversation name (1-128 of A-Z a-z 0-9 _ . : -)",
-                name.escape_debug()
-            ),
+            toolgate_plugin::directives::invalid_conversation_message(&name),
         ));
     }
     Ok(name)

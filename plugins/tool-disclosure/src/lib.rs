@@ -247,17 +247,10 @@ fn conversation(exchange: &RequestExchange<'_>) -> Result<Option<String>, Box<Re
     let Some(name) = header.or(named) else {
         return Ok(None);
     };
-    let valid = (1..=128).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'));
-    if !valid {
+    if !toolgate_plugin::directives::is_valid_conversation(&name) {
         return Err(bad_request(
             "invalid_conversation",
-            format!(
-                "'{}' is not a valid conversation name (1-128 of A-Z a-z 0-9 _ . : -)",
-                name.escape_debug()
-            ),
+            toolgate_plugin::directives::invalid_conversation_message(&name),
         ));
     }
     Ok(Some(name))

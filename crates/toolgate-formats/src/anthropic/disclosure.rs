@@ -6,22 +6,13 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use crate::disclosure::{
-    DiscoveryTool, ToolDefinition, appended_text, definitions_of, field_items, text_field,
-    with_field,
+    DiscoveryTool, ToolDefinition, appended_text, flat_definitions, text_field, with_field,
 };
 use crate::format::ParseError;
 use crate::raw_object::RawObject;
 
 pub(crate) fn definitions(body: &[u8]) -> Result<Vec<ToolDefinition>, ParseError> {
-    Ok(definitions_of(
-        field_items(body, "tools")?.unwrap_or_default(),
-        |item| match item.get("type").and_then(Value::as_str) {
-            None | Some("custom") => {
-                Some((text_field(item, "name")?, text_field(item, "description")))
-            }
-            Some(_) => None,
-        },
-    ))
+    flat_definitions(body, |kind| matches!(kind, None | Some("custom")))
 }
 
 pub(crate) fn discovery_tool(tool: &DiscoveryTool) -> Value {
