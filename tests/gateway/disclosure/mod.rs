@@ -6,6 +6,7 @@
 
 mod bad_input;
 mod chat;
+mod clients;
 mod conversation;
 mod formats;
 
