@@ -10,10 +10,15 @@
 //! cut off before their end, another format's call event inserted, a format other than the
 //! route's, a JSON answer sent as an event stream and a stream sent where JSON was expected
 //! (with the lines an SSE client skips in front of it). The oracle (`support/oracle.rs`, shared
-//! with the fuzz targets) reads streams with an SSE reader of its own, not toolgate's.
+//! with the fuzz targets) reads streams with an SSE reader of its own, not toolgate's. A second
+//! oracle shares no code with toolgate at all: the official OpenAI and Anthropic Python SDKs
+//! read the same answers with their own decoders and stream accumulators
+//! (`support/sdk_oracle.rs`), and every property holds for them too.
 
 #[path = "support/oracle.rs"]
 mod oracle;
+#[path = "support/sdk_oracle.rs"]
+mod sdk_oracle;
 
 use std::collections::BTreeSet;
 
@@ -1724,6 +1729,152 @@ proptest! {
             oracle::client_runs_beside(&relayed.response.calls, oracle::client_runs(&stream, true)),
             "{:?} streamed:\n{}", format, String::from_utf8_lossy(&stream));
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The same properties with the oracle that is not toolgate's: the official OpenAI and Anthropic
+// Python SDKs read each answer (`support/sdk_oracle.rs`). Fewer cases by default: each is a
+// round trip to the SDKs' process.
+
+/// 256 cases per property, or `PROPTEST_CASES`.
+fn sdk_config() -> ProptestConfig {
+    let cases = std::env::var("PROPTEST_CASES").ok();
+    ProptestConfig::with_cases(cases.and_then(|cases| cases.parse().ok()).unwrap_or(256))
+}
+
+/// Every call name an SDK client reads from `bytes`, whether it asked for a stream or not.
+fn sdk_names(bytes: &[u8]) -> Option<BTreeSet<String>> {
+    let mut names = sdk_oracle::sdk_reads(bytes, false)?.names;
+    names.extend(sdk_oracle::sdk_reads(bytes, true)?.names);
+    Some(names)
+}
+
+/// `Ok` when every name the SDKs read was checked, or the answer refused.
+fn sdk_judge(client: BTreeSet<String>, checked: Result<Vec<String>, String>) -> Result<(), String> {
+    let Ok(checked) = checked else {
+        return Ok(());
+    };
+    let missed: Vec<&String> = client
+        .iter()
+        .filter(|name| !checked.contains(name))
+        .collect();
+    match missed.is_empty() {
+        true => Ok(()),
+        false => Err(format!(
+            "an SDK reads calls {missed:?} toolgate did not check ({checked:?})"
+        )),
+    }
+}
+
+/// The calls toolgate checked that a client runs itself (not a provider's built-ins), as the
+/// SDK oracle lists runs.
+fn client_side_runs(calls: &[toolgate_formats::ToolCall]) -> Vec<(String, String)> {
+    let own: Vec<toolgate_formats::ToolCall> = calls
+        .iter()
+        .filter(|call| call.kind != toolgate_formats::ToolKind::Builtin)
+        .cloned()
+        .collect();
+    oracle::checked_runs(&own)
+}
+
+proptest! {
+    #![proptest_config(sdk_config())]
+
+    #[test]
+    fn every_call_an_sdk_reads_from_a_json_answer_is_checked_or_refused(
+        plan in plan(),
+        mutations in prop::collection::vec(mutation(), 0..=3),
+        hint in format(),
+        framing in 0u8..6,
+    ) {
+        let body = json_body(&plan, &mutations, framing);
+        let Some(client) = sdk_names(&body) else { return Ok(()) };
+        let checked = read_answer(hint, &body)
+            .map(|response| checked_names(response.calls))
+            .map_err(|error| error.to_string());
+        let verdict = sdk_judge(client, checked);
+        prop_assert!(verdict.is_ok(), "{}\n{:?} body:\n{}", verdict.unwrap_err(), hint,
+            String::from_utf8_lossy(&body));
+    }
+
+    #[test]
+    fn every_call_an_sdk_reads_from_a_stream_is_checked_or_refused(
+        plan in plan(),
+        mutations in prop::collection::vec(mutation(), 0..=4),
+        hint in format(),
+        prefix in any::<u8>(),
+        cuts in prop::collection::vec(any::<usize>(), 0..4),
+    ) {
+        let stream = stream_body(&plan, &mutations, prefix);
+        let Some(client) = sdk_names(&stream) else { return Ok(()) };
+        let mut positions: Vec<usize> = cuts.iter().map(|cut| cut % (stream.len() + 1)).collect();
+        positions.sort_unstable();
+        positions.dedup();
+        let mut chunks = Vec::new();
+        let mut start = 0;
+        for position in positions.into_iter().chain([stream.len()]) {
+            chunks.push(&stream[start..position]);
+            start = position;
+        }
+        let relayed = reassemble(hint, chunks);
+        let checked = match relayed.refused {
+            Some(error) => Err(error.to_string()),
+            None => Ok(checked_names(relayed.response.calls)),
+        };
+        let verdict = sdk_judge(client, checked);
+        prop_assert!(verdict.is_ok(), "{}\n{:?} stream:\n{}", verdict.unwrap_err(), hint,
+            String::from_utf8_lossy(&stream));
+    }
+
+    /// The converse, by the SDKs: a clean answer passes with exactly the calls their clients
+    /// run (name and arguments, as many times), whole and streamed.
+    #[test]
+    fn a_clean_answer_passes_with_exactly_the_calls_an_sdk_client_runs(plan in plan()) {
+        let format = plan.format;
+        let body = json_body(&plan, &[], 0);
+        let Some(sdk) = sdk_oracle::sdk_reads(&body, false) else { return Ok(()) };
+        let read = read_answer(format, &body);
+        prop_assert!(read.is_ok(), "{:?} refused: {:?}", format, read.err());
+        prop_assert_eq!(client_side_runs(&read.unwrap_or_default().calls), sdk.runs,
+            "{:?} whole:\n{}", format, String::from_utf8_lossy(&body));
+
+        let stream = stream_body(&plan, &[], 0);
+        let Some(sdk) = sdk_oracle::sdk_reads(&stream, true) else { return Ok(()) };
+        let relayed = reassemble(format, [&stream[..]]);
+        prop_assert!(relayed.refused.is_none(), "{:?} stream refused: {:?}", format,
+            relayed.refused);
+        prop_assert_eq!(client_side_runs(&relayed.response.calls), sdk.runs,
+            "{:?} streamed:\n{}", format, String::from_utf8_lossy(&stream));
+    }
+}
+
+/// The SDK oracle reads what the SDKs' clients read, not nothing: the last of repeated keys, a
+/// name joined from a stream's fragments, an Anthropic block by its event, a Responses item.
+#[test]
+fn the_sdk_oracle_reads_calls_as_the_sdks_do() {
+    let names = |body: &[u8], stream: bool| {
+        sdk_oracle::sdk_reads(body, stream)
+            .map(|reading| reading.names.into_iter().collect::<Vec<_>>())
+    };
+    let Some(repeated) = names(
+        br#"{"choices":[{"index":0,"message":{"role":"assistant","tool_calls":[{"id":"a","type":"function","function":{"name":"safe","name":"evil","arguments":"{}"}}]}}]}"#,
+        false,
+    ) else {
+        return;
+    };
+    assert_eq!(repeated, ["evil"]);
+    let chat = sse(&[
+        r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","type":"function","function":{"name":"get_","arguments":""}}]}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"name":"weather","arguments":"{}"}}]}}]}"#,
+        "[DONE]",
+    ]);
+    assert_eq!(names(&chat, true), Some(vec!["get_weather".to_owned()]));
+    let anthropic = b"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"lookup\",\"input\":{}}}\n\n";
+    assert_eq!(names(anthropic, true), Some(vec!["lookup".to_owned()]));
+    let responses = sse(&[
+        r#"{"type":"response.output_item.added","output_index":0,"sequence_number":1,"item":{"type":"function_call","id":"fc","call_id":"c","name":"search","arguments":""}}"#,
+    ]);
+    assert_eq!(names(&responses, true), Some(vec!["search".to_owned()]));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,0 +1,288 @@
+# The no-bypass property's second oracle, independent of toolgate: the official OpenAI and
+# Anthropic Python SDKs read each generated answer as their clients would, with the SDKs' own
+# code (their JSON decoding of a response body, their SSE decoders, their model construction
+# and their stream accumulators), and say which tool calls a client could act on.
+#
+# A long-lived process: one request per line on stdin,
+#   {"body": "<base64>", "stream": true|false}
+# one answer per line on stdout,
+#   {"names": ["<tool name>", ...], "runs": [["<name>", "<arguments>"], ...]}
+# (each string as base64 of its UTF-8 bytes, lone surrogates passed through).
+# `names` is every call name any of the SDKs' readings shows (events as they are yielded, and
+# the accumulated snapshots); `runs` is what a client runs from the final snapshot of each
+# format's reading (name and arguments), for the clean-answer comparison.
+
+import base64
+import json
+import sys
+import warnings
+
+# Models built from hostile answers make pydantic warn on every dump; the warnings say nothing
+# the oracle needs.
+warnings.filterwarnings("ignore")
+
+from openai._models import construct_type as openai_construct
+from openai._streaming import SSEDecoder as OpenAISSEDecoder
+from openai.lib.streaming.chat._completions import ChatCompletionStreamState
+from openai.lib.streaming.responses._responses import ResponseStreamState
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.responses import Response, ResponseStreamEvent
+from openai import omit
+
+from anthropic._models import construct_type as anthropic_construct
+from anthropic._streaming import SSEDecoder as AnthropicSSEDecoder
+from anthropic.lib.streaming._messages import accumulate_event
+from anthropic.types import Message, RawMessageStreamEvent
+
+CALL_ITEMS = ("function_call", "custom_tool_call")
+ANTHROPIC_EVENTS = (
+    "message_start",
+    "message_delta",
+    "message_stop",
+    "content_block_start",
+    "content_block_delta",
+    "content_block_stop",
+)
+
+
+def text(value):
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, separators=(",", ":"))
+    except Exception:
+        return str(value)
+
+
+def attr(obj, name):
+    if isinstance(obj, dict):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+def listed(value):
+    return value if isinstance(value, list) else []
+
+
+def chat_message_calls(message):
+    calls = []
+    for call in listed(attr(message, "tool_calls")):
+        for part, args in (("function", "arguments"), ("custom", "input")):
+            inner = attr(call, part)
+            if inner is not None:
+                calls.append((text(attr(inner, "name")), text(attr(inner, args))))
+    legacy = attr(message, "function_call")
+    if legacy is not None:
+        calls.append((text(attr(legacy, "name")), text(attr(legacy, "arguments"))))
+    return calls
+
+
+def chat_calls(completion):
+    calls = []
+    for choice in listed(attr(completion, "choices")):
+        for part in ("message", "delta"):
+            message = attr(choice, part)
+            if message is not None:
+                calls += chat_message_calls(message)
+    return calls
+
+
+def responses_item_call(item):
+    kind = attr(item, "type")
+    if kind == "function_call":
+        return (text(attr(item, "name")), text(attr(item, "arguments")))
+    if kind == "custom_tool_call":
+        return (text(attr(item, "name")), text(attr(item, "input")))
+    return None
+
+
+def responses_calls(response):
+    calls = []
+    for item in listed(attr(response, "output")):
+        call = responses_item_call(item)
+        if call:
+            calls.append(call)
+    return calls
+
+
+def anthropic_calls(message):
+    calls = []
+    for block in listed(attr(message, "content")):
+        if attr(block, "type") == "tool_use":
+            calls.append((text(attr(block, "name")), text(attr(block, "input"))))
+    return calls
+
+
+def json_of(body):
+    # httpx's `response.json()`: json.loads on the bytes, which detects UTF-8/16/32.
+    try:
+        return json.loads(body)
+    except Exception:
+        return None
+
+
+def read_body(body, names, runs):
+    data = json_of(body)
+    if not isinstance(data, dict):
+        return
+    for cast, reader, construct in (
+        (ChatCompletion, chat_calls, openai_construct),
+        (Response, responses_calls, openai_construct),
+        (Message, anthropic_calls, anthropic_construct),
+    ):
+        try:
+            calls = reader(construct(type_=cast, value=data))
+        except Exception:
+            continue
+        names.update(name for name, _ in calls if name)
+        runs += [call for call in calls if call[0]]
+
+
+def openai_events(body):
+    events = []
+    try:
+        for sse in OpenAISSEDecoder().iter_bytes(iter([body])):
+            if sse.data.startswith("[DONE]"):
+                break
+            try:
+                data = sse.json()
+            except Exception:
+                break  # the SDK raises here: the stream ends for its client
+            if isinstance(data, dict) and data.get("error"):
+                break
+            events.append(data)
+    except Exception:
+        pass
+    return events
+
+
+def read_chat_stream(events, names, runs):
+    state = ChatCompletionStreamState()
+    for data in events:
+        try:
+            chunk = openai_construct(type_=ChatCompletionChunk, value=data)
+        except Exception:
+            break
+        # A chunk's names are fragments; the accumulated snapshot is what a client reads.
+        try:
+            state.handle_chunk(chunk)
+        except Exception:
+            break
+    # Names come in fragments: what a client acts on is the snapshot where the stream ended
+    # (at its end, or where the SDK raised).
+    try:
+        final = chat_calls(state.current_completion_snapshot)
+        names.update(name for name, _ in final if name)
+        runs += [call for call in final if call[0]]
+    except Exception:
+        pass
+
+
+def read_responses_stream(events, names, runs):
+    state = ResponseStreamState(input_tools=omit, text_format=omit)
+    completed = None
+    for data in events:
+        try:
+            event = openai_construct(type_=ResponseStreamEvent, value=data)
+        except Exception:
+            break
+        for part in ("item", "response"):
+            value = attr(event, part)
+            if value is None:
+                continue
+            try:
+                call = responses_item_call(value) if part == "item" else None
+                if call and call[0]:
+                    names.add(call[0])
+                if part == "response":
+                    names.update(name for name, _ in responses_calls(value) if name)
+                    if attr(event, "type") == "response.completed":
+                        completed = value
+            except Exception:
+                pass
+        try:
+            state.handle_event(event)
+        except Exception:
+            break
+    if completed is not None:
+        try:
+            runs += [call for call in responses_calls(completed) if call[0]]
+        except Exception:
+            pass
+
+
+def read_anthropic_stream(body, names, runs):
+    snapshot = None
+    buffers = {}
+    try:
+        for sse in AnthropicSSEDecoder().iter_bytes(iter([body])):
+            if sse.event in (None, "ping") or not sse.data:
+                continue
+            if sse.event == "error":
+                break
+            try:
+                data = sse.json()
+                event = anthropic_construct(type_=RawMessageStreamEvent, value=data)
+            except Exception:
+                break
+            try:
+                block = attr(event, "content_block")
+                if attr(block, "type") == "tool_use" and attr(block, "name"):
+                    names.add(text(attr(block, "name")))
+                message = attr(event, "message")
+                if message is not None:
+                    names.update(name for name, _ in anthropic_calls(message) if name)
+            except Exception:
+                pass
+            try:
+                snapshot = accumulate_event(event=event, current_snapshot=snapshot, json_bufs=buffers)
+            except Exception:
+                break
+            try:
+                names.update(name for name, _ in anthropic_calls(snapshot) if name)
+            except Exception:
+                pass
+    except Exception:
+        pass
+    if snapshot is not None:
+        try:
+            runs += [call for call in anthropic_calls(snapshot) if call[0]]
+        except Exception:
+            pass
+
+
+def read_stream(body, names, runs):
+    events = openai_events(body)
+    read_chat_stream(events, names, runs)
+    read_responses_stream(events, names, runs)
+    read_anthropic_stream(body, names, runs)
+
+
+def wire(value):
+    return base64.b64encode(value.encode("utf-8", "surrogatepass")).decode("ascii")
+
+
+def main():
+    for line in sys.stdin:
+        request = json.loads(line)
+        body = base64.b64decode(request["body"])
+        names, runs = set(), []
+        if request["stream"]:
+            read_stream(body, names, runs)
+        else:
+            read_body(body, names, runs)
+        # Python strings may hold lone surrogates (`"\\ud800"` decodes to one), which JSON
+        # readers elsewhere refuse: each string travels as base64 of its UTF-8 with surrogates
+        # passed through, and the reader tells bytes that are not UTF-8 from any name.
+        answer = {
+            "names": [wire(name) for name in sorted(names)],
+            "runs": [[wire(name), wire(arguments)] for name, arguments in runs],
+        }
+        sys.stdout.write(json.dumps(answer) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
