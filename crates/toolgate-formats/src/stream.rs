@@ -28,6 +28,10 @@ pub enum StreamStep {
     /// Not an event of this format (not JSON, wrong shape, another format's event). The guard
     /// passes it on only when no client could read a call from it ([`refusal`]).
     Unrecognized,
+    /// Completes a call that clients read otherwise than toolgate can: Anthropic input pieces
+    /// that do not join into JSON, which the SDKs parse in partial mode into a smaller object.
+    /// Always refused ([`refusal`]).
+    Unreadable,
 }
 
 /// Why the guard must refuse a stream at this event, if it must: an event that is not UTF-8
@@ -42,6 +46,11 @@ pub fn refusal(step: StreamStep, event: &SseEvent) -> Option<ParseError> {
         return Some(ParseError::unreadable(format!(
             "the answer is not a UTF-8 event stream: an event holds {foreign}"
         )));
+    }
+    if step == StreamStep::Unreadable {
+        return Some(ParseError::unreadable(
+            "a tool call's streamed input does not join into JSON: clients read such input partially, each their own way",
+        ));
     }
     if step != StreamStep::Unrecognized {
         return None;
@@ -138,7 +147,16 @@ pub fn reassemble<'a>(
             calls.extend(assembler.take_calls());
         }
     }
-    calls.extend(assembler.take_calls());
+    let open = assembler.take_calls();
+    // A stream cut before its terminal event with calls still open: the relay never releases
+    // them and ends the client's stream with an error (closed on doubt), so they are refused
+    // here as the relay refuses them, not checked as the text they were cut at.
+    if !assembler.ended() && !open.is_empty() && refused.is_none() {
+        refused = Some(ParseError::unreadable(
+            "the stream ended before its terminal event with tool calls still open",
+        ));
+    }
+    calls.extend(open);
     let reasoning = assembler.reasoning().map(str::to_owned);
     Reassembled {
         raw,
@@ -442,7 +460,8 @@ pub(crate) mod tests {
                 Content,
                 Unrecognized,
                 Unrecognized,
-                ToolFragment
+                // Arguments that are an array, not text: no client joins them alike.
+                Unreadable
             ]
         );
         let calls = assembler.take_calls();

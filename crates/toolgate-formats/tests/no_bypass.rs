@@ -1777,6 +1777,21 @@ fn client_side_runs(calls: &[toolgate_formats::ToolCall]) -> Vec<(String, String
     oracle::checked_runs(&own)
 }
 
+/// The runs of `client` that `checked` does not hold, as multisets.
+fn not_within(client: &[(String, String)], checked: &[(String, String)]) -> Vec<(String, String)> {
+    let mut left = checked.to_vec();
+    let mut missed = Vec::new();
+    for run in client {
+        match left.iter().position(|checked| checked == run) {
+            Some(position) => {
+                left.swap_remove(position);
+            }
+            None => missed.push(run.clone()),
+        }
+    }
+    missed
+}
+
 proptest! {
     #![proptest_config(sdk_config())]
 
@@ -1789,12 +1804,19 @@ proptest! {
     ) {
         let body = json_body(&plan, &mutations, framing);
         let Some(client) = sdk_names(&body) else { return Ok(()) };
-        let checked = read_answer(hint, &body)
+        let read = read_answer(hint, &body);
+        let checked = read.clone()
             .map(|response| checked_names(response.calls))
             .map_err(|error| error.to_string());
         let verdict = sdk_judge(client, checked);
         prop_assert!(verdict.is_ok(), "{}\n{:?} body:\n{}", verdict.unwrap_err(), hint,
             String::from_utf8_lossy(&body));
+        // What a client runs was checked with the same arguments, as many times.
+        if let (Ok(read), Some(sdk)) = (read, sdk_oracle::sdk_reads(&body, false)) {
+            let missed = not_within(&sdk.runs, &client_side_runs(&read.calls));
+            prop_assert!(missed.is_empty(), "an SDK client runs {:?}, unchecked as run\n{:?} body:\n{}",
+                missed, hint, String::from_utf8_lossy(&body));
+        }
     }
 
     #[test]
@@ -1817,13 +1839,18 @@ proptest! {
             start = position;
         }
         let relayed = reassemble(hint, chunks);
-        let checked = match relayed.refused {
+        let checked = match &relayed.refused {
             Some(error) => Err(error.to_string()),
-            None => Ok(checked_names(relayed.response.calls)),
+            None => Ok(checked_names(relayed.response.calls.clone())),
         };
         let verdict = sdk_judge(client, checked);
         prop_assert!(verdict.is_ok(), "{}\n{:?} stream:\n{}", verdict.unwrap_err(), hint,
             String::from_utf8_lossy(&stream));
+        if let (None, Some(sdk)) = (&relayed.refused, sdk_oracle::sdk_reads(&stream, true)) {
+            let missed = not_within(&sdk.runs, &client_side_runs(&relayed.response.calls));
+            prop_assert!(missed.is_empty(), "an SDK client runs {:?}, unchecked as run\n{:?} stream:\n{}",
+                missed, hint, String::from_utf8_lossy(&stream));
+        }
     }
 
     /// The converse, by the SDKs: a clean answer passes with exactly the calls their clients

@@ -231,7 +231,36 @@ impl AnthropicStreamAssembler {
     }
 }
 
+/// Whether a forgiving client reads this event as one of the events that build the message's
+/// blocks (its last `type`, whatever else is wrong with it).
+fn is_block_event_to_clients(event: &SseEvent) -> bool {
+    let Some(data) = event.data.as_deref() else {
+        return false;
+    };
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(data.trim()) else {
+        return false;
+    };
+    matches!(
+        value.get("type").and_then(serde_json::Value::as_str),
+        Some(
+            "message_start"
+                | "content_block_start"
+                | "content_block_delta"
+                | "content_block_stop"
+                | "message_delta"
+                | "message_stop"
+        )
+    )
+}
+
 impl PendingCall {
+    /// Whether the input pieces so far do not join into JSON: the SDKs parse such a buffer in
+    /// partial mode (`{"a":1,"b` reads as `{"a":1}`), a reading toolgate does not share, so a
+    /// call completed so is refused rather than checked as text the client never runs.
+    fn input_is_partial(&self) -> bool {
+        !self.partial.is_empty() && serde_json::from_str::<IgnoredAny>(&self.partial).is_err()
+    }
+
     fn to_call(&self) -> ToolCall {
         let input = match (self.partial.as_str(), &self.start_input) {
             ("", Some(start)) => start.as_str(),
@@ -252,6 +281,11 @@ impl StreamAssembler for AnthropicStreamAssembler {
     fn observe(&mut self, event: &SseEvent) -> StreamStep {
         let wire: EventWire = match event_json(event) {
             Ok(wire) => wire,
+            // A client's list of blocks is positional: a block event it reads (by the last of
+            // repeated keys, say) that this reader cannot would shift every later `index`.
+            Err(StreamStep::Unrecognized) if is_block_event_to_clients(event) => {
+                return StreamStep::Unreadable;
+            }
             Err(step) => return step,
         };
         if wire.choices.is_some() {
@@ -298,6 +332,9 @@ impl StreamAssembler for AnthropicStreamAssembler {
                 match position.and_then(|position| self.blocks.get_mut(position)) {
                     Some(Block::Call(call)) if call.pending => {
                         call.stopped = true;
+                        if call.input_is_partial() {
+                            return StreamStep::Unreadable;
+                        }
                         StreamStep::ToolFragment
                     }
                     _ => StreamStep::Content,
@@ -305,7 +342,9 @@ impl StreamAssembler for AnthropicStreamAssembler {
             }
             "message_delta" => {
                 self.settled = true;
-                if self.pending().next().is_some() {
+                if self.pending().any(PendingCall::input_is_partial) {
+                    StreamStep::Unreadable
+                } else if self.pending().next().is_some() {
                     StreamStep::ToolFragment
                 } else {
                     StreamStep::Content
@@ -314,6 +353,9 @@ impl StreamAssembler for AnthropicStreamAssembler {
             "message_stop" => {
                 self.done = true;
                 self.settled = true;
+                if self.pending().any(PendingCall::input_is_partial) {
+                    return StreamStep::Unreadable;
+                }
                 StreamStep::Done
             }
             "error" => StreamStep::Content,
@@ -525,6 +567,7 @@ mod tests {
             ),
             (start(3, TOOL), ToolFragment),
             (json_delta("3", r#"{"city":"#), ToolFragment),
+            (json_delta("3", r#""Paris"}"#), ToolFragment),
             (stop(3), ToolFragment),
             (MESSAGE_DELTA.to_owned(), ToolFragment),
             (
@@ -547,6 +590,31 @@ mod tests {
             assert_eq!(observe_all(&mut assembler, &[&data]), [expected], "{data}");
         }
         assert_eq!(assembler.reasoning(), Some("hm"));
+    }
+
+    /// The SDKs parse a block's input pieces in partial mode (`{"city":"Pa` reads as `{}`,
+    /// `{"a":1,"b` as `{"a":1}`): a call whose pieces do not join into JSON is refused when it
+    /// completes, by its stop, the message's delta or its stop, never checked as text.
+    #[test]
+    fn input_pieces_that_do_not_join_into_json_are_unreadable() {
+        for end in [stop(0), MESSAGE_DELTA.to_owned(), MESSAGE_STOP.to_owned()] {
+            let mut assembler = AnthropicStreamAssembler::new();
+            let steps = observe_all(
+                &mut assembler,
+                &[&start(0, TOOL), &json_delta("0", r#"{"city":"Pa"#), &end],
+            );
+            assert_eq!(steps.last(), Some(&Unreadable), "{end}");
+        }
+        let mut whole = AnthropicStreamAssembler::new();
+        let steps = observe_all(
+            &mut whole,
+            &[
+                &start(0, TOOL),
+                &json_delta("0", r#"{"city":"Paris"}"#),
+                &stop(0),
+            ],
+        );
+        assert_eq!(steps.last(), Some(&ToolFragment));
     }
 
     #[test]

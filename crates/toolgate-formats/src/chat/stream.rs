@@ -54,6 +54,27 @@ struct DeltaWire<'a> {
     function_call: Option<FunctionDeltaWire<'a>>,
 }
 
+impl DeltaWire<'_> {
+    /// Whether a call fragment's arguments (or custom input) are a JSON value other than a
+    /// string.
+    fn has_fragment_not_text(&self) -> bool {
+        let not_text = |raw: Option<&RawValue>| raw.is_some_and(|raw| !raw.get().starts_with('"'));
+        let tool_calls = self.tool_calls.iter().flatten().any(|call| {
+            not_text(
+                call.function
+                    .as_ref()
+                    .and_then(|function| function.arguments),
+            ) || not_text(call.custom.as_ref().and_then(|custom| custom.input))
+        });
+        tool_calls
+            || not_text(
+                self.function_call
+                    .as_ref()
+                    .and_then(|function| function.arguments),
+            )
+    }
+}
+
 #[derive(Deserialize)]
 struct ToolCallDeltaWire<'a> {
     #[serde(default)]
@@ -308,9 +329,11 @@ impl StreamAssembler for ChatStreamAssembler {
         };
         let mut visible = chunk.usage.is_some();
         let mut holds_calls = false;
+        let mut odd_fragment = false;
         for (position, choice) in choices.into_iter().enumerate() {
             let index = choice.index.unwrap_or(position as u32);
             if let Some(delta) = choice.delta {
+                odd_fragment |= delta.has_fragment_not_text();
                 let (shows, fragment) = self.read_delta(index, delta);
                 visible |= shows;
                 holds_calls |= fragment;
@@ -331,6 +354,10 @@ impl StreamAssembler for ChatStreamAssembler {
             }
         }
         match (holds_calls, visible) {
+            // Fragments are joined as text: one that is another JSON value is replaced,
+            // dropped or stringified, each client its own way (Python's accumulator puts
+            // `"unit…"` in place of a `42` before it), so no reading of the call is the client's.
+            (true, _) if odd_fragment => StreamStep::Unreadable,
             (true, _) => StreamStep::ToolFragment,
             (false, true) => StreamStep::Content,
             (false, false) => StreamStep::Preamble,

@@ -531,6 +531,7 @@ mod tests {
                 ToolFragment => 'T',
                 Done => 'D',
                 Unrecognized => 'U',
+                Unreadable => 'X',
             });
             if assembler.calls_ready() {
                 steps.push('!');

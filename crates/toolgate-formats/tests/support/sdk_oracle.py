@@ -108,10 +108,12 @@ def responses_calls(response):
 
 
 def anthropic_calls(message):
+    # A block's `input` is the value the client holds (a string stays a string), unlike
+    # OpenAI's `arguments`, which are JSON text.
     calls = []
     for block in listed(attr(message, "content")):
         if attr(block, "type") == "tool_use":
-            calls.append((text(attr(block, "name")), text(attr(block, "input"))))
+            calls.append((text(attr(block, "name")), json.dumps(attr(block, "input"))))
     return calls
 
 
@@ -141,6 +143,8 @@ def read_body(body, names, runs):
 
 
 def openai_events(body):
+    """The events the OpenAI SDK yields, and whether it raised before the stream's end (its
+    client then holds no finished answer to run)."""
     events = []
     try:
         for sse in OpenAISSEDecoder().iter_bytes(iter([body])):
@@ -149,29 +153,34 @@ def openai_events(body):
             try:
                 data = sse.json()
             except Exception:
-                break  # the SDK raises here: the stream ends for its client
+                return events, True
             if isinstance(data, dict) and data.get("error"):
-                break
+                return events, True
             events.append(data)
     except Exception:
-        pass
-    return events
+        return events, True
+    return events, False
 
 
-def read_chat_stream(events, names, runs):
+def read_chat_stream(events, failed, names, runs):
     state = ChatCompletionStreamState()
     for data in events:
         try:
             chunk = openai_construct(type_=ChatCompletionChunk, value=data)
         except Exception:
+            failed = True
             break
         # A chunk's names are fragments; the accumulated snapshot is what a client reads.
         try:
             state.handle_chunk(chunk)
         except Exception:
+            failed = True
             break
-    # Names come in fragments: what a client acts on is the snapshot where the stream ended
-    # (at its end, or where the SDK raised).
+    # Names come in fragments: what a client acts on is the snapshot of a stream the SDK read
+    # to its end. Where it raised, its client got an error and a half-joined name is no call
+    # (a client reading the chunks itself is the in-process oracle's).
+    if failed:
+        return
     try:
         final = chat_calls(state.current_completion_snapshot)
         names.update(name for name, _ in final if name)
@@ -180,33 +189,36 @@ def read_chat_stream(events, names, runs):
         pass
 
 
-def read_responses_stream(events, names, runs):
+def read_responses_stream(events, failed, names, runs):
     state = ResponseStreamState(input_tools=omit, text_format=omit)
     completed = None
     for data in events:
         try:
             event = openai_construct(type_=ResponseStreamEvent, value=data)
         except Exception:
+            failed = True
             break
-        for part in ("item", "response"):
-            value = attr(event, part)
-            if value is None:
-                continue
-            try:
-                call = responses_item_call(value) if part == "item" else None
+        # A client dispatches on the event's type, as the SDK's accumulator does.
+        kind = attr(event, "type")
+        try:
+            item = attr(event, "item")
+            if kind in ("response.output_item.added", "response.output_item.done") and item is not None:
+                call = responses_item_call(item)
                 if call and call[0]:
                     names.add(call[0])
-                if part == "response":
-                    names.update(name for name, _ in responses_calls(value) if name)
-                    if attr(event, "type") == "response.completed":
-                        completed = value
-            except Exception:
-                pass
+            response = attr(event, "response")
+            if isinstance(kind, str) and response is not None and kind.startswith("response.") and "." not in kind[len("response."):]:
+                names.update(name for name, _ in responses_calls(response) if name)
+                if kind == "response.completed":
+                    completed = response
+        except Exception:
+            pass
         try:
             state.handle_event(event)
         except Exception:
+            failed = True
             break
-    if completed is not None:
+    if completed is not None and not failed:
         try:
             runs += [call for call in responses_calls(completed) if call[0]]
         except Exception:
@@ -216,37 +228,43 @@ def read_responses_stream(events, names, runs):
 def read_anthropic_stream(body, names, runs):
     snapshot = None
     buffers = {}
+    failed = False
     try:
         for sse in AnthropicSSEDecoder().iter_bytes(iter([body])):
             if sse.event in (None, "ping") or not sse.data:
                 continue
             if sse.event == "error":
+                failed = True
                 break
             try:
                 data = sse.json()
                 event = anthropic_construct(type_=RawMessageStreamEvent, value=data)
             except Exception:
+                failed = True
                 break
+            # A client dispatches on the event's type, as the SDK's accumulator does.
             try:
+                kind = attr(event, "type")
                 block = attr(event, "content_block")
-                if attr(block, "type") == "tool_use" and attr(block, "name"):
+                if kind == "content_block_start" and attr(block, "type") == "tool_use":
                     names.add(text(attr(block, "name")))
                 message = attr(event, "message")
-                if message is not None:
+                if kind == "message_start" and message is not None:
                     names.update(name for name, _ in anthropic_calls(message) if name)
             except Exception:
                 pass
             try:
                 snapshot = accumulate_event(event=event, current_snapshot=snapshot, json_bufs=buffers)
             except Exception:
+                failed = True
                 break
             try:
                 names.update(name for name, _ in anthropic_calls(snapshot) if name)
             except Exception:
                 pass
     except Exception:
-        pass
-    if snapshot is not None:
+        failed = True
+    if snapshot is not None and not failed:
         try:
             runs += [call for call in anthropic_calls(snapshot) if call[0]]
         except Exception:
@@ -254,9 +272,10 @@ def read_anthropic_stream(body, names, runs):
 
 
 def read_stream(body, names, runs):
-    events = openai_events(body)
-    read_chat_stream(events, names, runs)
-    read_responses_stream(events, names, runs)
+    # `runs` are what a client runs from a stream its SDK read to the end without raising.
+    events, failed = openai_events(body)
+    read_chat_stream(events, failed, names, runs)
+    read_responses_stream(events, failed, names, runs)
     read_anthropic_stream(body, names, runs)
 
 
