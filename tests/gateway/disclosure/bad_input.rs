@@ -192,3 +192,57 @@ fn a_route_with_two_disclosures_or_meaningless_settings_does_not_load() {
     assert!(meaningless.contains("max_rounds"), "{meaningless}");
     assert!(load(&disclosed_route("settings = { l1_budget = 3 }")).contains("l1_budget"));
 }
+
+#[tokio::test]
+async fn a_tool_the_tenants_access_level_closes_is_never_shown_or_loaded() {
+    let upstream = ScriptedUpstream::start().await;
+    // Every declared tool in `memory`, which `sandboxed` opens, but `db_query` in `database`.
+    let mut catalog = String::from("[tools.get_weather]\ncategory = \"memory\"\n");
+    for n in 1..super::DECLARED {
+        catalog.push_str(&format!(
+            "[tools.{}]\ncategory = \"memory\"\n",
+            super::filler(n)
+        ));
+    }
+    catalog.push_str("[tools.db_query]\ncategory = \"database\"\n");
+    let config = format!(
+        "{catalog}\n[tenants.agent]\napi_keys = [\"sk-agent\"]\naccess_level = \"sandboxed\"\n\n\
+         [[routes]]\npath = \"/v1\"\nupstream = \"llm\"\nauth = \"tenant\"\n\
+         [[routes.plugins]]\nname = \"tool_permission\"\n\
+         [[routes.plugins]]\nname = \"tool_disclosure\"\n"
+    );
+    let gateway = TestGateway::start(&upstream, &config).await;
+    upstream.push(Reply::chat_calls(&[
+        ("call_db", "load_tool", r#"{"tool_name":"db_query"}"#),
+        ("call_list", "list_tools", r#"{"query":"db"}"#),
+    ]));
+    upstream.push(Reply::chat_text("Done."));
+    let mut request = chat_request();
+    request["tools"].as_array_mut().expect("tools").push(json!({"type": "function",
+        "function": {"name": "db_query", "description": "Runs SQL.", "parameters": {"type": "object"}}}));
+    let response = reqwest::Client::new()
+        .post(format!("{}/v1/chat/completions", gateway.url()))
+        .bearer_auth("sk-agent")
+        .json(&request)
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(response.status(), 200);
+    let first = upstream.requests()[0].json();
+    let index = first["messages"][1]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        index.contains("get_weather") && !index.contains("db_query"),
+        "{index}"
+    );
+    let results = last_items(&upstream.requests()[1].json(), "messages", 2);
+    let loaded = results[0]["content"].as_str().unwrap_or_default();
+    assert!(
+        loaded.starts_with("Error: no tool named 'db_query'"),
+        "{loaded}"
+    );
+    let listed = results[1]["content"].as_str().unwrap_or_default();
+    assert!(listed.starts_with("No tool matches"), "{listed}");
+}
