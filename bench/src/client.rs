@@ -213,6 +213,93 @@ pub async fn closed_loop(shot: Arc<Shot>, connections: usize, duration: Duration
     total
 }
 
+/// Checks one 200 answer's body: `Err` with what is wrong counts the exchange as failed.
+pub type AnswerCheck = Arc<dyn Fn(&[u8]) -> Result<(), String> + Send + Sync>;
+
+/// `connections` connections send `shot` back to back until `total` exchanges have been sent,
+/// or `deadline` passes. Only 200 answers that `check` accepts count as successes.
+pub async fn counted(
+    shot: Arc<Shot>,
+    connections: usize,
+    total: u64,
+    check: AnswerCheck,
+    deadline: Duration,
+) -> LoadResult {
+    let started = Instant::now();
+    let deadline = started + deadline;
+    let tickets = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let workers: Vec<_> = (0..connections.max(1))
+        .map(|_| {
+            let (shot, check, tickets) = (shot.clone(), check.clone(), tickets.clone());
+            tokio::spawn(async move {
+                let mut result = LoadResult::default();
+                let mut sender = None;
+                while Instant::now() < deadline
+                    && tickets.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < total
+                {
+                    let connection = match &mut sender {
+                        Some(connection) => connection,
+                        None => match connect(shot.address).await {
+                            Ok(connection) => sender.insert(connection),
+                            Err(error) => {
+                                result.failed += 1;
+                                result.first_failure.get_or_insert(error);
+                                tokio::time::sleep(Duration::from_millis(10)).await;
+                                continue;
+                            }
+                        },
+                    };
+                    let sent = Instant::now();
+                    match exchange(connection, &shot).await {
+                        Ok((StatusCode::OK, body)) => match check(&body) {
+                            Ok(()) => {
+                                result.ok += 1;
+                                let micros = sent.elapsed().as_micros();
+                                result
+                                    .latencies_us
+                                    .push(micros.min(u32::MAX as u128) as u32);
+                            }
+                            Err(problem) => {
+                                result.failed += 1;
+                                result.first_failure.get_or_insert(problem);
+                            }
+                        },
+                        Ok((status, body)) => {
+                            result.failed += 1;
+                            result.first_failure.get_or_insert_with(|| {
+                                format!(
+                                    "{status}: {}",
+                                    String::from_utf8_lossy(&body[..body.len().min(300)])
+                                )
+                            });
+                        }
+                        Err(error) => {
+                            result.failed += 1;
+                            result.first_failure.get_or_insert(error);
+                            sender = None;
+                        }
+                    }
+                }
+                result
+            })
+        })
+        .collect();
+    let mut total = LoadResult::default();
+    for worker in workers {
+        if let Ok(result) = worker.await {
+            total.ok += result.ok;
+            total.failed += result.failed;
+            if total.first_failure.is_none() {
+                total.first_failure = result.first_failure;
+            }
+            total.latencies_us.extend(result.latencies_us);
+        }
+    }
+    total.elapsed = started.elapsed();
+    total.latencies_us.sort_unstable();
+    total
+}
+
 /// What a set of SSE streams saw.
 #[derive(Debug, Default)]
 pub struct StreamResult {

@@ -27,9 +27,12 @@
 //! - `callgrind`: the functions a callgrind profile saw run (for `link/hot-functions.txt`).
 //! - `dist`: the `dist` build measured, and the check that its hot-function list is current.
 //! - `least_guard`: the least tool-call guard serde_json and jsonschema make (the guarded floor).
+//! - `catalog`: a realistic 200-tool MCP-style catalog, for the disclosure measurement.
+//! - `scripted_model`: an upstream playing a model that loads tools through `tool_disclosure`.
 
 pub mod big_answers;
 pub mod callgrind;
+pub mod catalog;
 pub mod client;
 pub mod dist;
 pub mod front;
@@ -41,6 +44,7 @@ pub mod raw_http;
 pub mod redis;
 pub mod report;
 pub mod rogue_service;
+pub mod scripted_model;
 pub mod stack;
 pub mod upstream;
 pub mod workload;

@@ -238,6 +238,7 @@ pub fn kernel_cpu_ns(pid: u32) -> u64 {
 
 /// Fields of /proc/PID/stat, numbered from 1 as in proc(5).
 const PPID: usize = 4;
+const UTIME: usize = 14;
 const STIME: usize = 15;
 
 /// Field `number` of a /proc/PID/stat line, from the 3rd on. The command name (2nd) may hold
@@ -248,6 +249,20 @@ fn stat_field(stat: &str, number: usize) -> Option<u64> {
         .nth(number.checked_sub(3)?)?
         .parse()
         .ok()
+}
+
+/// The process's CPU time as /proc/PID/stat counts it (`utime + stime`, all its threads), in
+/// ns. Counted in clock ticks (10 ms), so read it over runs of seconds; [`cpu_ns`] is exact.
+pub fn stat_cpu_ns(pid: u32) -> u64 {
+    let Some(ticks) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| Some(stat_field(&stat, UTIME)? + stat_field(&stat, STIME)?))
+    else {
+        return 0;
+    };
+    // SAFETY: sysconf only reads a system constant.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    ticks * 1_000_000_000 / u64::try_from(per_second).unwrap_or(100).max(1)
 }
 
 /// [`kernel_cpu_ns`] of a process and its direct children.
@@ -281,6 +296,7 @@ mod tests {
         let stat = "4242 (nginx: worker (1) ) S 4241 4241 4241 0 -1 4194624 2735 0 0 0 \
                     1187 2203 0 0 20 0 1 0 88120 17068032 1360 18446744073709551615";
         assert_eq!(stat_field(stat, PPID), Some(4241));
+        assert_eq!(stat_field(stat, UTIME), Some(1187));
         assert_eq!(stat_field(stat, STIME), Some(2203));
         assert_eq!(stat_field("4242 (cut short) S 1 2", STIME), None);
     }
