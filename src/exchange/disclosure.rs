@@ -25,11 +25,13 @@ pub struct Disclosing {
     limits: DiscoveryLimits,
     /// What the disclosure entry's block does (a round limit reached).
     on_block: OnBlock,
-    /// The conversation as the client's declaration has it, continued by each round: each
-    /// round's request is this, shown anew with the latest view.
+    /// The conversation with every declared tool hidden, continued by each round: each
+    /// round's request is this, shown with the latest view (hidden once: a round's cost does
+    /// not grow with what the client declared).
     conversation: Bytes,
-    /// The tools the request declares, by name (all hidden but the loaded).
-    declared: Vec<String>,
+    /// Declared tools hiding left in the conversation (one its `tool_choice` forces): never
+    /// declared a second time when loaded.
+    kept: Vec<String>,
     rounds: u32,
 }
 
@@ -63,6 +65,13 @@ impl Exchange {
             return Ok(());
         };
         let declared: Vec<String> = definitions.iter().map(|tool| tool.name.clone()).collect();
+        let declared: Vec<&str> = declared.iter().map(String::as_str).collect();
+        let Ok(conversation) = self.format.hide_tools(body, &declared) else {
+            return Ok(());
+        };
+        let kept = (self.format.tool_definitions(&conversation))
+            .map(|tools| tools.into_iter().map(|tool| tool.name).collect())
+            .unwrap_or_default();
         let permitted = self.permitted(definitions);
         let view = RequestExchange {
             meta: &self.meta,
@@ -77,8 +86,8 @@ impl Exchange {
             discovery: disclosure.discovery_tools().to_vec(),
             limits: disclosure.limits(),
             on_block,
-            conversation: body.clone(),
-            declared,
+            conversation,
+            kept,
             rounds: 0,
         };
         match disclosing.shown(self.format) {
@@ -291,14 +300,14 @@ impl Disclosing {
         format: toolgate_plugin::WireFormat,
     ) -> Result<Bytes, toolgate_plugin::ParseError> {
         let view = self.session.view();
-        let hidden: Vec<&str> = (self.declared.iter())
-            .filter(|name| !view.loaded.contains(name))
-            .map(String::as_str)
+        let shown: Vec<&str> = (view.loaded.iter().zip(&view.definitions))
+            .filter(|(name, _)| !self.kept.contains(name))
+            .map(|(_, definition)| definition.as_str())
             .collect();
         format.disclose(
             &self.conversation,
             &DisclosedTools {
-                hidden: &hidden,
+                shown: &shown,
                 discovery: &self.discovery,
                 instructions: &view.index,
             },

@@ -4,12 +4,16 @@
 //! loaded taken out, the discovery tools added, the tool index added to the system prompt.
 //! Each format folder's `disclosure.rs` has its shapes; what to show is the plugin's choice.
 
+use std::borrow::Cow;
+
 use bytes::Bytes;
+use serde::Deserialize;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::adapter::Adapter;
 use crate::format::ParseError;
-use crate::on_block::{append_to_field, array_items};
+use crate::on_block::array_items;
 use crate::raw_object::RawObject;
 
 /// One tool a request declares that the model calls by name (a function or custom tool; a
@@ -35,40 +39,48 @@ pub struct DiscoveryTool {
     pub parameters: Value,
 }
 
-/// What the model is shown of one request's tools.
+/// What the model is shown of one request's tools, on top of the request with every declared
+/// tool hidden ([`WireFormat::hide_tools`](crate::format::WireFormat::hide_tools)).
 #[derive(Debug, Clone, Copy)]
 pub struct DisclosedTools<'a> {
-    /// Declared tools taken out of the request (not loaded).
-    pub hidden: &'a [&'a str],
-    /// Discovery tools added to it.
+    /// Declared tools shown in full: their definitions as the request wrote them.
+    pub shown: &'a [&'a str],
+    /// Discovery tools added after them.
     pub discovery: &'a [DiscoveryTool],
     /// Text added to the system prompt (the index of the tools).
     pub instructions: &'a str,
 }
 
-/// The request as the model is shown it: the same body with the hidden tools removed, the
-/// discovery tools declared after the ones kept, and the instructions added to the system
+/// The request without the `hidden` declared tools, but for one the request forces
+/// (`tool_choice`), which stays: hiding it would drop the choice. Done once per request: every
+/// round's request is this, continued, with [`disclose`]'s additions.
+pub(crate) fn hide_tools(
+    adapter: &dyn Adapter,
+    body: &[u8],
+    hidden: &[&str],
+) -> Result<Bytes, ParseError> {
+    let forced = adapter.forced_tools(body);
+    let hidden: Vec<&str> = (hidden.iter().copied())
+        .filter(|name| !forced.iter().any(|forced| forced == name))
+        .collect();
+    Ok(match adapter.remove_tools(body, &hidden)? {
+        Some(edited) => edited,
+        None => Bytes::copy_from_slice(body),
+    })
+}
+
+/// The request as the model is shown it: `body` (its tools hidden) with the shown definitions
+/// and the discovery tools at the end of its `tools`, and the instructions added to the system
 /// prompt. Every other field keeps its bytes.
 pub(crate) fn disclose(
     adapter: &dyn Adapter,
     body: &[u8],
     shown: &DisclosedTools<'_>,
 ) -> Result<Bytes, ParseError> {
-    // A tool the request forces (`tool_choice`) stays shown: hiding it would drop the choice.
-    let forced = adapter.forced_tools(body);
-    let hidden: Vec<&str> = (shown.hidden.iter().copied())
-        .filter(|name| !forced.iter().any(|forced| forced == name))
-        .collect();
-    let mut edited = match adapter.remove_tools(body, &hidden)? {
-        Some(edited) => edited,
-        None => Bytes::copy_from_slice(body),
-    };
-    if !shown.discovery.is_empty() {
-        let added: Vec<Value> = shown
-            .discovery
-            .iter()
-            .map(|tool| adapter.discovery_tool(tool))
-            .collect();
+    let mut added: Vec<String> = shown.shown.iter().map(|text| (*text).to_owned()).collect();
+    added.extend((shown.discovery.iter()).map(|tool| adapter.discovery_tool(tool).to_string()));
+    let mut edited = Bytes::copy_from_slice(body);
+    if !added.is_empty() {
         edited = with_tools_appended(&edited, &added)?;
     }
     if shown.instructions.is_empty() {
@@ -77,21 +89,21 @@ pub(crate) fn disclose(
     adapter.add_instructions(&edited, shown.instructions)
 }
 
-/// The body with `added` at the end of its `tools` (a `tools` of its own when it has none, as
-/// a chat request declaring only legacy `functions`).
-fn with_tools_appended(body: &[u8], added: &[Value]) -> Result<Bytes, ParseError> {
+/// The body with `added` (JSON texts) at the end of its `tools` (a `tools` of its own when it
+/// has none, as a chat request declaring only legacy `functions`).
+fn with_tools_appended(body: &[u8], added: &[String]) -> Result<Bytes, ParseError> {
     let object: RawObject = crate::format::read_json(body)?;
-    let present = object
-        .0
-        .iter()
-        .any(|(key, raw)| key == "tools" && raw.get() != "null");
-    if present {
-        return append_to_field(body, "tools", array_items, added);
-    }
+    let current = (object.0.iter())
+        .find(|(key, raw)| key == "tools" && raw.get() != "null")
+        .map(|(_, raw)| array_items(raw))
+        .transpose()?
+        .unwrap_or_default();
+    let mut items = current;
+    items.extend(added.iter().cloned());
     Ok(with_field(
         &object,
         "tools",
-        Value::Array(added.to_vec()).to_string(),
+        format!("[{}]", items.join(",")),
     ))
 }
 
@@ -128,33 +140,45 @@ pub(crate) fn text_field(value: &Value, key: &str) -> Option<String> {
     value.get(key).and_then(Value::as_str).map(str::to_owned)
 }
 
-/// The items of a request's array field (`None` when absent or `null`), each parsed.
-pub(crate) fn field_items(body: &[u8], field: &str) -> Result<Option<Vec<Value>>, ParseError> {
-    let object: RawObject = crate::format::read_json(body)?;
+/// The items of a request's array field, each as the text it is written as (none when the
+/// field is absent or `null`).
+pub(crate) fn field_items<'b>(
+    object: &RawObject<'b>,
+    field: &str,
+) -> Result<Vec<&'b RawValue>, ParseError> {
     let Some((_, raw)) = object.0.iter().find(|(key, _)| key == field) else {
-        return Ok(None);
+        return Ok(Vec::new());
     };
     if raw.get() == "null" {
-        return Ok(None);
+        return Ok(Vec::new());
     }
-    let items: Vec<Value> = serde_json::from_str(raw.get())
-        .map_err(|_| ParseError::new(format!("the request's `{field}` is not an array")))?;
-    Ok(Some(items))
+    serde_json::from_str(raw.get())
+        .map_err(|_| ParseError::new(format!("the request's `{field}` is not an array")))
 }
 
-/// Each item's definition as JSON text, kept with what `read` finds in it.
-pub(crate) fn definitions_of(
-    items: Vec<Value>,
-    read: impl Fn(&Value) -> Option<(String, Option<String>)>,
+/// A tool entry's name and description, where the shape puts them; other fields are skipped
+/// unread, so a large schema costs one scan.
+#[derive(Deserialize)]
+pub(crate) struct NamedWire<'a> {
+    #[serde(borrow, default)]
+    pub name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub description: Option<Cow<'a, str>>,
+}
+
+/// Each item the shape reader `read` finds a name in, with its definition as written.
+pub(crate) fn definitions_of<'b>(
+    items: Vec<&'b RawValue>,
+    read: impl Fn(&'b str) -> Option<NamedWire<'b>>,
 ) -> Vec<ToolDefinition> {
     items
         .into_iter()
         .filter_map(|item| {
-            let (name, description) = read(&item)?;
+            let named = read(item.get())?;
             Some(ToolDefinition {
-                name,
-                description,
-                definition: item.to_string(),
+                name: named.name?.into_owned(),
+                description: named.description.map(Cow::into_owned),
+                definition: item.get().to_owned(),
             })
         })
         .collect()
@@ -167,11 +191,23 @@ pub(crate) fn flat_definitions(
     body: &[u8],
     client_tool: impl Fn(Option<&str>) -> bool,
 ) -> Result<Vec<ToolDefinition>, ParseError> {
-    let items = field_items(body, "tools")?.unwrap_or_default();
-    Ok(definitions_of(items, |item| {
-        client_tool(item.get("type").and_then(Value::as_str))
-            .then(|| Some((text_field(item, "name")?, text_field(item, "description"))))
-            .flatten()
+    #[derive(Deserialize)]
+    struct FlatWire<'a> {
+        #[serde(rename = "type", borrow, default)]
+        kind: Option<Cow<'a, str>>,
+        #[serde(borrow, default)]
+        name: Option<Cow<'a, str>>,
+        #[serde(borrow, default)]
+        description: Option<Cow<'a, str>>,
+    }
+    let object: RawObject = crate::format::read_json(body)?;
+    let items = field_items(&object, "tools")?;
+    Ok(definitions_of(items, |text| {
+        let flat: FlatWire = serde_json::from_str(text).ok()?;
+        client_tool(flat.kind.as_deref()).then_some(NamedWire {
+            name: flat.name,
+            description: flat.description,
+        })
     }))
 }
 
@@ -199,6 +235,34 @@ mod tests {
             parameters: json!({"type": "object", "properties": {"tool_name": {"type": "string"}},
                 "required": ["tool_name"]}),
         }
+    }
+
+    /// The request with every tool in `hidden` hidden and those in `shown` (of them) shown again
+    /// by their definitions, as a disclosed exchange builds it.
+    fn disclosed(
+        format: WireFormat,
+        body: &[u8],
+        hidden: &[&str],
+        shown: &[&str],
+        discovery: &[DiscoveryTool],
+        instructions: &str,
+    ) -> Bytes {
+        let definitions = format.tool_definitions(body).expect("the tools read");
+        let shown: Vec<&str> = (definitions.iter())
+            .filter(|tool| shown.contains(&tool.name.as_str()))
+            .map(|tool| tool.definition.as_str())
+            .collect();
+        let hidden_body = format.hide_tools(body, hidden).expect("hidden");
+        format
+            .disclose(
+                &hidden_body,
+                &DisclosedTools {
+                    shown: &shown,
+                    discovery,
+                    instructions,
+                },
+            )
+            .expect("the request is disclosed")
     }
 
     fn tool_names(format: WireFormat, body: &[u8]) -> Vec<String> {
@@ -257,16 +321,18 @@ mod tests {
                 "{format:?}"
             );
             assert!(definitions[1].description.is_none(), "{format:?}");
-            let shown = format
-                .disclose(
-                    body.as_bytes(),
-                    &DisclosedTools {
-                        hidden: &["delete"],
-                        discovery: &[lookup()],
-                        instructions: "TOOL INDEX",
-                    },
-                )
-                .expect("the request is disclosed");
+            assert!(
+                body.contains(&definitions[0].definition),
+                "{format:?}: a definition is the entry as written"
+            );
+            let shown = disclosed(
+                format,
+                body.as_bytes(),
+                &["search", "delete"],
+                &["search"],
+                &[lookup()],
+                "TOOL INDEX",
+            );
             let mut names = tool_names(format, &shown);
             names.retain(|name| name != "web_search");
             assert_eq!(names, ["search", "load_tool"], "{format:?}");
@@ -304,16 +370,15 @@ mod tests {
             ),
         ];
         for (format, request) in forcing {
-            let shown = format
-                .disclose(
-                    request.to_string().as_bytes(),
-                    &DisclosedTools {
-                        hidden: &["delete", "search"],
-                        discovery: &[lookup()],
-                        instructions: "",
-                    },
-                )
-                .expect("disclosed");
+            let body = request.to_string();
+            let shown = disclosed(
+                format,
+                body.as_bytes(),
+                &["delete", "search"],
+                &[],
+                &[lookup()],
+                "",
+            );
             assert_eq!(
                 tool_names(format, &shown),
                 ["delete", "load_tool"],
@@ -329,18 +394,14 @@ mod tests {
         let chat = json!({"model": "m", "messages": [{"role": "system", "content": "A"},
             {"role": "user", "content": "hi"}], "tools": []})
         .to_string();
-        let shown: Value = serde_json::from_slice(
-            &WireFormat::ChatCompletions
-                .disclose(
-                    chat.as_bytes(),
-                    &DisclosedTools {
-                        hidden: &[],
-                        discovery: &[],
-                        instructions: "INDEX",
-                    },
-                )
-                .expect("disclosed"),
-        )
+        let shown: Value = serde_json::from_slice(&disclosed(
+            WireFormat::ChatCompletions,
+            chat.as_bytes(),
+            &[],
+            &[],
+            &[],
+            "INDEX",
+        ))
         .expect("json");
         assert_eq!(shown["messages"][0]["content"], "A");
         assert_eq!(
@@ -352,18 +413,14 @@ mod tests {
         let anthropic = json!({"model": "m", "max_tokens": 1, "messages": [],
             "system": [{"type": "text", "text": "A"}], "tools": []})
         .to_string();
-        let shown: Value = serde_json::from_slice(
-            &WireFormat::AnthropicMessages
-                .disclose(
-                    anthropic.as_bytes(),
-                    &DisclosedTools {
-                        hidden: &[],
-                        discovery: &[],
-                        instructions: "INDEX",
-                    },
-                )
-                .expect("disclosed"),
-        )
+        let shown: Value = serde_json::from_slice(&disclosed(
+            WireFormat::AnthropicMessages,
+            anthropic.as_bytes(),
+            &[],
+            &[],
+            &[],
+            "INDEX",
+        ))
         .expect("json");
         assert_eq!(
             shown["system"],
@@ -371,18 +428,14 @@ mod tests {
         );
 
         let responses = json!({"model": "m", "input": "hi", "tools": []}).to_string();
-        let shown: Value = serde_json::from_slice(
-            &WireFormat::Responses
-                .disclose(
-                    responses.as_bytes(),
-                    &DisclosedTools {
-                        hidden: &[],
-                        discovery: &[],
-                        instructions: "INDEX",
-                    },
-                )
-                .expect("disclosed"),
-        )
+        let shown: Value = serde_json::from_slice(&disclosed(
+            WireFormat::Responses,
+            responses.as_bytes(),
+            &[],
+            &[],
+            &[],
+            "INDEX",
+        ))
         .expect("json");
         assert_eq!(shown["instructions"], "INDEX");
     }

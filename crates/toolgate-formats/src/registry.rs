@@ -171,7 +171,15 @@ impl WireFormat {
         self.adapter().tool_definitions(body)
     }
 
-    /// The request as the model is shown it under progressive disclosure.
+    /// The request with the `hidden` declared tools taken out (but for a tool its
+    /// `tool_choice` forces): what progressive disclosure starts from, once per request.
+    pub fn hide_tools(self, body: &[u8], hidden: &[&str]) -> Result<Bytes, ParseError> {
+        crate::disclosure::hide_tools(self.adapter(), body, hidden)
+    }
+
+    /// The request as the model is shown it under progressive disclosure: `body` (from
+    /// [`WireFormat::hide_tools`], continued) with the shown definitions, the discovery tools
+    /// and the index.
     pub fn disclose(self, body: &[u8], shown: &DisclosedTools<'_>) -> Result<Bytes, ParseError> {
         crate::disclosure::disclose(self.adapter(), body, shown)
     }

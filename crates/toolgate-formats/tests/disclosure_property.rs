@@ -1,9 +1,9 @@
 //! Property: what progressive disclosure shows the model is exactly what was asked, in every
 //! format. For generated requests (any number of function tools with or without descriptions,
 //! provider built-ins, a forced or free `tool_choice`, a system prompt or none) and any choice
-//! of loaded tools, the disclosed request, read back by toolgate's own request reader, declares
-//! the loaded tools (and a forced one) in declared order, then the discovery tools, and the
-//! built-ins as they were; its index text is in the system prompt; every other field keeps its
+//! of loaded tools, the request with every tool hidden and the loaded ones shown again by their
+//! definitions, read back by toolgate's own request reader, declares a forced tool where it was,
+//! the loaded tools in declared order, then the discovery tools, and the built-ins as they were; its index text is in the system prompt; every other field keeps its
 //! bytes. A tool the model was not given must not be declared, or disclosure would widen.
 
 use proptest::prelude::*;
@@ -129,20 +129,24 @@ proptest! {
             let definitions = format.tool_definitions(body.as_bytes()).expect("the tools read");
             let names: Vec<&str> = definitions.iter().map(|tool| tool.name.as_str()).collect();
             prop_assert_eq!(&names, &generated.names.iter().map(String::as_str).collect::<Vec<_>>());
-            let hidden: Vec<&str> = (generated.names.iter().zip(&generated.loaded))
-                .filter(|(_, loaded)| !**loaded)
-                .map(|(name, _)| name.as_str())
+            // Every declared tool is hidden, and the loaded ones shown again by their
+            // definitions, as a disclosed exchange does.
+            let all: Vec<&str> = generated.names.iter().map(String::as_str).collect();
+            let shown_definitions: Vec<&str> = (definitions.iter().enumerate())
+                .filter(|(index, _)| generated.loaded[*index] && Some(*index) != generated.forced)
+                .map(|(_, tool)| tool.definition.as_str())
                 .collect();
             let tools = discovery();
+            let hidden_body = format.hide_tools(body.as_bytes(), &all).expect("hidden");
             let shown = format
-                .disclose(body.as_bytes(), &DisclosedTools { hidden: &hidden, discovery: &tools, instructions: "THE INDEX" })
+                .disclose(&hidden_body, &DisclosedTools { shown: &shown_definitions, discovery: &tools, instructions: "THE INDEX" })
                 .expect("disclosed");
             let read = format.parse_request(shown.clone()).expect("the disclosed request reads");
             let declared: Vec<String> = read.declared_tools.iter().map(|tool| tool.name.clone()).collect();
-            let mut expected: Vec<String> = (generated.names.iter().enumerate())
-                .filter(|(index, name)| generated.loaded[*index] || Some(*index) == generated.forced || !hidden.contains(&name.as_str()))
-                .map(|(_, name)| name.clone())
-                .collect();
+            let mut expected: Vec<String> = generated.forced.map(|index| generated.names[index].clone()).into_iter().collect();
+            expected.extend((generated.names.iter().enumerate())
+                .filter(|(index, _)| generated.loaded[*index] && Some(*index) != generated.forced)
+                .map(|(_, name)| name.clone()));
             expected.extend(tools.iter().map(|tool| tool.name.clone()));
             let declared_functions: Vec<String> = declared
                 .iter()

@@ -20,6 +20,8 @@ pub struct DisclosedView {
     pub index: String,
     /// The declared tools shown with their full definitions (loaded), by name.
     pub loaded: Vec<String>,
+    /// Their definitions as the request wrote them, in the same order: what goes in `tools`.
+    pub definitions: Vec<String>,
 }
 
 /// How far one exchange's discovery rounds may go: past either bound, the exchange ends as a

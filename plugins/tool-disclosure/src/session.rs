@@ -145,9 +145,14 @@ impl Session {
     fn refresh(&mut self) {
         let entries: Vec<Entry> = self.tools.iter().map(|tool| self.entry(tool)).collect();
         let index = levels::index(&entries, &self.loaded, self.shared.settings.l1_token_budget);
+        let definitions = (self.loaded.iter())
+            .filter_map(|name| self.find(name))
+            .map(|entry| entry.declared.definition.clone())
+            .collect();
         self.view = DisclosedView {
             index,
             loaded: self.loaded.clone(),
+            definitions,
         };
     }
 

@@ -195,3 +195,28 @@ async fn below_min_tools_the_request_goes_as_declared() {
     assert_eq!(sent_tool_names(&sent).len(), DECLARED);
     assert_eq!(sent["messages"].as_array().map(Vec::len), Some(2));
 }
+
+#[tokio::test]
+async fn a_forced_tool_stays_declared_once_when_the_model_loads_it() {
+    let upstream = ScriptedUpstream::start().await;
+    let gateway = TestGateway::start(&upstream, &disclosed_route("")).await;
+    upstream.push(Reply::chat_calls(&[LOAD_WEATHER]));
+    upstream.push(Reply::chat_calls(&[WEATHER]));
+    let mut request = chat_request();
+    request["tool_choice"] = json!({"type": "function", "function": {"name": "get_weather"}});
+    assert_eq!(gateway.post_chat(&request).await.status(), 200);
+    for sent in upstream.requests() {
+        let sent = sent.json();
+        assert_eq!(
+            sent_tool_names(&sent),
+            [
+                "get_weather",
+                "list_tools",
+                "load_tool",
+                "load_tool_resource"
+            ],
+            "the forced tool is shown, once, in every round"
+        );
+        assert_eq!(sent["tool_choice"], request["tool_choice"]);
+    }
+}

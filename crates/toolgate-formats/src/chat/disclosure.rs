@@ -1,28 +1,41 @@
-//! Chat Completions under progressive disclosure: the declared function and custom tools (and
-//! legacy `functions`) with their descriptions, a discovery tool as a function tool, and the
-//! tool index as a system message after the client's own.
+//! Chat Completions under progressive disclosure: the declared function and custom tools with
+//! their descriptions, a discovery tool as a function tool, and the tool index as a system
+//! message after the client's own.
+
+use std::borrow::Cow;
 
 use bytes::Bytes;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::disclosure::{DiscoveryTool, ToolDefinition, definitions_of, field_items, text_field};
+use crate::disclosure::{
+    DiscoveryTool, NamedWire, ToolDefinition, definitions_of, field_items, text_field,
+};
 use crate::format::ParseError;
 use crate::on_block::array_items;
 use crate::raw_object::RawObject;
 
+/// The function and custom tools of `tools`. Legacy `functions` are not disclosed: an entry of
+/// that list cannot be declared again in `tools`, so they go as declared.
 pub(crate) fn definitions(body: &[u8]) -> Result<Vec<ToolDefinition>, ParseError> {
-    let mut found = definitions_of(field_items(body, "tools")?.unwrap_or_default(), |item| {
-        let inner = match item.get("type").and_then(Value::as_str) {
-            Some("custom") => item.get("custom")?,
-            _ => item.get("function")?,
-        };
-        Some((text_field(inner, "name")?, text_field(inner, "description")))
-    });
-    found.extend(definitions_of(
-        field_items(body, "functions")?.unwrap_or_default(),
-        |item| Some((text_field(item, "name")?, text_field(item, "description"))),
-    ));
-    Ok(found)
+    #[derive(Deserialize)]
+    struct ChatToolWire<'a> {
+        #[serde(rename = "type", borrow, default)]
+        kind: Option<Cow<'a, str>>,
+        #[serde(borrow, default)]
+        function: Option<NamedWire<'a>>,
+        #[serde(borrow, default)]
+        custom: Option<NamedWire<'a>>,
+    }
+    let object: RawObject = crate::format::read_json(body)?;
+    let items = field_items(&object, "tools")?;
+    Ok(definitions_of(items, |text| {
+        let tool: ChatToolWire = serde_json::from_str(text).ok()?;
+        match tool.kind.as_deref() {
+            Some("custom") => tool.custom,
+            _ => tool.function,
+        }
+    }))
 }
 
 pub(crate) fn discovery_tool(tool: &DiscoveryTool) -> Value {
