@@ -249,6 +249,9 @@ output = "{audit}"
 [[routes]]
 path = "/v1"
 upstream = "bench"
+# The plain rows are the bare hop: without it, a route with no plugin refuses the benchmark's
+# answers, which carry tool calls (fail closed); a guarded route ignores it.
+unguarded_calls = "pass"
 {route_plugins}"#
     )
 }
