@@ -40,9 +40,6 @@ use toolgate_bench::scripted_model::{self, CALL_HEADER, LOAD_HEADER, Model, TOGE
 use toolgate_bench::stack::{TOOL_SELECTION_PLUGIN, gateway_config};
 
 const DISCLOSURE_PLUGIN: &str = "\n[[plugins]]\nname = \"tool_disclosure\"\n";
-/// A route none of whose plugins checks tool calls refuses answers carrying them unless told
-/// otherwise (`unguarded_calls`, docs/configuration.md): the unchecked routes pass them.
-const PASS_CALLS: &str = "unguarded_calls = \"pass\"\n";
 const START_TIMEOUT: Duration = Duration::from_secs(20);
 /// The longest one batch of exchanges may run.
 const BATCH_DEADLINE: Duration = Duration::from_secs(600);
@@ -635,9 +632,11 @@ async fn cpu_section(
     body: &Bytes,
 ) -> Result<String, String> {
     let both = format!("{TOOL_SELECTION_PLUGIN}{DISCLOSURE_PLUGIN}");
+    // Every route passes unguarded calls (`stack::gateway_config` says so), as the unchecked
+    // ones must to answer at all.
     let configs: [(&str, &str, &str); 4] = [
-        ("plain", "", PASS_CALLS),
-        ("disclosure", DISCLOSURE_PLUGIN, PASS_CALLS),
+        ("plain", "", ""),
+        ("disclosure", DISCLOSURE_PLUGIN, ""),
         ("guard", TOOL_SELECTION_PLUGIN, ""),
         ("guard-disclosure", &both, ""),
     ];

@@ -63,10 +63,24 @@ pub(crate) fn hide_tools(
     let hidden: Vec<&str> = (hidden.iter().copied())
         .filter(|name| !forced.iter().any(|forced| forced == name))
         .collect();
-    Ok(match adapter.remove_tools(body, &hidden)? {
-        Some(edited) => edited,
-        None => Bytes::copy_from_slice(body),
-    })
+    let Some(mut edited) = adapter.remove_tools(body, &hidden)? else {
+        return Ok(Bytes::copy_from_slice(body));
+    };
+    // Removing tools drops a choice once none is left, as an upstream refuses a choice without
+    // tools; here the discovery tools always follow, so the client's choice (`required`,
+    // `none`, parallel calls off) stays as it was. A choice forcing a hidden tool cannot be:
+    // forced tools are never hidden.
+    let original: RawObject = crate::format::read_json(body)?;
+    for field in ["tool_choice", "parallel_tool_calls"] {
+        let Some((_, value)) = original.0.iter().find(|(key, _)| key == field) else {
+            continue;
+        };
+        let now: RawObject = crate::format::read_json(&edited)?;
+        if now.0.iter().all(|(key, _)| key != field) {
+            edited = with_field(&now, field, value.get().to_owned());
+        }
+    }
+    Ok(edited)
 }
 
 /// The request as the model is shown it: `body` (its tools hidden) with the shown definitions
@@ -386,6 +400,40 @@ mod tests {
             );
             let value: Value = serde_json::from_slice(&shown).expect("json");
             assert_eq!(value["tool_choice"], request["tool_choice"], "{format:?}");
+        }
+    }
+
+    #[test]
+    fn hiding_every_tool_keeps_the_clients_choice_in_every_format() {
+        let requests = [
+            (
+                WireFormat::ChatCompletions,
+                json!({"model": "m", "messages": [], "tool_choice": "required",
+                    "parallel_tool_calls": false,
+                    "tools": [{"type": "function", "function": {"name": "search"}}]}),
+            ),
+            (
+                WireFormat::Responses,
+                json!({"model": "m", "input": "hi", "tool_choice": "none",
+                    "tools": [{"type": "function", "name": "search"}]}),
+            ),
+            (
+                WireFormat::AnthropicMessages,
+                json!({"model": "m", "max_tokens": 1, "messages": [], "system": "s",
+                    "tool_choice": {"type": "any", "disable_parallel_tool_use": true},
+                    "tools": [{"name": "search", "input_schema": {}}]}),
+            ),
+        ];
+        for (format, request) in requests {
+            let body = request.to_string();
+            let shown = disclosed(format, body.as_bytes(), &["search"], &[], &[lookup()], "");
+            assert_eq!(tool_names(format, &shown), ["load_tool"], "{format:?}");
+            let value: Value = serde_json::from_slice(&shown).expect("json");
+            assert_eq!(value["tool_choice"], request["tool_choice"], "{format:?}");
+            assert_eq!(
+                value["parallel_tool_calls"], request["parallel_tool_calls"],
+                "{format:?}"
+            );
         }
     }
 

@@ -31,6 +31,8 @@ struct Generated {
     loaded: Vec<bool>,
     builtin: bool,
     forced: Option<usize>,
+    /// Without a forced tool, a choice that forces none (`required`, Anthropic's `any`).
+    required: bool,
     system: Option<String>,
 }
 
@@ -44,20 +46,24 @@ fn generated() -> impl Strategy<Value = Generated> {
                 any::<bool>(),
                 proptest::option::of(0..count),
                 proptest::option::of("[A-Za-z .]{0,30}"),
+                any::<bool>(),
             )
         })
-        .prop_map(|(names, described, loaded, builtin, forced, system)| {
-            let names: Vec<String> = names.into_iter().collect();
-            let forced = forced.filter(|index| *index < names.len());
-            Generated {
-                described: described[..names.len()].to_vec(),
-                loaded: loaded[..names.len()].to_vec(),
-                names,
-                builtin,
-                forced,
-                system,
-            }
-        })
+        .prop_map(
+            |(names, described, loaded, builtin, forced, system, required)| {
+                let names: Vec<String> = names.into_iter().collect();
+                let forced = forced.filter(|index| *index < names.len());
+                Generated {
+                    described: described[..names.len()].to_vec(),
+                    loaded: loaded[..names.len()].to_vec(),
+                    names,
+                    builtin,
+                    forced,
+                    system,
+                    required,
+                }
+            },
+        )
 }
 
 fn request(format: WireFormat, request: &Generated) -> Value {
@@ -84,6 +90,8 @@ fn request(format: WireFormat, request: &Generated) -> Value {
             let mut body = json!({"model": "m", "messages": messages, "temperature": 0.5});
             if let Some(name) = forced {
                 body["tool_choice"] = json!({"type": "function", "function": {"name": name}});
+            } else if request.required {
+                body["tool_choice"] = json!("required");
             }
             body
         }
@@ -97,6 +105,8 @@ fn request(format: WireFormat, request: &Generated) -> Value {
             }
             if let Some(name) = forced {
                 body["tool_choice"] = json!({"type": "function", "name": name});
+            } else if request.required {
+                body["tool_choice"] = json!("required");
             }
             body
         }
@@ -111,6 +121,8 @@ fn request(format: WireFormat, request: &Generated) -> Value {
             }
             if let Some(name) = forced {
                 body["tool_choice"] = json!({"type": "tool", "name": name});
+            } else if request.required {
+                body["tool_choice"] = json!({"type": "any"});
             }
             body
         }
@@ -158,7 +170,7 @@ proptest! {
             let value: Value = serde_json::from_slice(&shown).expect("json");
             prop_assert_eq!(&value["model"], &original["model"]);
             prop_assert_eq!(&value["temperature"], &original["temperature"]);
-            prop_assert_eq!(&value["tool_choice"], &original["tool_choice"], "a forced choice is kept");
+            prop_assert_eq!(&value["tool_choice"], &original["tool_choice"], "the client's choice is kept");
             let builtins = |value: &Value| value["tools"].as_array().map_or(0, |tools| {
                 tools.iter().filter(|tool| tool["type"].as_str().is_some_and(|kind| kind.starts_with("web_search"))).count()
             });
