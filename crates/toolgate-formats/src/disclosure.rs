@@ -11,7 +11,6 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::adapter::Adapter;
 use crate::format::ParseError;
 use crate::on_block::array_items;
 use crate::raw_object::RawObject;
@@ -40,7 +39,8 @@ pub struct DiscoveryTool {
 }
 
 /// What the model is shown of one request's tools, on top of the request with every declared
-/// tool hidden ([`WireFormat::hide_tools`](crate::format::WireFormat::hide_tools)).
+/// tool hidden ([`WireFormat::hide_tools`](crate::format::WireFormat::hide_tools); both edits
+/// are the registry's, which asks each format's adapter for its shapes).
 #[derive(Debug, Clone, Copy)]
 pub struct DisclosedTools<'a> {
     /// Declared tools shown in full: their definitions as the request wrote them.
@@ -51,26 +51,13 @@ pub struct DisclosedTools<'a> {
     pub instructions: &'a str,
 }
 
-/// The request without the `hidden` declared tools, but for one the request forces
-/// (`tool_choice`), which stays: hiding it would drop the choice. Done once per request: every
-/// round's request is this, continued, with [`disclose`]'s additions.
-pub(crate) fn hide_tools(
-    adapter: &dyn Adapter,
-    body: &[u8],
-    hidden: &[&str],
-) -> Result<Bytes, ParseError> {
-    let forced = adapter.forced_tools(body);
-    let hidden: Vec<&str> = (hidden.iter().copied())
-        .filter(|name| !forced.iter().any(|forced| forced == name))
-        .collect();
-    let Some(mut edited) = adapter.remove_tools(body, &hidden)? else {
-        return Ok(Bytes::copy_from_slice(body));
-    };
-    // Removing tools drops a choice once none is left, as an upstream refuses a choice without
-    // tools; here the discovery tools always follow, so the client's choice (`required`,
-    // `none`, parallel calls off) stays as it was. A choice forcing a hidden tool cannot be:
-    // forced tools are never hidden.
-    let original: RawObject = crate::format::read_json(body)?;
+/// `edited` (the request with tools removed) with the client's `tool_choice` and
+/// `parallel_tool_calls` as `original` had them. Removing tools drops a choice once none is
+/// left, as an upstream refuses a choice without tools; under disclosure the discovery tools
+/// always follow, so the client's choice (`required`, `none`, parallel calls off) stays. A
+/// choice forcing a hidden tool cannot be: forced tools are never hidden.
+pub(crate) fn with_choice_of(original: &[u8], mut edited: Bytes) -> Result<Bytes, ParseError> {
+    let original: RawObject = crate::format::read_json(original)?;
     for field in ["tool_choice", "parallel_tool_calls"] {
         let Some((_, value)) = original.0.iter().find(|(key, _)| key == field) else {
             continue;
@@ -83,29 +70,9 @@ pub(crate) fn hide_tools(
     Ok(edited)
 }
 
-/// The request as the model is shown it: `body` (its tools hidden) with the shown definitions
-/// and the discovery tools at the end of its `tools`, and the instructions added to the system
-/// prompt. Every other field keeps its bytes.
-pub(crate) fn disclose(
-    adapter: &dyn Adapter,
-    body: &[u8],
-    shown: &DisclosedTools<'_>,
-) -> Result<Bytes, ParseError> {
-    let mut added: Vec<String> = shown.shown.iter().map(|text| (*text).to_owned()).collect();
-    added.extend((shown.discovery.iter()).map(|tool| adapter.discovery_tool(tool).to_string()));
-    let mut edited = Bytes::copy_from_slice(body);
-    if !added.is_empty() {
-        edited = with_tools_appended(&edited, &added)?;
-    }
-    if shown.instructions.is_empty() {
-        return Ok(edited);
-    }
-    adapter.add_instructions(&edited, shown.instructions)
-}
-
 /// The body with `added` (JSON texts) at the end of its `tools` (a `tools` of its own when it
 /// has none, as a chat request declaring only legacy `functions`).
-fn with_tools_appended(body: &[u8], added: &[String]) -> Result<Bytes, ParseError> {
+pub(crate) fn with_tools_appended(body: &[u8], added: &[String]) -> Result<Bytes, ParseError> {
     let object: RawObject = crate::format::read_json(body)?;
     let current = (object.0.iter())
         .find(|(key, raw)| key == "tools" && raw.get() != "null")

@@ -174,14 +174,32 @@ impl WireFormat {
     /// The request with the `hidden` declared tools taken out (but for a tool its
     /// `tool_choice` forces): what progressive disclosure starts from, once per request.
     pub fn hide_tools(self, body: &[u8], hidden: &[&str]) -> Result<Bytes, ParseError> {
-        crate::disclosure::hide_tools(self.adapter(), body, hidden)
+        let adapter = self.adapter();
+        let forced = adapter.forced_tools(body);
+        let hidden: Vec<&str> = (hidden.iter().copied())
+            .filter(|name| !forced.iter().any(|forced| forced == name))
+            .collect();
+        let Some(edited) = adapter.remove_tools(body, &hidden)? else {
+            return Ok(Bytes::copy_from_slice(body));
+        };
+        crate::disclosure::with_choice_of(body, edited)
     }
 
     /// The request as the model is shown it under progressive disclosure: `body` (from
     /// [`WireFormat::hide_tools`], continued) with the shown definitions, the discovery tools
     /// and the index.
     pub fn disclose(self, body: &[u8], shown: &DisclosedTools<'_>) -> Result<Bytes, ParseError> {
-        crate::disclosure::disclose(self.adapter(), body, shown)
+        let adapter = self.adapter();
+        let mut added: Vec<String> = shown.shown.iter().map(|text| (*text).to_owned()).collect();
+        added.extend((shown.discovery.iter()).map(|tool| adapter.discovery_tool(tool).to_string()));
+        let mut edited = Bytes::copy_from_slice(body);
+        if !added.is_empty() {
+            edited = crate::disclosure::with_tools_appended(&edited, &added)?;
+        }
+        if shown.instructions.is_empty() {
+            return Ok(edited);
+        }
+        adapter.add_instructions(&edited, shown.instructions)
     }
 
     /// The `on_block = "message"` answer: a complete answer of this format whose assistant
