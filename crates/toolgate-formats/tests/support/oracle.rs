@@ -241,6 +241,18 @@ pub fn stream_is_guarded<'a>(
     chunks: impl IntoIterator<Item = &'a [u8]>,
 ) -> Result<(), String> {
     let reassembled = reassemble(hint, chunks);
+    // Anthropic clients parse a block's input in partial mode: input that is not JSON would be
+    // run as another call than the text checked, so it must have been refused.
+    if hint == WireFormat::AnthropicMessages && reassembled.refused.is_none() {
+        let partial = (reassembled.response.calls.iter())
+            .find(|call| serde_json::from_str::<serde_json::Value>(&call.arguments).is_err());
+        if let Some(call) = partial {
+            return Err(format!(
+                "'{}' was checked with input that is not JSON ({:?}), which clients read partially",
+                call.name, call.arguments
+            ));
+        }
+    }
     let checked = match reassembled.refused {
         Some(error) => Err(error.to_string()),
         None => Ok(checked_names(reassembled.response.calls)),
