@@ -585,7 +585,11 @@ async fn read_and_screen_request(
         }
     }
     if untouched.is_none() {
-        if let Err(rejection) = Box::pin(exchange.disclose(&mut bytes)).await {
+        // Boxed only where a route discloses: the state of the open is no part of every
+        // exchange's.
+        if route.chain.disclosure().is_some()
+            && let Err(rejection) = Box::pin(exchange.disclose(&mut bytes)).await
+        {
             exchange.record_block(&rejection);
             return Ok(Screened::Answer(exchange.block_response(&rejection)));
         }
