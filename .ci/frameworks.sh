@@ -12,6 +12,7 @@ packages=(
   "ai@7.0.173"
   "@ai-sdk/openai@4.0.118"
   "@openai/agents@0.20.0"
+  "@google/genai@3.3.0"
   "zod@4.6.7"
 )
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then

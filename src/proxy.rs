@@ -534,14 +534,10 @@ async fn read_and_screen_request(
             .read_whole()
             .await
             .map_err(|fault| fault.to_error())?;
-        let path = exchange
-            .meta()
-            .path_and_query
-            .split('?')
-            .next()
-            .unwrap_or_default();
+        let target = &exchange.meta().path_and_query;
+        let path = target.split('?').next().unwrap_or_default();
         let format = route.format.resolve(path, Some(&bytes));
-        let request = parse_request(format, headers, &bytes, declared_tools);
+        let request = parse_request(format, headers, &bytes, target, declared_tools);
         exchange.request_read(format, request);
         match exchange.request() {
             Parsed::Unparsable(error) if error.is_ambiguous() => {
@@ -725,10 +721,12 @@ async fn check_and_release(
     )))
 }
 
+/// `target` is the request's path and query: a format may name the model or the stream there.
 fn parse_request(
     format: WireFormat,
     headers: &HeaderMap,
     bytes: &Bytes,
+    target: &str,
     declared_tools: &DeclaredToolsCache,
 ) -> Parsed<ToolRequest> {
     let encoded = headers
@@ -740,7 +738,10 @@ fn parse_request(
         ));
     }
     match format.parse_request_cached(bytes.clone(), declared_tools) {
-        Ok(parsed) => Parsed::Parsed(parsed),
+        Ok(mut parsed) => {
+            format.read_target(&mut parsed, target);
+            Parsed::Parsed(parsed)
+        }
         Err(error) => Parsed::Unparsable(error),
     }
 }

@@ -23,31 +23,11 @@ pub fn documented_generation_endpoints() -> impl Iterator<Item = &'static str> {
 /// Whether a request path is a generation endpoint of an API toolgate speaks (each format's
 /// adapter says where its API answers generations: OpenAI chat completions, stored ones
 /// included, and legacy completions; Responses creation, retrieval and cancel; Anthropic
-/// Messages). The path may carry a prefix before `/v1` (`/openai/v1/…`), as providers' base
-/// URLs do. Token counts and batches live under a generation prefix but answer no tool calls,
-/// so they are not generations.
+/// Messages; Gemini's `:generateContent` and `:streamGenerateContent` verbs). The path may carry
+/// a prefix before `/v1` (`/openai/v1/…`), as providers' base URLs do. Token counts and batches
+/// live under a generation prefix but answer no tool calls, so they are not generations.
 pub fn is_generation_path(path: &str) -> bool {
-    // Letters compare in either case, as the router compares them; read without a copy, as
-    // every exchange asks.
-    let mut segments = path.split('/').filter(|segment| !segment.is_empty());
-    if !segments.any(|segment| segment.eq_ignore_ascii_case("v1")) {
-        return false;
-    }
-    // Every endpoint is told apart within the three segments after `/v1`: kept without a copy.
-    let after_version = [segments.next(), segments.next(), segments.next()];
-    WireFormat::ALL.into_iter().any(|format| {
-        format.generation_endpoints().iter().any(|endpoint| {
-            let count = endpoint.segments.len();
-            let leads_there = (endpoint.segments.iter().enumerate()).all(|(index, word)| {
-                (after_version.get(index).copied().flatten())
-                    .is_some_and(|segment| segment.eq_ignore_ascii_case(word))
-            });
-            let elsewhere = (after_version.get(count).copied().flatten()).is_some_and(|next| {
-                (endpoint.except.iter()).any(|word| next.eq_ignore_ascii_case(word))
-            });
-            leads_there && !elsewhere
-        })
-    })
+    WireFormat::is_generation_path(path)
 }
 
 /// Whether an answer to this path may be a generation, and so must be read as one: a

@@ -18,8 +18,28 @@ use crate::tools_cache::DeclaredToolsCache;
 pub(crate) trait Adapter: Sync {
     /// The name used in configuration (`format = "…"`).
     fn name(&self) -> &'static str;
-    /// The last segments of the endpoint path that speaks it (`/chat/completions`).
-    fn path_suffix(&self) -> &'static str;
+    /// Whether an endpoint path (without its query) speaks it: judged by its last segments
+    /// (`/chat/completions`), or by the verb a Gemini path ends with.
+    fn speaks_path(&self, path: &str) -> bool;
+    /// Whether its API answers generations at this path (without its query).
+    fn serves_generations_at(&self, path: &str) -> bool;
+    /// Completes a request read from its body with what its path and query say (Gemini names
+    /// the model and whether to stream there); `target` is the path with its query.
+    fn read_target(&self, _request: &mut ToolRequest, _target: &str) {}
+    /// Whether its requests' tools are read through the declared-tools cache (Gemini's entries
+    /// hold lists of declarations, read whole each time).
+    fn caches_declared_tools(&self) -> bool {
+        true
+    }
+    /// The top-level request fields that steer which tool the model calls, which progressive
+    /// disclosure keeps as the client sent them.
+    fn choice_fields(&self) -> &'static [&'static str] {
+        &["tool_choice", "parallel_tool_calls"]
+    }
+    /// The top-level fields where its answers report usage.
+    fn usage_fields(&self) -> &'static [&'static str] {
+        &["usage"]
+    }
     /// Whether a request body has its shape (asked when the path names no format).
     fn claims(&self, body: &[u8]) -> crate::format::Claim;
     /// Where its API answers generations.
@@ -124,8 +144,12 @@ macro_rules! folder_adapter {
                 $name
             }
 
-            fn path_suffix(&self) -> &'static str {
-                $path
+            fn speaks_path(&self, path: &str) -> bool {
+                crate::format::path_ends_with(path, $path)
+            }
+
+            fn serves_generations_at(&self, path: &str) -> bool {
+                crate::format::GenerationEndpoint::any_serves($generations, path)
             }
 
             fn generation_endpoints(&self) -> &'static [crate::format::GenerationEndpoint] {

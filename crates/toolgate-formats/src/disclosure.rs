@@ -56,9 +56,13 @@ pub struct DisclosedTools<'a> {
 /// left, as an upstream refuses a choice without tools; under disclosure the discovery tools
 /// always follow, so the client's choice (`required`, `none`, parallel calls off) stays. A
 /// choice forcing a hidden tool cannot be: forced tools are never hidden.
-pub(crate) fn with_choice_of(original: &[u8], mut edited: Bytes) -> Result<Bytes, ParseError> {
+pub(crate) fn with_choice_of(
+    original: &[u8],
+    mut edited: Bytes,
+    choice_fields: &[&str],
+) -> Result<Bytes, ParseError> {
     let original: RawObject = crate::format::read_json(original)?;
-    for field in ["tool_choice", "parallel_tool_calls"] {
+    for field in choice_fields.iter().copied() {
         let Some((_, value)) = original.0.iter().find(|(key, _)| key == field) else {
             continue;
         };

@@ -27,6 +27,8 @@ pub enum WireFormat {
     Responses,
     /// Anthropic `/v1/messages`.
     AnthropicMessages,
+    /// Google Gemini `models/{model}:generateContent` (and `:streamGenerateContent`).
+    Gemini,
 }
 
 /// toolgate's own error, before a format shapes it for its clients (each format's adapter
@@ -59,6 +61,68 @@ pub struct GenerationEndpoint {
     /// The endpoint's paths as the API documents them (`{id}` for a stored answer), checked on
     /// every configuration even without a route of their own.
     pub documented: &'static [&'static str],
+}
+
+impl GenerationEndpoint {
+    /// Whether one of `endpoints` is at `path`: the path has a `/v1` segment (a prefix before
+    /// it is a provider's base URL, `/openai/v1/…`), then an endpoint's segments, and not one
+    /// of its exceptions right after them. Letters compare in either case, as the router
+    /// compares them; read without a copy, as every exchange asks.
+    pub(crate) fn any_serves(endpoints: &[GenerationEndpoint], path: &str) -> bool {
+        let mut segments = path.split('/').filter(|segment| !segment.is_empty());
+        if !segments.any(|segment| segment.eq_ignore_ascii_case("v1")) {
+            return false;
+        }
+        // Every endpoint is told apart within the three segments after `/v1`.
+        let after_version = [segments.next(), segments.next(), segments.next()];
+        endpoints.iter().any(|endpoint| {
+            let count = endpoint.segments.len();
+            let leads_there = (endpoint.segments.iter().enumerate()).all(|(index, word)| {
+                (after_version.get(index).copied().flatten())
+                    .is_some_and(|segment| segment.eq_ignore_ascii_case(word))
+            });
+            let elsewhere = (after_version.get(count).copied().flatten()).is_some_and(|next| {
+                (endpoint.except.iter()).any(|word| next.eq_ignore_ascii_case(word))
+            });
+            count > 0 && leads_there && !elsewhere
+        })
+    }
+}
+
+/// Whether a path ends with `suffix` (`/chat/completions`), a trailing `/` aside. Letters in
+/// either case: a router that matched `/V1/Chat/Completions` to a route must read its body in
+/// the format the upstream serves there.
+pub(crate) fn path_ends_with(path: &str, suffix: &str) -> bool {
+    let path = path.trim_end_matches('/').as_bytes();
+    let suffix = suffix.as_bytes();
+    path.len() >= suffix.len() && path[path.len() - suffix.len()..].eq_ignore_ascii_case(suffix)
+}
+
+/// A call's arguments from the JSON text of an object a format carries them as (Anthropic's
+/// `input`, Gemini's `args`): valid JSON loses its insignificant whitespace (keys, order,
+/// numbers and escapes kept), so compact streamed fragments and a pretty-printed body give the
+/// same text; anything else stays as it is, for the arguments check to flag.
+pub(crate) fn compact_json_text(input: &str) -> String {
+    if serde_json::from_str::<serde::de::IgnoredAny>(input).is_err() {
+        return input.to_owned();
+    }
+    let mut compact = String::with_capacity(input.len());
+    let (mut in_string, mut escaped) = (false, false);
+    for ch in input.chars() {
+        if in_string {
+            compact.push(ch);
+            match ch {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+        } else if !matches!(ch, ' ' | '\t' | '\n' | '\r') {
+            in_string = ch == '"';
+            compact.push(ch);
+        }
+    }
+    compact
 }
 
 /// How surely a request body has a format's shape, when its path names no format.

@@ -118,6 +118,10 @@ pub fn calls_in_stream<'a>(events: impl IntoIterator<Item = &'a [u8]>) -> Vec<Le
             if first_piece {
                 pieced.push(key.clone());
             }
+            if let Update::Own(call) = update {
+                calls.push((key, call));
+                continue;
+            }
             let position = match calls.iter().position(|(known, _)| *known == key) {
                 Some(position) => position,
                 None => {
@@ -153,6 +157,8 @@ pub(crate) enum Update {
     Append { name: String, arguments: String },
     /// A complete version (an item, a block's start): its name replaces an empty one.
     Whole(LenientCall),
+    /// A call of its own, complete in its event (a Gemini chunk's): never joined to another.
+    Own(LenientCall),
     /// A piece of an Anthropic block's input: the pieces, joined, are its input, in place of
     /// the `input` its start carried (an SDK accumulates `partial_json` and parses it at the
     /// block's end; a block with no piece keeps its start's `input`).
@@ -175,6 +181,7 @@ impl Update {
                 }
             }
             Update::InputPiece(piece) => call.arguments.push_str(&piece),
+            Update::Own(own) => *call = own,
         }
     }
 }

@@ -45,6 +45,7 @@
 mod adapter;
 mod anthropic;
 mod chat;
+mod gemini;
 mod raw_object;
 mod registry;
 mod request_reader;
@@ -74,6 +75,7 @@ pub use format::{
     ErrorFacts, GenerationEndpoint, KeyHeader, ParseError, ParseErrorKind, ToolRequest,
     ToolResponse, WireFormat,
 };
+pub use gemini::GeminiStreamAssembler;
 pub use identity::ToolKey;
 pub use responses::ResponsesStreamAssembler;
 #[doc(hidden)]

@@ -56,16 +56,19 @@ impl BlockNotice<'_> {
     }
 }
 
-/// The `usage` object of a complete answer: top-level in all three formats.
+/// Whether a top-level key is where some format's answer reports its usage (`usage`, Gemini's
+/// `usageMetadata`): each adapter names its own.
+fn is_usage_field(key: &str) -> bool {
+    (crate::format::WireFormat::ALL.iter())
+        .any(|format| format.adapter().usage_fields().contains(&key))
+}
+
+/// The usage object of a complete answer, top-level in every format.
 pub fn answer_usage(body: &[u8]) -> Option<Value> {
-    #[derive(serde::Deserialize)]
-    struct WithUsage {
-        #[serde(default)]
-        usage: Option<Value>,
-    }
-    read_json::<WithUsage>(body)
-        .ok()?
-        .usage
+    let object: RawObject = read_json(body).ok()?;
+    let (_, usage) = object.0.iter().rev().find(|(key, _)| is_usage_field(key))?;
+    serde_json::from_str::<Value>(usage.get())
+        .ok()
         .filter(Value::is_object)
 }
 
@@ -100,7 +103,7 @@ pub fn add_usage(total: &mut Value, more: &Value) {
 /// `usage`, every other field keeping its bytes; `None` when it reports no usage object.
 pub fn with_added_usage(body: &[u8], earlier: &Value) -> Result<Option<Bytes>, ParseError> {
     let object: RawObject = read_json(body)?;
-    let Some((_, usage)) = object.0.iter().rev().find(|(key, _)| key == "usage") else {
+    let Some((field, usage)) = object.0.iter().rev().find(|(key, _)| is_usage_field(key)) else {
         return Ok(None);
     };
     let mut total: Value = serde_json::from_str(usage.get())?;
@@ -109,7 +112,7 @@ pub fn with_added_usage(body: &[u8], earlier: &Value) -> Result<Option<Bytes>, P
     }
     add_usage(&mut total, earlier);
     Ok(Some(Bytes::from(
-        object.write(&[("usage", Some(total.to_string()))]),
+        object.write(&[(field.as_str(), Some(total.to_string()))]),
     )))
 }
 

@@ -12,14 +12,15 @@ use crate::on_block::{BlockNotice, CallFeedback};
 use crate::raw_object::RawObject;
 use crate::stream::StreamAssembler;
 use crate::tools_cache::DeclaredToolsCache;
-use crate::{anthropic, chat, response_edits, responses};
+use crate::{anthropic, chat, gemini, response_edits, responses};
 
 impl WireFormat {
     /// Every format, in the order answers are read by their call fields.
-    pub const ALL: [WireFormat; 3] = [
+    pub const ALL: [WireFormat; 4] = [
         WireFormat::ChatCompletions,
         WireFormat::Responses,
         WireFormat::AnthropicMessages,
+        WireFormat::Gemini,
     ];
 
     /// The registry: the adapter of each format.
@@ -28,6 +29,7 @@ impl WireFormat {
             WireFormat::ChatCompletions => &chat::Chat,
             WireFormat::Responses => &responses::Responses,
             WireFormat::AnthropicMessages => &anthropic::Anthropic,
+            WireFormat::Gemini => &gemini::Gemini,
         }
     }
 
@@ -43,16 +45,30 @@ impl WireFormat {
             .find(|format| format.name() == name)
     }
 
-    /// The format an endpoint path speaks, judged by its last segments.
+    /// The format an endpoint path speaks, as each adapter judges it (by its last segments, or
+    /// its verb).
     pub fn from_path(path: &str) -> Option<WireFormat> {
-        let path = path.trim_end_matches('/').as_bytes();
-        // Letters in either case: a router that matched `/V1/Chat/Completions` to a route must
-        // read its body in the format the upstream serves there.
-        WireFormat::ALL.into_iter().find(|format| {
-            let suffix = format.adapter().path_suffix().as_bytes();
-            path.len() >= suffix.len()
-                && path[path.len() - suffix.len()..].eq_ignore_ascii_case(suffix)
-        })
+        WireFormat::ALL
+            .into_iter()
+            .find(|format| format.adapter().speaks_path(path))
+    }
+
+    /// Whether a request path (without its query) is where an API toolgate speaks answers
+    /// generations, as each format's adapter says.
+    pub fn is_generation_path(path: &str) -> bool {
+        WireFormat::ALL
+            .into_iter()
+            .any(|format| format.adapter().serves_generations_at(path))
+    }
+
+    /// Whether this format's requests' tools are read through the declared-tools cache.
+    pub fn caches_declared_tools(self) -> bool {
+        self.adapter().caches_declared_tools()
+    }
+
+    /// Completes `request`, read from its body, with what its path and query (`target`) say.
+    pub fn read_target(self, request: &mut ToolRequest, target: &str) {
+        self.adapter().read_target(request, target);
     }
 
     /// The format a request body has the shape of, as each format's adapter judges it: the
@@ -182,7 +198,7 @@ impl WireFormat {
         let Some(edited) = adapter.remove_tools(body, &hidden)? else {
             return Ok(Bytes::copy_from_slice(body));
         };
-        crate::disclosure::with_choice_of(body, edited)
+        crate::disclosure::with_choice_of(body, edited, adapter.choice_fields())
     }
 
     /// The request as the model is shown it under progressive disclosure: `body` (from

@@ -15,6 +15,7 @@ fn recorded_streams() -> Vec<(WireFormat, String, Vec<u8>)> {
         ("streams", WireFormat::ChatCompletions),
         ("responses", WireFormat::Responses),
         ("anthropic", WireFormat::AnthropicMessages),
+        ("gemini", WireFormat::Gemini),
     ];
     let mut streams = Vec::new();
     for (folder, format) in folders {

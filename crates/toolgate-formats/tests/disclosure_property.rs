@@ -76,6 +76,8 @@ fn request(format: WireFormat, request: &Generated) -> Value {
                 {"name": name, "description": description(index), "parameters": {"type": "object"}}}),
             WireFormat::Responses => json!({"type": "function", "name": name,
                 "description": description(index), "parameters": {"type": "object"}}),
+            WireFormat::Gemini => json!({"functionDeclarations": [{"name": name,
+                "description": description(index), "parameters": {"type": "OBJECT"}}]}),
             _ => json!({"name": name, "description": description(index), "input_schema": {"type": "object"}}),
         })
         .collect();
@@ -107,6 +109,22 @@ fn request(format: WireFormat, request: &Generated) -> Value {
                 body["tool_choice"] = json!({"type": "function", "name": name});
             } else if request.required {
                 body["tool_choice"] = json!("required");
+            }
+            body
+        }
+        WireFormat::Gemini => {
+            if request.builtin {
+                tools.push(json!({"googleSearch": {}}));
+            }
+            let mut body = json!({"contents": [{"role": "user", "parts": [{"text": "hi"}]}],
+                "model": "m", "temperature": 0.5});
+            if let Some(system) = &request.system {
+                body["system_instruction"] = json!({"parts": [{"text": system}]});
+            }
+            if let Some(name) = forced {
+                body["toolConfig"] = json!({"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": [name]}});
+            } else if request.required {
+                body["toolConfig"] = json!({"functionCallingConfig": {"mode": "ANY"}});
             }
             body
         }
@@ -162,7 +180,7 @@ proptest! {
             expected.extend(tools.iter().map(|tool| tool.name.clone()));
             let declared_functions: Vec<String> = declared
                 .iter()
-                .filter(|name| *name != "web_search" && *name != "web_search_preview")
+                .filter(|name| !matches!(name.as_str(), "web_search" | "web_search_preview" | "googleSearch"))
                 .cloned()
                 .collect();
             prop_assert_eq!(&declared_functions, &expected, "{:?}", format);
@@ -171,8 +189,9 @@ proptest! {
             prop_assert_eq!(&value["model"], &original["model"]);
             prop_assert_eq!(&value["temperature"], &original["temperature"]);
             prop_assert_eq!(&value["tool_choice"], &original["tool_choice"], "the client's choice is kept");
+            prop_assert_eq!(&value["toolConfig"], &original["toolConfig"], "the client's choice is kept");
             let builtins = |value: &Value| value["tools"].as_array().map_or(0, |tools| {
-                tools.iter().filter(|tool| tool["type"].as_str().is_some_and(|kind| kind.starts_with("web_search"))).count()
+                tools.iter().filter(|tool| tool["type"].as_str().is_some_and(|kind| kind.starts_with("web_search")) || tool.get("googleSearch").is_some()).count()
             });
             prop_assert_eq!(builtins(&value), builtins(&original), "built-ins go as declared");
             let text = String::from_utf8(shown.to_vec()).expect("utf-8");

@@ -269,6 +269,12 @@ enum CallKind {
     Mcp,
     ToolUse,
     ServerToolUse,
+    /// A Gemini `functionCall` part, in lowerCamelCase or (`snake`) in snake_case.
+    FunctionCallPart {
+        snake: bool,
+    },
+    /// A Gemini `executableCode` part, run by the provider.
+    ExecutableCode,
 }
 
 #[derive(Debug, Clone)]
@@ -319,10 +325,12 @@ fn items(plan: &Plan) -> Vec<Vec<Item>> {
         let name = match kind {
             CallKind::Builtin(item_type) => item_type.trim_end_matches("_call").to_owned(),
             CallKind::ServerToolUse => "web_search".to_owned(),
+            CallKind::ExecutableCode => "codeExecution".to_owned(),
             _ => format!("{}_{counter}", NAMES[usize::from(seed) % NAMES.len()]),
         };
         let arguments = match kind {
             CallKind::Custom => "SELECT name FROM users;".to_owned(),
+            CallKind::ExecutableCode => r#"{"language":"PYTHON","code":"print(1)"}"#.to_owned(),
             _ => ARGUMENTS[usize::from(seed / 5) % ARGUMENTS.len()].to_owned(),
         };
         Item::Call(Call {
@@ -385,6 +393,10 @@ fn items(plan: &Plan) -> Vec<Vec<Item>> {
                                 CallKind::Builtin(BUILTINS[usize::from(kind / 4) % BUILTINS.len()])
                             }
                             (WireFormat::Responses, _) => CallKind::Mcp,
+                            (WireFormat::Gemini, 3) => CallKind::ExecutableCode,
+                            (WireFormat::Gemini, kind) => {
+                                CallKind::FunctionCallPart { snake: kind == 2 }
+                            }
                             (_, 3) => CallKind::ServerToolUse,
                             _ => CallKind::ToolUse,
                         };
@@ -925,12 +937,85 @@ fn anthropic_stream(items: &[Item]) -> Vec<Event> {
     events
 }
 
+// --- Gemini
+
+fn gemini_part(item: &Item) -> J {
+    match item {
+        Item::Text(text) => obj([("text", s(text))]),
+        Item::Thinking(text) => obj([("text", s(text)), ("thought", J::Bool(true))]),
+        Item::Call(call) => match call.kind {
+            CallKind::ExecutableCode => obj([("executableCode", arguments_value(call))]),
+            CallKind::FunctionCallPart { snake } => obj([(
+                if snake {
+                    "function_call"
+                } else {
+                    "functionCall"
+                },
+                obj([
+                    ("name", s(&call.name)),
+                    ("args", arguments_value(call)),
+                    ("id", s(&call.id)),
+                ]),
+            )]),
+            _ => unreachable!("a Gemini plan makes Gemini calls"),
+        },
+    }
+}
+
+fn gemini_chunk(parts: Vec<J>, finished: bool) -> J {
+    let mut candidate = vec![
+        (
+            "content",
+            obj([("role", s("model")), ("parts", J::Arr(parts))]),
+        ),
+        ("index", n(0)),
+    ];
+    if finished {
+        candidate.push(("finishReason", s("STOP")));
+    }
+    let mut fields = vec![
+        ("candidates", arr([obj(candidate)])),
+        ("modelVersion", s("gemini-2.5-flash")),
+    ];
+    if finished {
+        fields.push((
+            "usageMetadata",
+            obj([("promptTokenCount", n(12)), ("candidatesTokenCount", n(7))]),
+        ));
+    }
+    obj(fields)
+}
+
+fn gemini_json(items: &[Item]) -> J {
+    gemini_chunk(items.iter().map(gemini_part).collect(), true)
+}
+
+/// One chunk per part (text in two), then a finishing chunk: each chunk a whole answer.
+fn gemini_stream(items: &[Item]) -> Vec<Event> {
+    let mut events = Vec::new();
+    for item in items {
+        let parts = match item {
+            Item::Text(text) => pieces(text, 2)
+                .iter()
+                .map(|piece| obj([("text", s(piece))]))
+                .collect(),
+            _ => vec![gemini_part(item)],
+        };
+        for part in parts {
+            events.push(Event::json(None, gemini_chunk(vec![part], false)));
+        }
+    }
+    events.push(Event::json(None, gemini_chunk(Vec::new(), true)));
+    events
+}
+
 fn answer_json(plan: &Plan) -> J {
     let items = items(plan);
     match plan.format {
         WireFormat::ChatCompletions => chat_json(&items),
         WireFormat::Responses => response_object(&items[0], true),
-        _ => anthropic_json(&items[0]),
+        WireFormat::Gemini => gemini_json(&items[0]),
+        WireFormat::AnthropicMessages => anthropic_json(&items[0]),
     }
 }
 
@@ -939,7 +1024,8 @@ fn answer_stream(plan: &Plan) -> Vec<Event> {
     match plan.format {
         WireFormat::ChatCompletions => chat_stream(&items),
         WireFormat::Responses => responses_stream(&items[0]),
-        _ => anthropic_stream(&items[0]),
+        WireFormat::Gemini => gemini_stream(&items[0]),
+        WireFormat::AnthropicMessages => anthropic_stream(&items[0]),
     }
 }
 
@@ -1166,7 +1252,23 @@ fn foreign_event(which: u8) -> Event {
             obj([("name", s(&name)), ("arguments", s("{}"))]),
         ),
     ]);
-    let (event, value) = match which % 7 {
+    let gemini_call = obj([(
+        "candidates",
+        arr([obj([(
+            "content",
+            obj([(
+                "parts",
+                arr([obj([(
+                    "functionCall",
+                    obj([("name", s(&name)), ("args", obj([]))]),
+                )])]),
+            )]),
+        )])]),
+    )]);
+    if which % 8 == 7 {
+        return Event::json(None, gemini_call);
+    }
+    let (event, value) = match which % 8 {
         0 => (
             "response.output_item.added",
             obj([

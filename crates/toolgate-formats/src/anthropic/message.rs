@@ -52,6 +52,8 @@ struct MessageWire<'a> {
     choices: Noted,
     #[serde(default)]
     output: Noted,
+    #[serde(default)]
+    candidates: Noted,
 }
 
 pub(crate) fn parse_response(body: &[u8]) -> Result<ToolResponse, ParseError> {
@@ -60,7 +62,7 @@ pub(crate) fn parse_response(body: &[u8]) -> Result<ToolResponse, ParseError> {
 
 pub(crate) fn read_response(body: &[u8]) -> Result<Reading, ParseError> {
     let message: MessageWire = read_json(body)?;
-    let other_calls_field = message.choices.0 || message.output.0;
+    let other_calls_field = message.choices.0 || message.output.0 || message.candidates.0;
     if message.kind != "message" {
         return Err(ParseError::new(format!(
             "an object of type '{}' where an Anthropic message was expected",

@@ -28,10 +28,12 @@ struct EventWire<'a> {
     delta: Option<&'a RawValue>,
     #[serde(borrow, default)]
     message: Option<&'a RawValue>,
-    /// A chat chunk's field: a chat client would read calls from it, so the event is not this
-    /// format's to classify.
+    /// A chat chunk's field (and Gemini's): a client of that format would read calls from it,
+    /// so the event is not this format's to classify.
     #[serde(default)]
     choices: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    candidates: Option<serde::de::IgnoredAny>,
 }
 
 /// Reads a part. One that is missing or cannot be read (a duplicate key, a non-string type)
@@ -95,31 +97,9 @@ impl AnthropicStreamAssembler {
         }
     }
 
-    /// A call's arguments from the JSON text of its `input`: valid JSON loses its insignificant
-    /// whitespace (keys, order, numbers and escapes kept), so the compact streamed fragments and
-    /// a pretty-printed body give the same text; anything else stays as it is, for the
-    /// arguments check to flag. Shared with `parse_response`.
+    /// A call's arguments from the JSON text of its `input` (shared with `parse_response`).
     pub(crate) fn arguments(input: &str) -> String {
-        if serde_json::from_str::<IgnoredAny>(input).is_err() {
-            return input.to_owned();
-        }
-        let mut compact = String::with_capacity(input.len());
-        let (mut in_string, mut escaped) = (false, false);
-        for ch in input.chars() {
-            if in_string {
-                compact.push(ch);
-                match ch {
-                    _ if escaped => escaped = false,
-                    '\\' => escaped = true,
-                    '"' => in_string = false,
-                    _ => {}
-                }
-            } else if !matches!(ch, ' ' | '\t' | '\n' | '\r') {
-                in_string = ch == '"';
-                compact.push(ch);
-            }
-        }
-        compact
+        crate::format::compact_json_text(input)
     }
 
     /// Appends a block started by `content_block_start` or listed by `message_start`; returns
@@ -288,7 +268,7 @@ impl StreamAssembler for AnthropicStreamAssembler {
             }
             Err(step) => return step,
         };
-        if wire.choices.is_some() {
+        if wire.choices.is_some() || wire.candidates.is_some() {
             return StreamStep::Unrecognized;
         }
         match wire.kind.as_ref() {

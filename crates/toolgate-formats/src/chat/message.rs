@@ -26,6 +26,8 @@ struct ResponseWire<'a> {
     output: Noted,
     #[serde(default)]
     content: Noted,
+    #[serde(default)]
+    candidates: Noted,
 }
 
 #[derive(Deserialize)]
@@ -90,7 +92,7 @@ pub(crate) fn parse_response(body: &[u8]) -> Result<ToolResponse, ParseError> {
 
 pub(crate) fn read_response(body: &[u8]) -> Result<Reading, ParseError> {
     let wire: ResponseWire = read_json(body)?;
-    let other_calls_field = wire.output.0 || wire.content.0;
+    let other_calls_field = wire.output.0 || wire.content.0 || wire.candidates.0;
     let mut response = ToolResponse::default();
     for (position, choice) in wire.choices.into_iter().enumerate() {
         let index = choice.index.unwrap_or(position as u32);

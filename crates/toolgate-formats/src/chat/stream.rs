@@ -26,6 +26,8 @@ struct ChunkWire<'a> {
     /// formats reads them by it. Such an event is not chat's to classify.
     #[serde(rename = "type")]
     foreign_type: Option<IgnoredAny>,
+    /// Gemini's calls field: a Gemini client reads calls from it.
+    candidates: Option<IgnoredAny>,
 }
 
 #[derive(Deserialize, Default)]
@@ -319,7 +321,7 @@ impl StreamAssembler for ChatStreamAssembler {
             Ok(chunk) => chunk,
             Err(step) => return step,
         };
-        if chunk.foreign_type.is_some() {
+        if chunk.foreign_type.is_some() || chunk.candidates.is_some() {
             return StreamStep::Unrecognized;
         }
         // An object without choices is an error the upstream sent mid-stream or an extension

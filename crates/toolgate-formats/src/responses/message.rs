@@ -185,6 +185,8 @@ struct ResponseWire<'a> {
     choices: Noted,
     #[serde(default)]
     content: Noted,
+    #[serde(default)]
+    candidates: Noted,
 }
 
 pub(crate) fn parse_response(body: &[u8]) -> Result<ToolResponse, ParseError> {
@@ -193,7 +195,7 @@ pub(crate) fn parse_response(body: &[u8]) -> Result<ToolResponse, ParseError> {
 
 pub(crate) fn read_response(body: &[u8]) -> Result<Reading, ParseError> {
     let wire: ResponseWire = read_json(body)?;
-    let other_calls_field = wire.choices.0 || wire.content.0;
+    let other_calls_field = wire.choices.0 || wire.content.0 || wire.candidates.0;
     let mut response = ToolResponse::default();
     let mut summary = Vec::new();
     for (position, raw) in wire.output.into_iter().enumerate() {

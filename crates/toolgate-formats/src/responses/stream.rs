@@ -38,9 +38,10 @@ struct EventWire<'a> {
     #[serde(borrow)]
     summary_index: Option<&'a RawValue>,
     error: Option<IgnoredAny>,
-    /// A chat chunk's field: a chat client would read calls from it, so the event is not this
-    /// format's to classify.
+    /// A chat chunk's field (and Gemini's): a client of that format would read calls from it,
+    /// so the event is not this format's to classify.
     choices: Option<IgnoredAny>,
+    candidates: Option<IgnoredAny>,
 }
 
 /// The head of an output item: enough to match it and to see whether it shows anything.
@@ -395,14 +396,16 @@ impl StreamAssembler for ResponsesStreamAssembler {
         // SDKs go by the data's `type`; the SSE `event:` name is the fallback.
         let kind = wire.kind.take();
         let Some(kind) = kind.as_deref().or(event.event.as_deref()) else {
-            return match wire.error.is_some() && wire.choices.is_none() {
+            return match wire.error.is_some() && wire.choices.is_none() && wire.candidates.is_none()
+            {
                 true => StreamStep::Content,
                 false => StreamStep::Unrecognized,
             };
         };
         // Another format's event (a chat chunk, an Anthropic block) is not this format's to
         // classify: the guard passes it only if no client could read a call from it.
-        if wire.choices.is_some() || !(kind.starts_with("response.") || kind == "error") {
+        let foreign = wire.choices.is_some() || wire.candidates.is_some();
+        if foreign || !(kind.starts_with("response.") || kind == "error") {
             return StreamStep::Unrecognized;
         }
         let step = self.read_event(kind, wire);

@@ -22,7 +22,7 @@ pub(crate) enum UsageSlot<'a> {
 /// An event's data, parsed, when it may carry usage: most events do not, and are not parsed.
 fn usage_event(event: &SseEvent) -> Option<Value> {
     let data = event.data.as_deref()?;
-    if !data.contains("\"usage\"") {
+    if !may_carry_usage(data) {
         return None;
     }
     serde_json::from_str(data).ok()
@@ -95,7 +95,8 @@ pub(crate) fn add_earlier(format: WireFormat, event: &mut Value, earlier: &Value
 /// Whether an event's data may carry usage: the rewriter parses only those (and an edited
 /// call's).
 pub(crate) fn may_carry_usage(data: &str) -> bool {
-    data.contains("\"usage\"")
+    // A prefix: Gemini's chunks report it as `usageMetadata`.
+    data.contains("\"usage")
 }
 
 #[cfg(test)]

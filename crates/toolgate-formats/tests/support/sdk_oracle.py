@@ -1,7 +1,8 @@
-# The no-bypass property's second oracle, independent of toolgate: the official OpenAI and
-# Anthropic Python SDKs read each generated answer as their clients would, with the SDKs' own
-# code (their JSON decoding of a response body, their SSE decoders, their model construction
-# and their stream accumulators), and say which tool calls a client could act on.
+# The no-bypass property's second oracle, independent of toolgate: the official OpenAI,
+# Anthropic and Google Gen AI Python SDKs read each generated answer as their clients would,
+# with the SDKs' own code (their JSON decoding of a response body, their SSE decoders and
+# stream readers, their response converters, their model construction and their stream
+# accumulators), and say which tool calls a client could act on.
 #
 # A long-lived process: one request per line on stdin,
 #   {"body": "<base64>", "stream": true|false}
@@ -33,6 +34,11 @@ from anthropic._models import construct_type as anthropic_construct
 from anthropic._streaming import SSEDecoder as AnthropicSSEDecoder
 from anthropic.lib.streaming._messages import accumulate_event
 from anthropic.types import Message, RawMessageStreamEvent
+
+import httpx
+from google.genai import _api_client as genai_client
+from google.genai import models as genai_models
+from google.genai import types as genai_types
 
 CALL_ITEMS = ("function_call", "custom_tool_call")
 ANTHROPIC_EVENTS = (
@@ -117,6 +123,52 @@ def anthropic_calls(message):
     return calls
 
 
+def gemini_response(data):
+    """A chunk or a whole answer as the Gen AI SDK hands it to its caller: its converter from
+    the API's shape, then its pydantic model."""
+    converted = genai_models._GenerateContentResponse_from_mldev(data)
+    return genai_types.GenerateContentResponse._from_response(response=converted, kwargs={})
+
+
+def gemini_calls(response):
+    # Every candidate's function calls (`response.function_calls` reads the first only; a
+    # client may read any). `args` is the value the client holds, as Anthropic's `input`.
+    calls = []
+    for candidate in listed(attr(response, "candidates")):
+        content = attr(candidate, "content")
+        for part in listed(attr(content, "parts")):
+            call = attr(part, "function_call")
+            if call is not None:
+                calls.append((text(attr(call, "name")), json.dumps(attr(call, "args") or {})))
+    return calls
+
+
+def read_gemini_body(data, names, runs):
+    try:
+        calls = gemini_calls(gemini_response(data))
+    except Exception:
+        return
+    names.update(name for name, _ in calls if name)
+    runs += [call for call in calls if call[0]]
+
+
+def read_gemini_stream(body, names, runs):
+    # The SDK's own stream reader (its SSE lines and its raw JSON lines); every chunk is an
+    # answer whose calls a client runs as they come, so a chunk read before a failure counts.
+    try:
+        response = genai_client.HttpResponse(
+            headers={}, response_stream=httpx.Response(200, content=body)
+        )
+        for chunk in response.segments():
+            if isinstance(chunk, dict) and "error" in chunk:
+                break
+            calls = gemini_calls(gemini_response(chunk))
+            names.update(name for name, _ in calls if name)
+            runs += [call for call in calls if call[0]]
+    except Exception:
+        pass
+
+
 def json_of(body):
     # httpx's `response.json()`: json.loads on the bytes, which detects UTF-8/16/32.
     try:
@@ -140,6 +192,7 @@ def read_body(body, names, runs):
             continue
         names.update(name for name, _ in calls if name)
         runs += [call for call in calls if call[0]]
+    read_gemini_body(data, names, runs)
 
 
 def openai_events(body):
@@ -277,6 +330,7 @@ def read_stream(body, names, runs):
     read_chat_stream(events, failed, names, runs)
     read_responses_stream(events, failed, names, runs)
     read_anthropic_stream(body, names, runs)
+    read_gemini_stream(body, names, runs)
 
 
 def wire(value):

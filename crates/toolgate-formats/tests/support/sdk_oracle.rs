@@ -34,11 +34,13 @@ fn oracle() -> Option<&'static Mutex<Oracle>> {
 
 fn start() -> Option<Mutex<Oracle>> {
     let imports = Command::new("python3")
-        .args(["-c", "import openai, anthropic"])
+        .args(["-c", "import openai, anthropic, google.genai"])
         .output()
         .is_ok_and(|output| output.status.success());
     if !imports {
-        skip("the OpenAI and Anthropic Python SDKs (`import openai, anthropic`)");
+        skip(
+            "the OpenAI, Anthropic and Gen AI Python SDKs (`import openai, anthropic, google.genai`)",
+        );
         return None;
     }
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/sdk_oracle.py");
@@ -62,7 +64,7 @@ fn skip(what: &str) {
     let opted_out = std::env::var("TOOLGATE_SKIP_MISSING").as_deref() == Ok("1");
     assert!(
         opted_out,
-        "{what} is missing: pip install openai anthropic, or run .ci/test (or set TOOLGATE_SKIP_MISSING=1 to skip, counted)"
+        "{what} is missing: pip install openai anthropic google-genai, or run .ci/test (or set TOOLGATE_SKIP_MISSING=1 to skip, counted)"
     );
     eprintln!("\n!!!!! SKIPPED: {what} is missing !!!!!\n");
     if let Some(log) = std::env::var_os("TOOLGATE_SKIP_LOG")
