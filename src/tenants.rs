@@ -20,11 +20,13 @@ pub use jwks_url::RemoteJwks;
 pub use jwt::{JwtAuth, JwtRules, SigningKeys, TokenRejection, looks_like_jwt};
 
 /// The headers a client's key may arrive in: OpenAI SDKs send `Authorization: Bearer`,
-/// Anthropic's `x-api-key`, Azure-style clients `api-key`.
-static KEY_HEADERS: [HeaderName; 3] = [
+/// Anthropic's `x-api-key`, Azure-style clients `api-key`, Google's Gen AI SDKs
+/// `x-goog-api-key`. A tenant's key in any of them identifies it and never goes upstream.
+static KEY_HEADERS: [HeaderName; 4] = [
     header::AUTHORIZATION,
     HeaderName::from_static("x-api-key"),
     HeaderName::from_static("api-key"),
+    HeaderName::from_static("x-goog-api-key"),
 ];
 
 pub type KeyDigest = [u8; 32];
@@ -234,6 +236,7 @@ mod tests {
             headers("authorization", "bearer  sk-acme "),
             headers("x-api-key", "sk-acme"),
             headers("api-key", "sk-acme"),
+            headers("x-goog-api-key", "sk-acme"),
         ] {
             let tenant = directory.authenticate(&headers).await.expect("known key");
             assert_eq!(

@@ -15,6 +15,7 @@ mod connections;
 mod disclosure;
 mod fixtures;
 mod formats;
+mod gemini;
 mod judge_and_telemetry;
 mod mcp;
 mod on_block;
