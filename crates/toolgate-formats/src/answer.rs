@@ -173,10 +173,13 @@ impl<'de> serde::Deserialize<'de> for FieldKey {
 /// A JSON answer: refused when a call-bearing field it has cannot be read strictly, or when it
 /// is not JSON but holds a call's fields; read as carrying no call otherwise.
 fn read_json_answer(hint: WireFormat, body: &[u8]) -> Result<ToolResponse, ParseError> {
-    let starts_an_object = body.iter().find(|byte| !byte.is_ascii_whitespace()) == Some(&b'{');
-    if !starts_an_object {
-        // serde would read a struct from an array too. JSON that is not an object is no
-        // format's answer and carries no call; what is not JSON is the caller's to judge.
+    let first = body.iter().find(|byte| !byte.is_ascii_whitespace());
+    if first == Some(&b'[') {
+        return read_json_list(hint, body);
+    }
+    if first != Some(&b'{') {
+        // serde would read a struct from an array too. JSON that is neither an object nor a
+        // list is no format's answer and carries no call; what is not JSON is the caller's.
         return read_json::<serde::de::IgnoredAny>(body)
             .map(|_| ToolResponse::default())
             .map_err(ParseError::from);
@@ -190,6 +193,26 @@ fn read_json_answer(hint: WireFormat, body: &[u8]) -> Result<ToolResponse, Parse
         return Ok(reading.response);
     }
     read_every_calls_field(body)
+}
+
+/// A JSON list: every object in it read as an answer of its own, calls and all. Gemini's
+/// `streamGenerateContent` without `alt=sse` answers a list of chunks, each a whole answer its
+/// clients read; a list of another format's answers is read the same way, closed on doubt.
+fn read_json_list(hint: WireFormat, body: &[u8]) -> Result<ToolResponse, ParseError> {
+    let items: Vec<&serde_json::value::RawValue> = read_json(body)?;
+    let mut response = ToolResponse::default();
+    for item in items {
+        let text = item.get().as_bytes();
+        if !matches!(text.first(), Some(b'{' | b'[')) {
+            continue;
+        }
+        let read = read_json_answer(hint, text)?;
+        response.calls.extend(read.calls);
+        if response.reasoning.is_none() {
+            response.reasoning = read.reasoning;
+        }
+    }
+    Ok(response)
 }
 
 /// A JSON object answer read by each format whose calls field it has: the reading the one-pass
@@ -383,6 +406,20 @@ mod tests {
             let read = read_answer(WireFormat::ChatCompletions, body).expect("passes");
             assert!(read.calls.is_empty());
         }
+    }
+
+    #[test]
+    fn a_list_of_answers_is_read_answer_by_answer() {
+        // Gemini's `streamGenerateContent` without `alt=sse`: a list of whole chunks.
+        let chunks = br#"[{"candidates":[{"content":{"parts":[{"text":"hi"}]}}]},
+            {"candidates":[{"content":{"parts":[{"functionCall":{"name":"a","args":{}}}]},"finishReason":"STOP"}]}]"#;
+        let read = read_answer(WireFormat::Gemini, chunks).expect("reads");
+        assert_eq!(names(&read), ["a"]);
+        // Any format's answers in a list are read, whatever the exchange's format.
+        let chat = br#"[{"choices":[{"message":{"tool_calls":[{"id":"c","type":"function","function":{"name":"b","arguments":"{}"}}]}}]}]"#;
+        assert_eq!(names(&read_answer(WireFormat::Gemini, chat).expect("reads")), ["b"]);
+        let doubtful = br#"[{"candidates":[{"content":{"parts":[{"functionCall":{"name":"a"},"function_call":{"name":"b"}}]}}]}]"#;
+        assert!(read_answer(WireFormat::Gemini, doubtful).is_err());
     }
 
     #[test]
