@@ -1588,7 +1588,7 @@ fn mutation() -> impl Strategy<Value = Mutation> {
     ]
 }
 
-/// A complete answer's body after its mutations. `framing`: 0-3 the JSON itself, 4 as one
+/// A complete answer's body after its mutations. `framing`: 0-2 the JSON itself, 3 in a list, 4 as one
 /// SSE event, 5 as one SSE event followed by `[DONE]`. Event mutations do not apply to a body.
 fn json_body(plan: &Plan, mutations: &[Mutation], framing: u8) -> Vec<u8> {
     let mut events = vec![Event::json(None, answer_json(plan))];
@@ -1604,7 +1604,9 @@ fn json_body(plan: &Plan, mutations: &[Mutation], framing: u8) -> Vec<u8> {
         }
     }
     match framing {
-        0..=3 => events[0].lines().concat(),
+        0..=2 => events[0].lines().concat(),
+        // A list of answers, as Gemini's `streamGenerateContent` without `alt=sse` writes them.
+        3 => [&b"["[..], &events[0].lines().concat(), b"]"].concat(),
         4 => write_events(&events),
         _ => {
             events.push(Event::text(None, b"[DONE]"));

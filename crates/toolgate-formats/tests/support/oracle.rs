@@ -66,12 +66,24 @@ fn named(calls: impl IntoIterator<Item = LenientCall>) -> BTreeSet<String> {
 /// What a client could read from a body: as one JSON document (in any encoding a JSON reader
 /// detects, as Python's `json` and the SDKs on it do), or as an event stream.
 pub fn client_reads_body(body: &[u8]) -> BTreeSet<String> {
-    let mut names = named(calls_in_json(body).unwrap_or_default());
+    let mut names = named(calls_in_documents(body));
     if let Some(decoded) = decoded_as_json_readers_do(body) {
-        names.extend(named(calls_in_json(decoded.as_bytes()).unwrap_or_default()));
+        names.extend(named(calls_in_documents(decoded.as_bytes())));
     }
     names.extend(client_reads_stream(body));
     names
+}
+
+/// The calls of a body read as one JSON answer or, when it is a list, as each answer in it (a
+/// client of Gemini's `streamGenerateContent` without `alt=sse` reads every chunk of the list).
+fn calls_in_documents(body: &[u8]) -> Vec<LenientCall> {
+    let text = String::from_utf8_lossy(body);
+    match serde_json::from_str::<serde_json::Value>(text.trim()) {
+        Ok(serde_json::Value::Array(items)) => (items.iter())
+            .flat_map(|item| calls_in_json(item.to_string().as_bytes()).unwrap_or_default())
+            .collect(),
+        _ => calls_in_json(body).unwrap_or_default(),
+    }
 }
 
 /// The text of a body whose encoding a JSON reader detects from its first bytes (RFC 8259's
@@ -115,7 +127,7 @@ pub fn decoded_as_json_readers_do(body: &[u8]) -> Option<String> {
 /// a multiset, so a second call of one name, or one checked with other arguments, shows.
 pub fn client_runs(body: &[u8], streamed: bool) -> Vec<(String, String)> {
     let calls = match streamed {
-        false => calls_in_json(body).unwrap_or_default(),
+        false => calls_in_documents(body),
         true => {
             let data = event_data(body);
             calls_in_stream(data.iter().map(Vec::as_slice))

@@ -179,8 +179,18 @@ def json_of(body):
 
 def read_body(body, names, runs):
     data = json_of(body)
-    if not isinstance(data, dict):
+    if isinstance(data, list):
+        # A list of answers (Gemini's `streamGenerateContent` without `alt=sse`): a client
+        # reads every one.
+        for item in data:
+            if isinstance(item, dict):
+                read_answer(item, names, runs)
         return
+    if isinstance(data, dict):
+        read_answer(data, names, runs)
+
+
+def read_answer(data, names, runs):
     for cast, reader, construct in (
         (ChatCompletion, chat_calls, openai_construct),
         (Response, responses_calls, openai_construct),
