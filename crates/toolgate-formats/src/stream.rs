@@ -472,4 +472,73 @@ pub(crate) mod tests {
             "a lenient raw value is kept as text"
         );
     }
+
+    /// Chat clients read `choices` and Gemini clients `candidates` from any event, whatever
+    /// else it holds (their SDKs do not look at a `type`). So every format's stream reader
+    /// must notice either field in its own events: a call carried there is checked or the
+    /// stream refused, never passed as the reader's own content. Built from every format's own
+    /// stream (its `message` answer), so a format added later is held to it at once.
+    #[test]
+    fn every_formats_stream_reader_notices_calls_that_other_clients_read_from_its_events() {
+        let carriers = [
+            (
+                "choices",
+                serde_json::json!([{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "x",
+                    "type": "function", "function": {"name": "smuggled", "arguments": "{}"}}]}}]),
+            ),
+            (
+                "candidates",
+                serde_json::json!([{"content": {"parts": [{"functionCall":
+                    {"name": "smuggled", "args": {}}}]}, "index": 0}]),
+            ),
+        ];
+        let toolgate = serde_json::json!({});
+        let notice = crate::on_block::BlockNotice {
+            request_id: "r",
+            model: "m",
+            text: "hello",
+            toolgate: &toolgate,
+            usage: None,
+            created: 1,
+        };
+        for reader in WireFormat::ALL {
+            let own = reader.block_message_stream(&notice);
+            let mut parser = SseParser::new();
+            let mut events = parser.push(&own);
+            events.extend(parser.finish());
+            for at in 0..events.len() {
+                for (field, carrier) in &carriers {
+                    let mut stream = Vec::new();
+                    let mut injected = false;
+                    for (position, event) in events.iter().enumerate() {
+                        let data = event.data.as_deref().unwrap_or_default();
+                        let value = serde_json::from_str::<serde_json::Value>(data);
+                        match value {
+                            Ok(serde_json::Value::Object(mut object)) if position == at => {
+                                object.insert((*field).to_owned(), carrier.clone());
+                                injected = true;
+                                let data = serde_json::Value::Object(object);
+                                stream.extend_from_slice(format!("data: {data}\n\n").as_bytes());
+                            }
+                            _ => stream.extend_from_slice(&event.raw),
+                        }
+                    }
+                    if !injected {
+                        continue;
+                    }
+                    let read = reassemble(reader, [&stream[..]]);
+                    let checked = read
+                        .response
+                        .calls
+                        .iter()
+                        .any(|call| call.name == "smuggled");
+                    assert!(
+                        checked || read.refused.is_some(),
+                        "{reader:?} passed `{field}` in event {at}:\n{}",
+                        String::from_utf8_lossy(&stream)
+                    );
+                }
+            }
+        }
+    }
 }
