@@ -296,3 +296,60 @@ async fn a_gemini_path_on_a_catch_all_route_is_read_as_gemini_and_guarded() {
         audit[0]
     );
 }
+
+#[tokio::test]
+async fn permissions_and_budgets_act_on_gemini_declarations_and_calls() {
+    let upstream = ScriptedUpstream::start().await;
+    let config = "[[routes]]\npath = \"/v1beta\"\nupstream = \"llm\"\n\
+        [[routes.plugins]]\nname = \"tool_permission\"\n[routes.plugins.settings]\n\
+        allow = [\"get_weather\", \"send_email\"]\ndeny = [\"send_email\"]\n\
+        [[routes.plugins]]\nname = \"tool_budget\"\n[routes.plugins.settings]\ncount = \"proposed\"\n\
+        [[routes.plugins.settings.budgets]]\ntools = \"get_weather\"\nlimits = [\"1/30d\"]\n\
+        [[routes.plugins]]\nname = \"tool_selection\"\n";
+    let gateway = TestGateway::start(&upstream, config).await;
+    let path = "/v1beta/models/gemini-2.5-flash:generateContent";
+    let request = fixture_json("gemini/text_then_function_call.request.json");
+
+    // The denied tool is taken out of the declarations the model sees; the call passes.
+    queue(&upstream, "text_then_function_call", false);
+    let response = gateway.post(path, &request).await;
+    let status = response.status();
+    assert_eq!(status, 200, "{}", response.text().await.unwrap_or_default());
+    let offered = upstream.last_request().expect("forwarded").json();
+    let declared: Vec<&str> = (offered["tools"].as_array().into_iter().flatten())
+        .flat_map(|tool| {
+            tool["functionDeclarations"]
+                .as_array()
+                .into_iter()
+                .flatten()
+        })
+        .filter_map(|declaration| declaration["name"].as_str())
+        .collect();
+    assert_eq!(declared, ["get_weather"], "{offered}");
+
+    // A call of the denied tool is blocked, in Google's shape.
+    upstream.push(Reply::json(
+        200,
+        json!({"candidates": [{"content": {"role": "model", "parts": [
+            {"functionCall": {"name": "send_email", "args": {"to": "a@b.c", "body": "x"}}}]},
+            "finishReason": "STOP", "index": 0}]}),
+    ));
+    let response = gateway.post(path, &request).await;
+    assert_eq!(response.status(), 403);
+    let body: Value = response.json().await.expect("json");
+    assert_eq!(body["error"]["status"], "PERMISSION_DENIED", "{body}");
+    let checks: Vec<&str> = (body["error"]["violations"].as_array().into_iter().flatten())
+        .filter_map(|violation| violation["check"].as_str())
+        .collect();
+    assert!(checks.contains(&"permission"), "{body}");
+
+    // get_weather's one proposed call this month is spent: the model's next one is refused, in
+    // Google's shape.
+    queue(&upstream, "text_then_function_call", false);
+    let response = gateway.post(path, &request).await;
+    let status = response.status();
+    let body: Value = response.json().await.expect("json");
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(body["error"]["status"], "RESOURCE_EXHAUSTED", "{body}");
+    assert_eq!(body["error"]["violations"][0]["check"], "budget", "{body}");
+}
