@@ -353,3 +353,39 @@ async fn permissions_and_budgets_act_on_gemini_declarations_and_calls() {
     assert_eq!(body["error"]["status"], "RESOURCE_EXHAUSTED", "{body}");
     assert_eq!(body["error"]["violations"][0]["check"], "budget", "{body}");
 }
+
+#[tokio::test]
+async fn the_judge_reads_the_users_words_the_thoughts_and_the_call_of_a_gemini_exchange() {
+    let upstream = ScriptedUpstream::start().await;
+    let judge = ScriptedUpstream::start().await;
+    let config = format!(
+        "[[routes]]\npath = \"/v1beta\"\nupstream = \"llm\"\n\
+         [[routes.plugins]]\nname = \"tool_selection\"\n[routes.plugins.settings]\n\
+         openai_api_key = \"sk-judge\"\nbase_url = \"{}/v1\"\nmodel = \"judge-model\"\n",
+        judge.url()
+    );
+    let gateway = TestGateway::start(&upstream, &config).await;
+    let path = "/v1beta/models/gemini-2.5-flash:generateContent";
+    let request = fixture_json("gemini/thought_then_function_call.request.json");
+    judge.push(Reply::judge("deny", "the user did not ask for this"));
+    queue(&upstream, "thought_then_function_call", false);
+    let response = gateway.post(path, &request).await;
+    assert_eq!(response.status(), 403);
+    let body: Value = response.json().await.expect("json");
+    assert_eq!(
+        body["error"]["violations"][0]["check"], "semantic",
+        "{body}"
+    );
+    let prompt = judge.last_request().expect("the judge was asked").json()["messages"].to_string();
+    for seen in [
+        "Think, then look up the weather.",
+        "The user wants weather.",
+        "get_weather",
+        "Paris",
+    ] {
+        assert!(
+            prompt.contains(seen),
+            "{seen} in the judge's prompt: {prompt}"
+        );
+    }
+}
