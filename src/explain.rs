@@ -44,6 +44,50 @@ pub struct Report {
     pub text: String,
 }
 
+/// The request's declared tools, as the report lists them.
+fn describe_request(request: &Parsed<toolgate_formats::ToolRequest>, text: &mut String) {
+    match request {
+        Parsed::Parsed(parsed) => {
+            let names: Vec<&str> = (parsed.declared_tools.iter())
+                .map(|tool| tool.name.as_str())
+                .collect();
+            let names = match names.is_empty() {
+                true => "(none)".to_owned(),
+                false => names.join(", "),
+            };
+            text.push_str(&format!("declared tools: {names}\n"));
+        }
+        Parsed::Unparsable(error) => text.push_str(&format!("request: not understood ({error})\n")),
+        Parsed::Absent => {}
+    }
+}
+
+/// The answer's calls, as the report lists them.
+fn describe_answer(answer: &Parsed<toolgate_formats::ToolResponse>, text: &mut String) {
+    match answer {
+        Parsed::Parsed(parsed) => {
+            for call in &parsed.calls {
+                text.push_str(&format!(
+                    "tool call: choice {} {} ({}) arguments {}\n",
+                    call.choice,
+                    call.name,
+                    call.id.as_deref().unwrap_or("no id"),
+                    call.arguments
+                ));
+            }
+            if parsed.calls.is_empty() {
+                text.push_str("tool calls: (none)\n");
+            }
+        }
+        Parsed::Unparsable(error) => {
+            text.push_str(&format!("response: not understood ({error})\n"));
+        }
+        Parsed::Absent => {}
+    }
+}
+
+/// The verdict the gateway would give `request` answered by `response` on `route`, stage by
+/// stage, as one exchange runs it.
 pub async fn explain(route: &Arc<Route>, path: &str, request: Bytes, response: &[u8]) -> Report {
     let meta = ExchangeMeta::new("explain", route.path.clone(), Method::POST, path);
     // The exchange the gateway would have run, stage by stage, without the sockets.
@@ -51,7 +95,10 @@ pub async fn explain(route: &Arc<Route>, path: &str, request: Bytes, response: &
     let format = route.format.resolve(path, Some(&request));
     let mut body = request;
     let read = match format.parse_request(body.clone()) {
-        Ok(parsed) => Parsed::Parsed(parsed),
+        Ok(mut parsed) => {
+            format.read_target(&mut parsed, path);
+            Parsed::Parsed(parsed)
+        }
         Err(error) => Parsed::Unparsable(error),
     };
     exchange.request_read(format, read);
@@ -63,25 +110,7 @@ pub async fn explain(route: &Arc<Route>, path: &str, request: Bytes, response: &
         plugins.join(", ")
     ));
     let outcome = exchange.pre_request(&mut body).await;
-    match exchange.request() {
-        Parsed::Parsed(parsed) => {
-            let names: Vec<&str> = parsed
-                .declared_tools
-                .iter()
-                .map(|tool| tool.name.as_str())
-                .collect();
-            text.push_str(&format!(
-                "declared tools: {}\n",
-                if names.is_empty() {
-                    "(none)".into()
-                } else {
-                    names.join(", ")
-                }
-            ));
-        }
-        Parsed::Unparsable(error) => text.push_str(&format!("request: not understood ({error})\n")),
-        Parsed::Absent => {}
-    }
+    describe_request(exchange.request(), &mut text);
     if outcome.blocked.is_some() {
         return finish(text, "request", &outcome, format);
     }
@@ -120,26 +149,7 @@ pub async fn explain(route: &Arc<Route>, path: &str, request: Bytes, response: &
             return finish(text, "response", &outcome, format);
         }
     };
-    match &parsed_response {
-        Parsed::Parsed(parsed) => {
-            for call in &parsed.calls {
-                text.push_str(&format!(
-                    "tool call: choice {} {} ({}) arguments {}\n",
-                    call.choice,
-                    call.name,
-                    call.id.as_deref().unwrap_or("no id"),
-                    call.arguments
-                ));
-            }
-            if parsed.calls.is_empty() {
-                text.push_str("tool calls: (none)\n");
-            }
-        }
-        Parsed::Unparsable(error) => {
-            text.push_str(&format!("response: not understood ({error})\n"));
-        }
-        Parsed::Absent => {}
-    }
+    describe_answer(&parsed_response, &mut text);
     if let Parsed::Parsed(parsed) = &parsed_response {
         match exchange.discovery_round(&parsed.calls, None, true).await {
             Some(crate::exchange::Discovered::Again(_)) => {

@@ -207,6 +207,20 @@ fn explain_prints_the_verdict_of_a_recorded_exchange() {
     );
     assert!(text.contains("verdict: ALLOWED"), "{text}");
 
+    // A Gemini stream on the shipped config's Gemini route: the path names the format.
+    let gemini = explain(
+        "/v1beta/models/gemini-2.5-flash:streamGenerateContent",
+        "fixtures/gemini/schema_violation.request.json",
+        "fixtures/gemini/schema_violation.sse",
+    );
+    let text = String::from_utf8_lossy(&gemini.stdout);
+    assert_eq!(gemini.status.code(), Some(1), "{text}{}", stderr(&gemini));
+    assert!(text.contains("tool call: choice 0 send_email"), "{text}");
+    assert!(
+        text.contains("\"status\": \"PERMISSION_DENIED\""),
+        "Google's error shape: {text}"
+    );
+
     let unguarded = explain(
         "/v1/models",
         "fixtures/chat/undeclared_tool.request.json",
