@@ -127,9 +127,144 @@ pub(crate) trait Adapter: Sync {
     fn block_message_stream(&self, notice: &BlockNotice<'_>) -> Bytes;
 }
 
-/// The [`Adapter`] of a format folder. Every folder names its parts alike (`message`'s
+/// The [`Adapter`] methods every format folder answers alike, from its parts (`message`'s
 /// parsers and edits, `stream`'s assembler, `rewrite`'s writers, `on_block`'s answers to a
-/// block), so an adapter is the folder's constants (`chat/mod.rs` shows one).
+/// block, `disclosure`'s and `lenient`'s shapes): expanded inside an adapter's `impl`, by
+/// [`folder_adapter`] and by an adapter written out (Gemini's).
+macro_rules! folder_parts {
+    ($assembler:ident, $rewrite_event:ident) => {
+        fn claims(&self, body: &[u8]) -> crate::format::Claim {
+            message::claims(body)
+        }
+
+        fn error_body(&self, facts: &crate::format::ErrorFacts<'_>) -> serde_json::Value {
+            on_block::error_body(facts)
+        }
+
+        fn error_event(
+            &self,
+            facts: &crate::format::ErrorFacts<'_>,
+            sequence_number: u64,
+        ) -> bytes::Bytes {
+            on_block::error_event(facts, sequence_number)
+        }
+
+        fn parse_response(
+            &self,
+            body: &[u8],
+        ) -> Result<crate::format::ToolResponse, crate::format::ParseError> {
+            message::parse_response(body)
+        }
+
+        fn read_response(
+            &self,
+            body: &[u8],
+        ) -> Result<crate::answer::Reading, crate::format::ParseError> {
+            message::read_response(body)
+        }
+
+        fn stream_assembler(&self) -> Box<dyn crate::stream::StreamAssembler> {
+            Box::new($assembler::new())
+        }
+
+        fn remove_tools(
+            &self,
+            body: &[u8],
+            removed: &[&str],
+        ) -> Result<Option<bytes::Bytes>, crate::format::ParseError> {
+            message::remove_tools(body, removed)
+        }
+
+        fn latest_user_text(&self, body: &[u8]) -> Option<String> {
+            message::latest_user_text(body)
+        }
+
+        fn history(&self, body: &[u8]) -> Vec<crate::tool::HistoryCall> {
+            message::history(body)
+        }
+
+        fn replace_arguments(
+            &self,
+            items: &mut [serde_json::Value],
+            wanted: &[crate::response_edits::Replacement<'_>],
+        ) -> Result<bool, crate::format::ParseError> {
+            rewrite::replace_arguments(items, wanted)
+        }
+
+        fn rewrite_event(
+            &self,
+            rewriter: &mut crate::stream::StreamRewriter,
+            event: &mut serde_json::Value,
+        ) -> bool {
+            rewriter.$rewrite_event(event)
+        }
+
+        fn event_usage<'v>(
+            &self,
+            event: &'v mut serde_json::Value,
+        ) -> Option<crate::stream::usage::UsageSlot<'v>> {
+            rewrite::event_usage(event)
+        }
+
+        fn retry_request(
+            &self,
+            body: &[u8],
+            feedback: &[crate::on_block::CallFeedback<'_>],
+        ) -> Result<bytes::Bytes, crate::format::ParseError> {
+            on_block::retry_request(body, feedback)
+        }
+
+        fn block_message(&self, notice: &crate::on_block::BlockNotice<'_>) -> bytes::Bytes {
+            on_block::block_message(notice)
+        }
+
+        fn tool_definitions(
+            &self,
+            body: &[u8],
+        ) -> Result<Vec<crate::disclosure::ToolDefinition>, crate::format::ParseError> {
+            disclosure::definitions(body)
+        }
+
+        fn lenient_calls(
+            &self,
+            value: &serde_json::Value,
+            calls: &mut Vec<crate::lenient::LenientCall>,
+        ) {
+            lenient::calls(value, calls)
+        }
+
+        fn lenient_stream_updates(
+            &self,
+            value: &serde_json::Value,
+            updates: &mut Vec<(crate::lenient::FormatCallKey, crate::lenient::Update)>,
+        ) {
+            lenient::stream_updates(value, updates)
+        }
+
+        fn call_markers(&self) -> &'static [&'static str] {
+            lenient::MARKERS
+        }
+
+        fn discovery_tool(&self, tool: &crate::disclosure::DiscoveryTool) -> serde_json::Value {
+            disclosure::discovery_tool(tool)
+        }
+
+        fn add_instructions(
+            &self,
+            body: &[u8],
+            text: &str,
+        ) -> Result<bytes::Bytes, crate::format::ParseError> {
+            disclosure::add_instructions(body, text)
+        }
+
+        fn block_message_stream(&self, notice: &crate::on_block::BlockNotice<'_>) -> bytes::Bytes {
+            on_block::block_message_stream(notice)
+        }
+    };
+}
+
+/// The [`Adapter`] of a format folder whose path and request read as the OpenAI-style formats'
+/// do: its constants, and [`folder_parts`] (`chat/mod.rs` shows one).
 macro_rules! folder_adapter {
     (
         $adapter:ident, $assembler:ident, $rewrite_event:ident,
@@ -156,22 +291,6 @@ macro_rules! folder_adapter {
                 $generations
             }
 
-            fn claims(&self, body: &[u8]) -> crate::format::Claim {
-                message::claims(body)
-            }
-
-            fn error_body(&self, facts: &crate::format::ErrorFacts<'_>) -> serde_json::Value {
-                on_block::error_body(facts)
-            }
-
-            fn error_event(
-                &self,
-                facts: &crate::format::ErrorFacts<'_>,
-                sequence_number: u64,
-            ) -> bytes::Bytes {
-                on_block::error_event(facts, sequence_number)
-            }
-
             fn key_header(&self) -> crate::format::KeyHeader {
                 $key
             }
@@ -192,102 +311,6 @@ macro_rules! folder_adapter {
                 crate::request_reader::read_request::<$adapter>(body, cache)
             }
 
-            fn parse_response(
-                &self,
-                body: &[u8],
-            ) -> Result<crate::format::ToolResponse, crate::format::ParseError> {
-                message::parse_response(body)
-            }
-
-            fn read_response(
-                &self,
-                body: &[u8],
-            ) -> Result<crate::answer::Reading, crate::format::ParseError> {
-                message::read_response(body)
-            }
-
-            fn stream_assembler(&self) -> Box<dyn crate::stream::StreamAssembler> {
-                Box::new($assembler::new())
-            }
-
-            fn remove_tools(
-                &self,
-                body: &[u8],
-                removed: &[&str],
-            ) -> Result<Option<bytes::Bytes>, crate::format::ParseError> {
-                message::remove_tools(body, removed)
-            }
-
-            fn latest_user_text(&self, body: &[u8]) -> Option<String> {
-                message::latest_user_text(body)
-            }
-
-            fn history(&self, body: &[u8]) -> Vec<crate::tool::HistoryCall> {
-                message::history(body)
-            }
-
-            fn replace_arguments(
-                &self,
-                items: &mut [serde_json::Value],
-                wanted: &[crate::response_edits::Replacement<'_>],
-            ) -> Result<bool, crate::format::ParseError> {
-                rewrite::replace_arguments(items, wanted)
-            }
-
-            fn rewrite_event(
-                &self,
-                rewriter: &mut crate::stream::StreamRewriter,
-                event: &mut serde_json::Value,
-            ) -> bool {
-                rewriter.$rewrite_event(event)
-            }
-
-            fn event_usage<'v>(
-                &self,
-                event: &'v mut serde_json::Value,
-            ) -> Option<crate::stream::usage::UsageSlot<'v>> {
-                rewrite::event_usage(event)
-            }
-
-            fn retry_request(
-                &self,
-                body: &[u8],
-                feedback: &[crate::on_block::CallFeedback<'_>],
-            ) -> Result<bytes::Bytes, crate::format::ParseError> {
-                on_block::retry_request(body, feedback)
-            }
-
-            fn block_message(&self, notice: &crate::on_block::BlockNotice<'_>) -> bytes::Bytes {
-                on_block::block_message(notice)
-            }
-
-            fn tool_definitions(
-                &self,
-                body: &[u8],
-            ) -> Result<Vec<crate::disclosure::ToolDefinition>, crate::format::ParseError> {
-                disclosure::definitions(body)
-            }
-
-            fn lenient_calls(
-                &self,
-                value: &serde_json::Value,
-                calls: &mut Vec<crate::lenient::LenientCall>,
-            ) {
-                lenient::calls(value, calls)
-            }
-
-            fn lenient_stream_updates(
-                &self,
-                value: &serde_json::Value,
-                updates: &mut Vec<(crate::lenient::FormatCallKey, crate::lenient::Update)>,
-            ) {
-                lenient::stream_updates(value, updates)
-            }
-
-            fn call_markers(&self) -> &'static [&'static str] {
-                lenient::MARKERS
-            }
-
             fn forced_tools(&self, body: &[u8]) -> Vec<String> {
                 crate::disclosure::tool_choices(body)
                     .iter()
@@ -295,26 +318,10 @@ macro_rules! folder_adapter {
                     .collect()
             }
 
-            fn discovery_tool(&self, tool: &crate::disclosure::DiscoveryTool) -> serde_json::Value {
-                disclosure::discovery_tool(tool)
-            }
-
-            fn add_instructions(
-                &self,
-                body: &[u8],
-                text: &str,
-            ) -> Result<bytes::Bytes, crate::format::ParseError> {
-                disclosure::add_instructions(body, text)
-            }
-
-            fn block_message_stream(
-                &self,
-                notice: &crate::on_block::BlockNotice<'_>,
-            ) -> bytes::Bytes {
-                on_block::block_message_stream(notice)
-            }
+            crate::adapter::folder_parts!($assembler, $rewrite_event);
         }
     };
 }
 
 pub(crate) use folder_adapter;
+pub(crate) use folder_parts;

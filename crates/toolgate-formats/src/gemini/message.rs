@@ -90,6 +90,10 @@ pub(crate) fn parse_request(body: Bytes) -> Result<ToolRequest, ParseError> {
     })
 }
 
+pub(crate) fn parse_response(body: &[u8]) -> Result<ToolResponse, ParseError> {
+    read_response(body).map(|reading| reading.response)
+}
+
 /// The calls of every candidate, the reasoning of its `thought` parts, and whether the answer
 /// also has another format's calls field.
 pub(crate) fn read_response(body: &[u8]) -> Result<Reading, ParseError> {

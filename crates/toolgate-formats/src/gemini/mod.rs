@@ -217,10 +217,6 @@ impl crate::adapter::Adapter for Gemini {
         }
     }
 
-    fn claims(&self, body: &[u8]) -> crate::format::Claim {
-        message::claims(body)
-    }
-
     fn generation_endpoints(&self) -> &'static [crate::format::GenerationEndpoint] {
         &[crate::format::GenerationEndpoint {
             segments: &[],
@@ -230,18 +226,6 @@ impl crate::adapter::Adapter for Gemini {
                 "/v1beta/models/{id}:streamGenerateContent",
             ],
         }]
-    }
-
-    fn error_body(&self, facts: &crate::format::ErrorFacts<'_>) -> serde_json::Value {
-        on_block::error_body(facts)
-    }
-
-    fn error_event(
-        &self,
-        facts: &crate::format::ErrorFacts<'_>,
-        sequence_number: u64,
-    ) -> bytes::Bytes {
-        on_block::error_event(facts, sequence_number)
     }
 
     fn key_header(&self) -> crate::format::KeyHeader {
@@ -264,57 +248,6 @@ impl crate::adapter::Adapter for Gemini {
         message::parse_request(body)
     }
 
-    fn parse_response(&self, body: &[u8]) -> Result<crate::format::ToolResponse, ParseError> {
-        message::read_response(body).map(|reading| reading.response)
-    }
-
-    fn read_response(&self, body: &[u8]) -> Result<crate::answer::Reading, ParseError> {
-        message::read_response(body)
-    }
-
-    fn stream_assembler(&self) -> Box<dyn crate::stream::StreamAssembler> {
-        Box::new(GeminiStreamAssembler::new())
-    }
-
-    fn remove_tools(
-        &self,
-        body: &[u8],
-        removed: &[&str],
-    ) -> Result<Option<bytes::Bytes>, ParseError> {
-        message::remove_tools(body, removed)
-    }
-
-    fn latest_user_text(&self, body: &[u8]) -> Option<String> {
-        message::latest_user_text(body)
-    }
-
-    fn history(&self, body: &[u8]) -> Vec<crate::tool::HistoryCall> {
-        message::history(body)
-    }
-
-    fn replace_arguments(
-        &self,
-        items: &mut [serde_json::Value],
-        wanted: &[crate::response_edits::Replacement<'_>],
-    ) -> Result<bool, ParseError> {
-        rewrite::replace_arguments(items, wanted)
-    }
-
-    fn rewrite_event(
-        &self,
-        rewriter: &mut crate::stream::StreamRewriter,
-        event: &mut serde_json::Value,
-    ) -> bool {
-        rewriter.gemini(event)
-    }
-
-    fn event_usage<'v>(
-        &self,
-        event: &'v mut serde_json::Value,
-    ) -> Option<crate::stream::usage::UsageSlot<'v>> {
-        rewrite::event_usage(event)
-    }
-
     fn caches_declared_tools(&self) -> bool {
         false
     }
@@ -327,60 +260,11 @@ impl crate::adapter::Adapter for Gemini {
         &["usageMetadata", "usage_metadata"]
     }
 
-    fn retry_request(
-        &self,
-        body: &[u8],
-        feedback: &[crate::on_block::CallFeedback<'_>],
-    ) -> Result<bytes::Bytes, ParseError> {
-        on_block::retry_request(body, feedback)
-    }
-
-    fn block_message(&self, notice: &crate::on_block::BlockNotice<'_>) -> bytes::Bytes {
-        on_block::block_message(notice)
-    }
-
-    fn block_message_stream(&self, notice: &crate::on_block::BlockNotice<'_>) -> bytes::Bytes {
-        on_block::block_message_stream(notice)
-    }
-
-    fn tool_definitions(
-        &self,
-        body: &[u8],
-    ) -> Result<Vec<crate::disclosure::ToolDefinition>, ParseError> {
-        disclosure::definitions(body)
-    }
-
     fn forced_tools(&self, body: &[u8]) -> Vec<String> {
         disclosure::forced_tools(body)
     }
 
-    fn lenient_calls(
-        &self,
-        value: &serde_json::Value,
-        calls: &mut Vec<crate::lenient::LenientCall>,
-    ) {
-        lenient::calls(value, calls)
-    }
-
-    fn lenient_stream_updates(
-        &self,
-        value: &serde_json::Value,
-        updates: &mut Vec<(crate::lenient::FormatCallKey, crate::lenient::Update)>,
-    ) {
-        lenient::stream_updates(value, updates)
-    }
-
-    fn call_markers(&self) -> &'static [&'static str] {
-        lenient::MARKERS
-    }
-
-    fn discovery_tool(&self, tool: &crate::disclosure::DiscoveryTool) -> serde_json::Value {
-        disclosure::discovery_tool(tool)
-    }
-
-    fn add_instructions(&self, body: &[u8], text: &str) -> Result<bytes::Bytes, ParseError> {
-        disclosure::add_instructions(body, text)
-    }
+    crate::adapter::folder_parts!(GeminiStreamAssembler, gemini);
 }
 
 #[cfg(test)]
