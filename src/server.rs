@@ -89,6 +89,7 @@ impl Gateway {
         let mcp = Arc::new(McpHub::default());
         mcp.apply(&config.mcp);
         config.tenants.start_jwks(None);
+        runtime.metrics.prime(&config);
         let state = Arc::new(GatewayState {
             config: ArcSwap::from_pointee(config),
             metrics: runtime.metrics,

@@ -44,6 +44,7 @@ struct BlockLabels {
 pub struct RouteMetrics {
     ok: OnceLock<Counter>,
     duration: OnceLock<Histogram>,
+    added: OnceLock<Histogram>,
     checked: OnceLock<Counter>,
 }
 
@@ -53,6 +54,7 @@ pub struct Metrics {
     tool_calls_checked: Family<RouteLabels, Counter>,
     tool_calls_blocked: Family<BlockLabels, Counter>,
     request_duration: Family<RouteLabels, Histogram>,
+    added: Family<RouteLabels, Histogram>,
     reloads: Family<ReloadLabels, Counter>,
     mcp_calls: Family<McpCallLabels, Counter>,
     block_retries: Family<RetryLabels, Counter>,
@@ -140,6 +142,14 @@ impl Metrics {
                     Histogram::new(exponential_buckets(0.0005, 2.0, 20))
                 }),
             ),
+            added: registered(
+                registry,
+                "toolgate_added_seconds",
+                "Time toolgate added to an exchange: its whole time less the upstream's, by route",
+                Family::new_with_constructor(|| {
+                    Histogram::new(exponential_buckets(0.00005, 2.0, 20))
+                }),
+            ),
             reloads: registered(
                 registry,
                 "toolgate_config_reloads",
@@ -191,16 +201,19 @@ impl Metrics {
 
     /// A request no route took (`route` is empty): the families' way, as no route holds handles.
     pub fn record_request(&self, route: &Arc<str>, status: u16, elapsed: Duration) {
-        self.record_route_request(route, &RouteMetrics::default(), status, elapsed);
+        let handles = RouteMetrics::default();
+        self.record_route_request(route, &handles, status, elapsed, Duration::ZERO);
     }
 
-    /// A route's exchange, recorded through the route's own handles where it has them.
+    /// A route's exchange, recorded through the route's own handles where it has them;
+    /// `upstream` is the part of `elapsed` spent waiting on the upstream.
     pub fn record_route_request(
         &self,
         route: &Arc<str>,
         handles: &RouteMetrics,
         status: u16,
         elapsed: Duration,
+        upstream: Duration,
     ) {
         let counter = match status {
             200 => handles
@@ -219,6 +232,16 @@ impl Metrics {
                     .clone()
             })
             .observe(elapsed.as_secs_f64());
+        handles
+            .added
+            .get_or_init(|| {
+                self.added
+                    .get_or_create(&RouteLabels {
+                        route: route.clone(),
+                    })
+                    .clone()
+            })
+            .observe(elapsed.saturating_sub(upstream).as_secs_f64());
     }
 
     fn request_counter(&self, route: &Arc<str>, status: u16) -> Counter {
@@ -245,6 +268,69 @@ impl Metrics {
         }
     }
 
+    /// Makes the series a dashboard reads exist at zero for every route of `config` before
+    /// anything happens there: a panel over a route that has blocked nothing yet shows 0, and an
+    /// alert's expression has a series to compare, rather than "no data". Called at start and
+    /// after each reload; series already counting are left as they are.
+    pub fn prime(&self, config: &crate::config::Config) {
+        use crate::router::RouteKind;
+        for result in ["ok", "error"] {
+            self.reloads.get_or_create_owned(&ReloadLabels {
+                result: result.to_owned(),
+            });
+        }
+        for route in config.router.routes() {
+            let name = route.path.clone();
+            self.requests.get_or_create_owned(&RequestLabels {
+                route: name.clone(),
+                status: 200,
+            });
+            self.request_duration.get_or_create_owned(&RouteLabels {
+                route: name.clone(),
+            });
+            self.added.get_or_create_owned(&RouteLabels {
+                route: name.clone(),
+            });
+            if let RouteKind::Mcp = route.kind {
+                for server in config.mcp.servers.keys() {
+                    self.mcp_calls.get_or_create_owned(&McpCallLabels {
+                        route: name.to_string(),
+                        server: server.clone(),
+                        outcome: "ok".to_owned(),
+                    });
+                }
+                continue;
+            }
+            if !route.chain.body_needs().response {
+                continue;
+            }
+            self.tool_calls_checked.get_or_create_owned(&RouteLabels {
+                route: name.clone(),
+            });
+            for entry in route.chain.entries() {
+                let mode = match entry.mode {
+                    crate::pipeline::Mode::Enforce => "enforce",
+                    crate::pipeline::Mode::Observe => "observe",
+                };
+                for check in BUILT_IN_CHECKS {
+                    self.tool_calls_blocked.get_or_create_owned(&BlockLabels {
+                        route: name.to_string(),
+                        check: check.as_str().to_owned(),
+                        mode: mode.to_owned(),
+                    });
+                }
+                if matches!(entry.on_block, crate::on_block::OnBlock::Retry(_)) {
+                    for outcome in ["passed", "blocked", "failed"] {
+                        self.block_retries.get_or_create_owned(&RetryLabels {
+                            route: name.to_string(),
+                            outcome: outcome.to_owned(),
+                        });
+                    }
+                }
+            }
+        }
+    }
+
     pub fn record_violations<'a>(
         &self,
         route: &str,
@@ -262,6 +348,21 @@ impl Metrics {
         }
     }
 }
+
+/// The checks toolgate's own plugins report, each primed at zero on every guarded route.
+const BUILT_IN_CHECKS: [toolgate_plugin::Check; 11] = [
+    toolgate_plugin::Check::Membership,
+    toolgate_plugin::Check::Schema,
+    toolgate_plugin::Check::Arguments,
+    toolgate_plugin::Check::Semantic,
+    toolgate_plugin::Check::Permission,
+    toolgate_plugin::Check::Group,
+    toolgate_plugin::Check::State,
+    toolgate_plugin::Check::Budget,
+    toolgate_plugin::Check::Rule,
+    toolgate_plugin::Check::Parse,
+    toolgate_plugin::Check::Service,
+];
 
 /// Where audit lines go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -447,9 +548,9 @@ mod tests {
         let before_reload = RouteMetrics::default();
         let after_reload = RouteMetrics::default();
         let elapsed = Duration::from_millis(3);
-        metrics.record_route_request(&route, &before_reload, 200, elapsed);
-        metrics.record_route_request(&route, &before_reload, 502, elapsed);
-        metrics.record_route_request(&route, &after_reload, 200, elapsed);
+        metrics.record_route_request(&route, &before_reload, 200, elapsed, Duration::ZERO);
+        metrics.record_route_request(&route, &before_reload, 502, elapsed, Duration::ZERO);
+        metrics.record_route_request(&route, &after_reload, 200, elapsed, Duration::ZERO);
         metrics.record_request(&route, 200, elapsed);
         let text = exposition(&registry);
         assert!(

@@ -51,6 +51,7 @@ impl Exchange {
                 &self.route.metrics,
                 status.as_u16(),
                 self.started.elapsed(),
+                self.upstream_time,
             );
         }
         // A bare pass-through is not audited; anything guarded, authenticated or MCP is, 401s

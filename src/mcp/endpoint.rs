@@ -44,6 +44,8 @@ pub async fn serve(
         &route.metrics,
         response.status().as_u16(),
         started.elapsed(),
+        // The backends' time is the MCP exchanges' to tell (their audit lines).
+        std::time::Duration::ZERO,
     );
     response
 }

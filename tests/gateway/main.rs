@@ -12,6 +12,7 @@ mod budgets;
 mod call_limit;
 mod cli;
 mod connections;
+mod dashboards;
 mod disclosure;
 mod fixtures;
 mod formats;

@@ -88,6 +88,7 @@ impl ServiceFactory {
         match clients.get(&descriptor.name) {
             Some(client) if client.descriptor().as_ref() == descriptor.as_ref() => client.clone(),
             _ => {
+                self.metrics.prime(&descriptor.name);
                 let client = Arc::new(ServiceClient::new(descriptor.clone(), self.metrics.clone()));
                 clients.insert(descriptor.name.clone(), client.clone());
                 client

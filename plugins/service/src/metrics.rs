@@ -94,6 +94,37 @@ impl Metrics {
         }
     }
 
+    /// Every series of `service` at zero (its breaker closed), so its panels and alerts read 0
+    /// before its first call rather than nothing.
+    pub fn prime(&self, service: &str) {
+        use CallOutcome::*;
+        for outcome in [Allow, Deny, Modify, Unavailable] {
+            self.calls.get_or_create_owned(&CallLabels {
+                service: service.to_owned(),
+                outcome: outcome.as_str(),
+            });
+        }
+        use FailureKind::*;
+        for kind in [
+            Timeout,
+            Transport,
+            Status,
+            ServiceError,
+            InvalidAnswer,
+            BreakerOpen,
+        ] {
+            self.errors.get_or_create_owned(&ErrorLabels {
+                service: service.to_owned(),
+                kind: kind.as_str(),
+            });
+        }
+        let labels = ServiceLabels {
+            service: service.to_owned(),
+        };
+        self.latency.get_or_create_owned(&labels);
+        self.breaker_state.get_or_create_owned(&labels);
+    }
+
     pub fn call(&self, service: &str, outcome: CallOutcome) {
         self.calls
             .get_or_create(&CallLabels {

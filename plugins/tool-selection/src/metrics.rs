@@ -48,7 +48,7 @@ pub struct Metrics {
 
 impl Metrics {
     pub fn register(registry: &mut Registry) -> Self {
-        Metrics {
+        let metrics = Metrics {
             judge_calls: registered(
                 registry,
                 "toolgate_judge_calls",
@@ -62,7 +62,15 @@ impl Metrics {
                 "Time the semantic judge added to a tool call it was asked about (cache misses)",
                 Histogram::new(exponential_buckets(0.005, 2.0, 12)),
             ),
+        };
+        // Every outcome at zero from the start: a judge that has not failed yet reads 0.
+        use JudgeOutcome::*;
+        for outcome in [Allow, Deny, CachedAllow, CachedDeny, Error, Timeout] {
+            metrics.judge_calls.get_or_create_owned(&JudgeCallLabels {
+                outcome: outcome.as_str(),
+            });
         }
+        metrics
     }
 
     pub fn judge_call(&self, outcome: JudgeOutcome) {
