@@ -163,6 +163,11 @@ impl Exchange {
         self.connection = Some(connection);
     }
 
+    /// Whether the answer is (or was) a stream.
+    pub fn is_streamed(&self) -> bool {
+        self.streamed
+    }
+
     /// The answer comes as a stream.
     pub fn streaming(&mut self) {
         self.streamed = true;

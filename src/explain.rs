@@ -8,11 +8,12 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode};
-use toolgate_plugin::{ExchangeMeta, Parsed, WireFormat};
+use toolgate_plugin::{ExchangeMeta, Parsed};
 
 use crate::config::Config;
 use crate::error::ErrorReport;
 use crate::exchange::Exchange;
+use crate::on_block::OnBlock;
 use crate::pipeline::StageOutcome;
 use crate::router::Route;
 
@@ -112,7 +113,7 @@ pub async fn explain(route: &Arc<Route>, path: &str, request: Bytes, response: &
     let outcome = exchange.pre_request(&mut body).await;
     describe_request(exchange.request(), &mut text);
     if outcome.blocked.is_some() {
-        return finish(text, "request", &outcome, format);
+        return finish(text, "request", &outcome, &exchange, &[]);
     }
     // What the model would be shown under `tool_disclosure`.
     if let Err(rejection) = exchange.disclose(&mut body).await {
@@ -121,7 +122,7 @@ pub async fn explain(route: &Arc<Route>, path: &str, request: Bytes, response: &
             blocked_by: vec!["tool_disclosure".to_owned()],
             ..StageOutcome::default()
         };
-        return finish(text, "request", &outcome, format);
+        return finish(text, "request", &outcome, &exchange, &[]);
     }
     if exchange.discloses() {
         let shown = format
@@ -146,7 +147,7 @@ pub async fn explain(route: &Arc<Route>, path: &str, request: Bytes, response: &
                 blocked_by: vec!["toolgate".to_owned()],
                 ..StageOutcome::default()
             };
-            return finish(text, "response", &outcome, format);
+            return finish(text, "response", &outcome, &exchange, &[]);
         }
     };
     describe_answer(&parsed_response, &mut text);
@@ -165,7 +166,7 @@ pub async fn explain(route: &Arc<Route>, path: &str, request: Bytes, response: &
                     blocked_by: vec!["tool_disclosure".to_owned()],
                     ..StageOutcome::default()
                 };
-                return finish(text, "response", &outcome, format);
+                return finish(text, "response", &outcome, &exchange, &[]);
             }
             None => {}
         }
@@ -173,10 +174,23 @@ pub async fn explain(route: &Arc<Route>, path: &str, request: Bytes, response: &
     let outcome = exchange
         .pre_response(&parsed_response, StatusCode::OK)
         .await;
-    finish(text, "response", &outcome, format)
+    let calls = match &parsed_response {
+        Parsed::Parsed(parsed) => parsed.calls.as_slice(),
+        _ => &[],
+    };
+    finish(text, "response", &outcome, &exchange, calls)
 }
 
-fn finish(mut text: String, stage: &str, outcome: &StageOutcome, shape: WireFormat) -> Report {
+/// The verdict, and what the client gets for it: the route's `on_block` decides whether a
+/// block of an answer reaches the client as the 403, as a 200 message, or as another attempt
+/// of the model's (`calls` are the blocked answer's, for the feedback the model would read).
+fn finish(
+    mut text: String,
+    stage: &str,
+    outcome: &StageOutcome,
+    exchange: &Exchange,
+    calls: &[toolgate_formats::ToolCall],
+) -> Report {
     for observed in &outcome.observed {
         text.push_str(&format!(
             "observed (not blocked) by {}: {}\n",
@@ -186,14 +200,44 @@ fn finish(mut text: String, stage: &str, outcome: &StageOutcome, shape: WireForm
     }
     match &outcome.blocked {
         Some(rejection) => {
-            text.push_str(&format!(
-                "verdict: BLOCKED at {stage} by {} — the client receives {}:\n",
-                outcome.blocked_by.join(", "),
-                rejection.status
-            ));
-            let body = ErrorReport::of_rejection(rejection, "explain").body(shape);
-            text.push_str(&serde_json::to_string_pretty(&body).unwrap_or_default());
-            text.push('\n');
+            let by = outcome.blocked_by.join(", ");
+            let on_block = match stage {
+                "response" => outcome.on_block.unwrap_or(OnBlock::Error),
+                _ => OnBlock::Error,
+            };
+            match on_block {
+                OnBlock::Error => {
+                    text.push_str(&format!(
+                        "verdict: BLOCKED at {stage} by {by} — the client receives {}:\n",
+                        rejection.status
+                    ));
+                    let body =
+                        ErrorReport::of_rejection(rejection, "explain").body(exchange.format());
+                    text.push_str(&serde_json::to_string_pretty(&body).unwrap_or_default());
+                    text.push('\n');
+                }
+                OnBlock::Message => {
+                    text.push_str(&format!(
+                        "verdict: BLOCKED at {stage} by {by} — on_block = \"message\": the client receives 200 OK with this answer:\n"
+                    ));
+                    let answer = exchange.block_notice(rejection, exchange.is_streamed());
+                    text.push_str(&String::from_utf8_lossy(&answer));
+                    text.push('\n');
+                }
+                OnBlock::Retry(limits) => {
+                    text.push_str(&format!(
+                        "verdict: BLOCKED at {stage} by {by} — on_block = \"retry\": the client receives nothing of this answer; the model is asked again (up to {} more times) with each blocked call answered by:\n",
+                        limits.max_retries
+                    ));
+                    let declared = match exchange.request() {
+                        Parsed::Parsed(request) => request.declared_tools.to_vec(),
+                        _ => Vec::new(),
+                    };
+                    for item in crate::on_block::feedback(calls, rejection, &declared) {
+                        text.push_str(&format!("- {}: {}\n", item.call.name, item.result));
+                    }
+                }
+            }
             Report {
                 blocked: true,
                 text,

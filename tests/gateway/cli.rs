@@ -667,3 +667,49 @@ fn explain_says_when_an_answer_is_a_discovery_round() {
     );
     assert!(text.contains("verdict: DISCOVERY ROUND"), "{text}");
 }
+
+/// `explain` tells what `serve` does with a block: on a `message` route the client's 200 and its
+/// answer, on a `retry` route the feedback the model is asked again with, not the 403.
+#[test]
+fn explain_follows_the_routes_on_block() {
+    let config = write_config(
+        "[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"off\"\n\
+         [upstreams.llm]\nurl = \"http://127.0.0.1:9\"\n\
+         [[routes]]\npath = \"/v1/chat/completions\"\nupstream = \"llm\"\n\
+         [[routes.plugins]]\nname = \"tool_selection\"\non_block = \"message\"\n\
+         [[routes]]\npath = \"/retry/v1/chat/completions\"\nupstream = \"llm\"\n\
+         [[routes.plugins]]\nname = \"tool_selection\"\non_block = \"retry\"\n",
+    );
+    let run = |route: &str| {
+        let output = toolgate(&[
+            "explain",
+            "--config",
+            &config.display().to_string(),
+            "--route",
+            route,
+            "--request",
+            "fixtures/chat/undeclared_tool.request.json",
+            "--response",
+            "fixtures/chat/undeclared_tool.response.json",
+        ]);
+        assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let message = run("/v1/chat/completions");
+    assert!(message.contains("the client receives 200 OK"), "{message}");
+    assert!(
+        message.contains("\"finish_reason\":\"stop\""),
+        "the message answer: {message}"
+    );
+    assert!(!message.contains("403"), "{message}");
+    let retry = run("/retry/v1/chat/completions");
+    assert!(
+        retry.contains("the model is asked again (up to 2 more times)"),
+        "{retry}"
+    );
+    assert!(
+        retry.contains("- delete_user: Error: toolgate blocked this call"),
+        "{retry}"
+    );
+    assert!(!retry.contains("403"), "{retry}");
+}
