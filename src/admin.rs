@@ -1,8 +1,9 @@
 //! The admin listener: `/health` (the process is up, and the state of what it depends on: each
 //! MCP backend, the state store, each validator service's breaker), `/ready` (it is serving
 //! traffic, and can: not while a `fail_mode = "block"` store is down), `/metrics` (Prometheus
-//! text format) and `/tools` (which tools a request would be offered). Kept off the proxy port
-//! so it is never exposed with it.
+//! text format), `/tools` (which tools a request would be offered) and `/captures`,
+//! `/captures/{request_id}` (the exchanges `[audit] capture` kept). Kept off the proxy port so
+//! it is never exposed with it.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -67,10 +68,23 @@ async fn answer(state: &GatewayState, request: &Request<Incoming>) -> Response<P
             );
             response
         }
-        _ => json(
-            StatusCode::NOT_FOUND,
-            r#"{"status":"not found"}"#.to_owned(),
-        ),
+        "/captures" => json(StatusCode::OK, state.captures.list().to_string()),
+        path => match path.strip_prefix("/captures/") {
+            Some(request_id) => match state.captures.find(request_id) {
+                Some(record) => json(
+                    StatusCode::OK,
+                    serde_json::to_string(&*record).unwrap_or_default(),
+                ),
+                None => json(
+                    StatusCode::NOT_FOUND,
+                    r#"{"status":"no capture of that request id (not captured, or gone from the ring)"}"#.to_owned(),
+                ),
+            },
+            None => json(
+                StatusCode::NOT_FOUND,
+                r#"{"status":"not found"}"#.to_owned(),
+            ),
+        },
     }
 }
 

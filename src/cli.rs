@@ -49,19 +49,32 @@ enum Command {
         #[arg(long, short, env = "TOOLGATE_CONFIG", default_value = "gateway.toml")]
         config: PathBuf,
     },
-    /// Run a route's plugins offline on a recorded request and response, and print the verdict.
+    /// Run a route's plugins offline on a recorded request and response, and print the verdict:
+    /// from two files (--route, --request, --response), a captured exchange's file
+    /// (--capture), or a running gateway's capture (--request-id).
     Explain {
         #[arg(long, short, env = "TOOLGATE_CONFIG", default_value = "gateway.toml")]
         config: PathBuf,
-        /// The request path, as the client would send it (picks the route).
-        #[arg(long)]
-        route: String,
+        /// The request path, as the client would send it (picks the route); with a capture,
+        /// replaces its path.
+        #[arg(long, required_unless_present_any = ["capture", "request_id"])]
+        route: Option<String>,
         /// The recorded request body (JSON).
-        #[arg(long)]
-        request: PathBuf,
+        #[arg(long, requires = "response", conflicts_with_all = ["capture", "request_id"])]
+        request: Option<PathBuf>,
         /// The recorded response body (JSON, or an SSE stream).
+        #[arg(long, requires = "request", conflicts_with_all = ["capture", "request_id"])]
+        response: Option<PathBuf>,
+        /// A captured exchange, as `GET /captures/{request_id}` on the admin listener serves it.
+        #[arg(long, conflicts_with = "request_id")]
+        capture: Option<PathBuf>,
+        /// The request id of an exchange a running gateway captured, fetched from its admin
+        /// listener (`--admin`, or the config's `admin_listen`).
         #[arg(long)]
-        response: PathBuf,
+        request_id: Option<String>,
+        /// The admin listener's URL, for --request-id.
+        #[arg(long)]
+        admin: Option<String>,
     },
     /// Start the gateway against a built-in scripted upstream and show allowed and blocked
     /// exchanges as a client sees them. Offline.
@@ -99,14 +112,28 @@ pub fn main() -> ExitCode {
             route,
             request,
             response,
+            capture,
+            request_id,
+            admin,
         }) => {
             let plugins = Runtime::new();
-            match load_config(&config, &plugins) {
-                Some(config) => {
-                    runtime.block_on(crate::explain::run(&config, &route, &request, &response))
+            let Some(config) = load_config(&config, &plugins) else {
+                return ExitCode::from(2);
+            };
+            let recorded = match (request, response, capture, request_id) {
+                (Some(request), Some(response), _, _) => {
+                    crate::explain::Recorded::Files { request, response }
                 }
-                None => ExitCode::from(2),
-            }
+                (_, _, Some(file), _) => crate::explain::Recorded::CaptureFile(file),
+                (_, _, _, Some(id)) => crate::explain::Recorded::Captured { id, admin },
+                _ => {
+                    eprintln!(
+                        "toolgate explain: give --request and --response, --capture, or --request-id"
+                    );
+                    return ExitCode::from(2);
+                }
+            };
+            runtime.block_on(crate::explain::run(&config, route.as_deref(), recorded))
         }
         Some(Command::Demo) => runtime.block_on(crate::demo::run()),
         Some(Command::JudgeEval { config, cases }) => {

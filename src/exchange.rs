@@ -4,6 +4,7 @@
 //! Each stage exists here once; the paths differ only in how bytes move. Recovering from a
 //! block is `recovery`, the close is `finish`; `crate::rounds` reads the answers in turn.
 
+mod capture;
 mod disclosure;
 mod finish;
 mod recovery;
@@ -76,6 +77,8 @@ pub struct Exchange {
     watches_unguarded_calls: bool,
     /// The client's connection, to tell a client that stopped reading from one that left.
     connection: Option<crate::connections::DrainSignal>,
+    /// The bodies collected for a capture, when captures are on.
+    captured: Option<Box<crate::capture::Captured>>,
 }
 
 impl Exchange {
@@ -117,6 +120,7 @@ impl Exchange {
             disclosure: None,
             watches_unguarded_calls,
             connection: None,
+            captured: None,
         }
     }
 

@@ -1,7 +1,7 @@
 //! `toolgate explain`: runs a route's plugins on a recorded request and response, offline, and
 //! prints what the client would have received and why — for debugging a 403 without traffic.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
@@ -10,6 +10,7 @@ use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode};
 use toolgate_plugin::{ExchangeMeta, Parsed};
 
+use crate::capture::CaptureRecord;
 use crate::config::Config;
 use crate::error::ErrorReport;
 use crate::exchange::Exchange;
@@ -17,26 +18,94 @@ use crate::on_block::OnBlock;
 use crate::pipeline::StageOutcome;
 use crate::router::Route;
 
+/// Where the recorded exchange comes from.
+pub enum Recorded {
+    /// A request body and an answer body, each in its file.
+    Files { request: PathBuf, response: PathBuf },
+    /// A captured exchange's record, in a file.
+    CaptureFile(PathBuf),
+    /// A captured exchange, fetched by its request id from a running gateway's admin listener.
+    Captured { id: String, admin: Option<String> },
+}
+
 /// `toolgate explain` on a loaded config: exit 0 allowed, 1 blocked, 2 bad input.
-pub async fn run(config: &Config, route_path: &str, request: &Path, response: &Path) -> ExitCode {
-    let Some(route) = config.router.find(route_path).cloned() else {
-        eprintln!("toolgate explain: no route matches '{route_path}'");
-        return ExitCode::from(2);
-    };
-    let (request, response) = match (std::fs::read(request), std::fs::read(response)) {
-        (Ok(request), Ok(response)) => (Bytes::from(request), Bytes::from(response)),
-        (Err(error), _) | (_, Err(error)) => {
-            eprintln!("toolgate explain: cannot read the recorded exchange: {error}");
+pub async fn run(config: &Config, route_path: Option<&str>, recorded: Recorded) -> ExitCode {
+    let (path, request, response) = match load(config, recorded).await {
+        Ok(loaded) => loaded,
+        Err(error) => {
+            eprintln!("toolgate explain: {error}");
             return ExitCode::from(2);
         }
     };
-    let report = explain(&route, route_path, request, &response).await;
+    let route_path = route_path.map_or(path, str::to_owned);
+    if route_path.is_empty() {
+        eprintln!("toolgate explain: give --route: the recorded exchange names no path");
+        return ExitCode::from(2);
+    }
+    let Some(route) = config.router.find(&route_path).cloned() else {
+        eprintln!("toolgate explain: no route matches '{route_path}'");
+        return ExitCode::from(2);
+    };
+    let report = explain(&route, &route_path, request, &response).await;
     print!("{}", report.text);
     if report.blocked {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// The recorded exchange: its path (empty when the files name none), request and answer.
+async fn load(config: &Config, recorded: Recorded) -> Result<(String, Bytes, Bytes), String> {
+    let record: CaptureRecord = match recorded {
+        Recorded::Files { request, response } => {
+            let read = |path: &Path| {
+                std::fs::read(path).map_err(|error| {
+                    format!(
+                        "cannot read the recorded exchange ({}): {error}",
+                        path.display()
+                    )
+                })
+            };
+            let (request, response) = (read(&request)?, read(&response)?);
+            return Ok((String::new(), Bytes::from(request), Bytes::from(response)));
+        }
+        Recorded::CaptureFile(file) => {
+            let text = std::fs::read(&file)
+                .map_err(|error| format!("cannot read {}: {error}", file.display()))?;
+            serde_json::from_slice(&text).map_err(|error| {
+                format!("{} is not a captured exchange: {error}", file.display())
+            })?
+        }
+        Recorded::Captured { id, admin } => {
+            let admin = match (admin, config.server.admin_listen) {
+                (Some(admin), _) => admin.trim_end_matches('/').to_owned(),
+                (None, Some(address)) => format!("http://{address}"),
+                (None, None) => {
+                    return Err("the config has no admin_listen: give --admin URL".to_owned());
+                }
+            };
+            let url = format!("{admin}/captures/{id}");
+            let response = reqwest::get(&url)
+                .await
+                .map_err(|error| format!("cannot ask {url}: {error}"))?;
+            if !response.status().is_success() {
+                return Err(format!(
+                    "{url} answered {}: not captured, or gone from the ring",
+                    response.status()
+                ));
+            }
+            response
+                .json()
+                .await
+                .map_err(|error| format!("{url} is not a captured exchange: {error}"))?
+        }
+    };
+    Ok((
+        record.path,
+        Bytes::from(record.request),
+        Bytes::from(record.response),
+    ))
 }
 
 /// The verdict on one recorded exchange, as text for a person.

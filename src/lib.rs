@@ -37,6 +37,7 @@
 
 mod admin;
 mod body;
+mod capture;
 mod cli;
 mod config;
 mod connections;

@@ -200,6 +200,11 @@ async fn serve_llm(
     let mut exchange = Exchange::new(meta, route, kept_headers, started);
     exchange.keep_checked_calls(state.audit.is_enabled());
     exchange.watch_connection(connection);
+    if state.captures.mode() != crate::capture::CaptureMode::Off
+        && !exchange.route().chain.is_empty()
+    {
+        exchange.start_capture(state.captures.answer_limit());
+    }
     let result = match authenticate(&config.tenants, auth, request.headers()).await {
         Ok(tenant) => {
             exchange.authenticated(tenant);
@@ -534,6 +539,7 @@ async fn read_and_screen_request(
             .read_whole()
             .await
             .map_err(|fault| fault.to_error())?;
+        exchange.capture_request(&bytes);
         let target = &exchange.meta().path_and_query;
         let path = target.split('?').next().unwrap_or_default();
         let format = route.format.resolve(path, Some(&bytes));
@@ -644,6 +650,7 @@ async fn check_and_release(
     mut response_parts: http::response::Parts,
     bytes: Bytes,
 ) -> Result<Answered, GatewayError> {
+    exchange.capture_answer(&bytes);
     let response_view = match exchange.read_answer(&bytes) {
         Ok(view) => view,
         Err(rejection) => {

@@ -40,8 +40,8 @@ pub async fn reload(state: &GatewayState, path: &Path) -> Result<(), ConfigError
     {
         tracing::warn!("listen addresses changed: they take effect on the next restart");
     }
-    if config.audit != running.audit {
-        tracing::warn!("the audit output changed: it takes effect on the next restart");
+    if config.audit != running.audit || config.capture != running.capture {
+        tracing::warn!("the audit output or capture changed: it takes effect on the next restart");
     }
     let routes = config.router.routes().count();
     state.mcp.apply(&config.mcp);

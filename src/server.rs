@@ -73,7 +73,7 @@ async fn bind_listener(
 impl Gateway {
     /// Checks the state store, binds `server.listen` and `server.admin_listen` and opens the
     /// audit output.
-    pub async fn bind(config: Config, runtime: Runtime) -> std::io::Result<Gateway> {
+    pub async fn bind(config: Config, mut runtime: Runtime) -> std::io::Result<Gateway> {
         config.check_store().await.map_err(std::io::Error::other)?;
         let listener =
             bind_listener(config.server.listen, "[server] listen", "TOOLGATE_LISTEN").await?;
@@ -90,10 +90,13 @@ impl Gateway {
         mcp.apply(&config.mcp);
         config.tenants.start_jwks(None);
         runtime.metrics.prime(&config);
+        let captures =
+            crate::capture::CaptureStore::new(config.capture.clone(), &mut runtime.registry);
         let state = Arc::new(GatewayState {
             config: ArcSwap::from_pointee(config),
             metrics: runtime.metrics,
             audit,
+            captures,
             registry: runtime.registry,
             plugins: runtime.plugins,
             ready: AtomicBool::new(false),

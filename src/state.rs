@@ -58,6 +58,8 @@ pub struct GatewayState {
     pub config: ArcSwap<Config>,
     pub metrics: Metrics,
     pub audit: AuditLog,
+    /// The captured exchanges (`[audit] capture`); set at start, like the audit output.
+    pub captures: crate::capture::CaptureStore,
     pub registry: Registry,
     pub plugins: PluginRegistry,
     pub ready: AtomicBool,

@@ -450,6 +450,7 @@ impl Relay {
     /// Starts over for a retry's stream, as if it were the first; the usage of the blocked
     /// attempts is added into what the client will read.
     fn restart(&mut self) {
+        self.exchange.capture_restart();
         self.assembler = self.exchange.format().stream_assembler();
         self.rewriter = StreamRewriter::new(self.exchange.format());
         if let Some(earlier) = self.exchange.blocked_usage() {
@@ -478,6 +479,7 @@ impl Relay {
         if let Some(usage) = &mut self.usage {
             usage.observe(&event);
         }
+        self.exchange.capture_event(&event.raw);
         let step = self.assembler.observe(&event);
         self.events_seen += 1;
         if let Some(rejection) = self.exchange.refuse_event(step, &event) {

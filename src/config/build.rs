@@ -167,12 +167,14 @@ pub(super) fn build(
         Some("off") => AuditOutput::Off,
         Some(path) => AuditOutput::File(path.into()),
     };
+    let capture = server::build_capture(&raw.audit, source, &mut errors);
 
     match (server, errors.is_empty()) {
         (Some(server), true) => Ok(Config {
             server,
             router: Router::new(routes),
             audit,
+            capture,
             catalog,
             tenants,
             mcp,

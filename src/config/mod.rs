@@ -33,6 +33,8 @@ pub struct Config {
     pub server: ServerConfig,
     pub router: Router,
     pub audit: AuditOutput,
+    /// `[audit] capture…`: which exchanges' bodies are kept, and where.
+    pub capture: crate::capture::CaptureSettings,
     /// `[tools.NAME]`, shared with every plugin built from this configuration.
     pub catalog: Arc<ToolCatalog>,
     pub tenants: TenantDirectory,
@@ -597,6 +599,15 @@ pub(crate) struct RawAudit {
     /// `stdout` (default), `stderr`, `off`, or a file path to append to.
     #[serde(default)]
     pub output: Option<EnvString>,
+    /// `off` (default), `blocked` or `all`.
+    #[serde(default)]
+    pub capture: Option<String>,
+    #[serde(default)]
+    pub capture_ring_mib: Option<u64>,
+    #[serde(default)]
+    pub capture_dir: Option<EnvString>,
+    #[serde(default)]
+    pub capture_dir_mib: Option<u64>,
 }
 
 /// A string expanded from the environment as it is read.

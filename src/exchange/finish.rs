@@ -67,9 +67,19 @@ impl Exchange {
             return;
         }
         let attempts = self.record_findings(state, &route_path);
-        if state.audit.is_enabled() {
+        if state.audit.is_enabled() || self.captured.is_some() {
             let record = self.audit_record(status, &route_path, attempts);
-            state.audit.write(&record).await;
+            if self.captured.is_some() {
+                let verdict = serde_json::to_value(record.verdict)
+                    .ok()
+                    .and_then(|verdict| verdict.as_str().map(str::to_owned))
+                    .unwrap_or_default();
+                let violations = serde_json::to_value(&record.violations).unwrap_or_default();
+                self.keep_capture(&state.captures, status, &verdict, violations);
+            }
+            if state.audit.is_enabled() {
+                state.audit.write(&record).await;
+            }
         }
         if !self.route.chain.runs_post_response() {
             return;
@@ -157,7 +167,7 @@ impl Exchange {
             request_id: self.meta.request_id.clone(),
             route: route_path.to_string(),
             method: self.meta.method.to_string(),
-            path: self.meta.path_and_query.clone(),
+            path: crate::capture::path_for_logs(&self.meta.path_and_query),
             tenant: self.meta.tenant.as_ref().map(|tenant| tenant.name.clone()),
             status: status.as_u16(),
             verdict,

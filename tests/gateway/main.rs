@@ -10,6 +10,7 @@ mod access_control;
 mod arguments;
 mod budgets;
 mod call_limit;
+mod captures;
 mod cli;
 mod connections;
 mod dashboards;

@@ -417,7 +417,10 @@ mod tests {
         assert_eq!(names(&read), ["a"]);
         // Any format's answers in a list are read, whatever the exchange's format.
         let chat = br#"[{"choices":[{"message":{"tool_calls":[{"id":"c","type":"function","function":{"name":"b","arguments":"{}"}}]}}]}]"#;
-        assert_eq!(names(&read_answer(WireFormat::Gemini, chat).expect("reads")), ["b"]);
+        assert_eq!(
+            names(&read_answer(WireFormat::Gemini, chat).expect("reads")),
+            ["b"]
+        );
         let doubtful = br#"[{"candidates":[{"content":{"parts":[{"functionCall":{"name":"a"},"function_call":{"name":"b"}}]}}]}]"#;
         assert!(read_answer(WireFormat::Gemini, doubtful).is_err());
     }

@@ -110,6 +110,13 @@ pub trait Plugin: Send + Sync + 'static {
         None
     }
 
+    /// `call`'s arguments as this plugin redacts them wherever they are kept (a captured
+    /// answer), or `None` when it redacts nothing of them. A plugin that replaces secrets in the
+    /// answers clients get answers here too, so what is kept holds no more than they do.
+    fn redacted_arguments(&self, _call: &crate::ToolCall) -> Option<String> {
+        None
+    }
+
     /// Completes a `GET /tools` query with what this plugin keeps for it before the tools are
     /// judged: a plugin that keeps each conversation's workflow state sets `query.state` to the
     /// stored one when `query.conversation` names a conversation. `Err` says why it could not

@@ -214,6 +214,10 @@ impl Plugin for ToolArguments {
         BodyNeeds::RESPONSE
     }
 
+    fn redacted_arguments(&self, call: &ToolCall) -> Option<String> {
+        apply_rules(&self.rules, call, None).redacted
+    }
+
     async fn pre_response(&self, exchange: &ResponseExchange<'_>) -> Verdict<ResponseEdit> {
         let mut violations = Vec::new();
         let mut edits = Vec::new();

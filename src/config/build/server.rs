@@ -102,6 +102,48 @@ pub(super) fn build_server(
 /// A setting that is one of a few words: the value `choices` gives the word at `key` of
 /// `table`, or `default` when the config leaves it out. A word that is none of them is an error
 /// that lists them, and reads as `default` so the rest of the config is still checked.
+/// `[audit] capture…`: which exchanges' bodies are kept, in a ring of `capture_ring_mib`
+/// (default 16) and, with `capture_dir`, in files of at most `capture_dir_mib` (default 256).
+pub(in crate::config) fn build_capture(
+    audit: &super::super::RawAudit,
+    source: &Source,
+    errors: &mut Vec<ConfigError>,
+) -> crate::capture::CaptureSettings {
+    use crate::capture::CaptureMode;
+    let table = KeyPath::default().key("audit");
+    let mode = keyword(
+        audit.capture.as_deref(),
+        (&table, "capture"),
+        &[
+            ("off", CaptureMode::Off),
+            ("blocked", CaptureMode::Blocked),
+            ("all", CaptureMode::All),
+        ],
+        CaptureMode::Off,
+        source,
+        errors,
+    );
+    let mut mib = |value: Option<u64>, key: &str, default: u64| {
+        let value = value.unwrap_or(default);
+        if !(1..=65_536).contains(&value) {
+            errors.push(source.error_at_key(&table.clone().key(key), "must be 1–65536 (MiB)"));
+        }
+        value.clamp(1, 65_536) << 20
+    };
+    let ring_bytes = mib(audit.capture_ring_mib, "capture_ring_mib", 16);
+    let dir_bytes = mib(audit.capture_dir_mib, "capture_dir_mib", 256);
+    let dir = audit
+        .capture_dir
+        .as_ref()
+        .map(|dir| source.relative_path(&dir.0));
+    crate::capture::CaptureSettings {
+        mode,
+        ring_bytes: usize::try_from(ring_bytes).unwrap_or(usize::MAX),
+        dir,
+        dir_bytes,
+    }
+}
+
 pub(super) fn keyword<T: Copy>(
     word: Option<&str>,
     (table, key): (&KeyPath, &str),
