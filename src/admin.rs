@@ -33,13 +33,34 @@ pub async fn serve(listener: TcpListener, state: Arc<GatewayState>) {
         tokio::spawn(async move {
             let service = service_fn(move |request| {
                 let state = state.clone();
-                async move { Ok::<_, Infallible>(answer(&state, &request).await) }
+                async move { Ok::<_, Infallible>(route(&state, request).await) }
             });
             let _ = auto::Builder::new(TokioExecutor::new())
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
         });
     }
+}
+
+async fn route(state: &GatewayState, request: Request<Incoming>) -> Response<ProxyBody> {
+    let path = request.uri().path();
+    let guarded = path.starts_with("/captures")
+        || (path == "/metrics" && state.config.load().server.protect_metrics);
+    if guarded
+        && let crate::console::Access::Refused(response) = crate::console::access(state, &request)
+    {
+        return response;
+    }
+    if path == "/console" || path.starts_with("/console/") {
+        return match crate::console::answer(state, request).await {
+            Some(response) => response,
+            None => json(
+                StatusCode::NOT_FOUND,
+                r#"{"status":"not found"}"#.to_owned(),
+            ),
+        };
+    }
+    answer(state, &request).await
 }
 
 async fn answer(state: &GatewayState, request: &Request<Incoming>) -> Response<ProxyBody> {
@@ -119,6 +140,11 @@ async fn ready(state: &GatewayState) -> Response<ProxyBody> {
 /// would not bring it back); each is reported for whoever watches — `mcp_servers`, `store`,
 /// and the plugins' sections (`services`: each validator service's breaker).
 async fn health(state: &GatewayState) -> Response<ProxyBody> {
+    json(StatusCode::OK, health_json(state).await.to_string())
+}
+
+/// What `/health` says, for the console too.
+pub(crate) async fn health_json(state: &GatewayState) -> serde_json::Value {
     let mut body = serde_json::json!({"status": "ok"});
     if !state.mcp.is_empty() {
         body["mcp_servers"] = serde_json::json!(state.mcp.health());
@@ -128,7 +154,7 @@ async fn health(state: &GatewayState) -> Response<ProxyBody> {
     for (section, detail) in state.plugins.health_sections() {
         body[section] = detail;
     }
-    json(StatusCode::OK, body.to_string())
+    body
 }
 
 /// The state store as the admin endpoints show it, from a check made now.

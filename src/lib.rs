@@ -41,6 +41,7 @@ mod capture;
 mod cli;
 mod config;
 mod connections;
+mod console;
 mod demo;
 mod discovery;
 mod error;

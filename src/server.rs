@@ -97,6 +97,7 @@ impl Gateway {
             metrics: runtime.metrics,
             audit,
             captures,
+            recent: Default::default(),
             registry: runtime.registry,
             plugins: runtime.plugins,
             ready: AtomicBool::new(false),

@@ -60,6 +60,8 @@ pub struct GatewayState {
     pub audit: AuditLog,
     /// The captured exchanges (`[audit] capture`); set at start, like the audit output.
     pub captures: crate::capture::CaptureStore,
+    /// The latest audit lines, for the console.
+    pub recent: crate::console::RecentExchanges,
     pub registry: Registry,
     pub plugins: PluginRegistry,
     pub ready: AtomicBool,

@@ -423,14 +423,17 @@ impl AuditLog {
     }
 
     pub async fn write(&self, record: &AuditRecord) {
-        let Some(sender) = &self.sender else { return };
         match serde_json::to_string(record) {
-            Ok(line) => {
-                if sender.send(line).await.is_err() {
-                    tracing::error!(request_id = %record.request_id, "the audit writer has stopped; a line was lost");
-                }
-            }
+            Ok(line) => self.write_line(line, &record.request_id).await,
             Err(error) => tracing::error!(%error, "cannot serialize an audit record"),
+        }
+    }
+
+    /// Writes a record already serialized (the console's ring keeps the same text).
+    pub async fn write_line(&self, line: String, request_id: &str) {
+        let Some(sender) = &self.sender else { return };
+        if sender.send(line).await.is_err() {
+            tracing::error!(%request_id, "the audit writer has stopped; a line was lost");
         }
     }
 }

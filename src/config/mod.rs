@@ -52,6 +52,10 @@ pub struct Config {
 pub struct ServerConfig {
     pub listen: SocketAddr,
     pub admin_listen: Option<SocketAddr>,
+    /// `admin_token`: what the console, its APIs and `/captures` ask for (and `/metrics` with
+    /// `protect_metrics`); without it they answer only on a loopback admin listener.
+    pub admin_token: Option<String>,
+    pub protect_metrics: bool,
     pub max_request_body_bytes: usize,
     pub max_response_body_bytes: usize,
     /// How long in-flight requests may take to finish after a shutdown signal.
@@ -453,6 +457,8 @@ pub(crate) struct RawTenant {
 pub(crate) struct RawServer {
     pub listen: EnvString,
     pub admin_listen: Option<EnvString>,
+    pub admin_token: Option<EnvString>,
+    pub protect_metrics: bool,
     pub max_request_body_bytes: usize,
     pub max_response_body_bytes: usize,
     pub shutdown_grace_ms: u64,
@@ -475,6 +481,8 @@ impl Default for RawServer {
         RawServer {
             listen: EnvString("127.0.0.1:8080".into()),
             admin_listen: Some(EnvString("127.0.0.1:9090".into())),
+            admin_token: None,
+            protect_metrics: false,
             max_request_body_bytes: 16 * 1024 * 1024,
             max_response_body_bytes: 64 * 1024 * 1024,
             shutdown_grace_ms: 30_000,

@@ -77,8 +77,13 @@ impl Exchange {
                 let violations = serde_json::to_value(&record.violations).unwrap_or_default();
                 self.keep_capture(&state.captures, status, &verdict, violations);
             }
-            if state.audit.is_enabled() {
-                state.audit.write(&record).await;
+            match serde_json::to_string(&record) {
+                Ok(line) => {
+                    // The console lists the same line the audit output gets.
+                    state.recent.push(&record.request_id, line.as_str().into());
+                    state.audit.write_line(line, &record.request_id).await;
+                }
+                Err(error) => tracing::error!(%error, "cannot serialize an audit record"),
             }
         }
         if !self.route.chain.runs_post_response() {

@@ -13,6 +13,7 @@ mod call_limit;
 mod captures;
 mod cli;
 mod connections;
+mod console;
 mod dashboards;
 mod disclosure;
 mod fixtures;

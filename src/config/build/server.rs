@@ -82,6 +82,10 @@ pub(super) fn build_server(
     Some(ServerConfig {
         listen: listen?,
         admin_listen: admin_listen?,
+        admin_token: (server.admin_token.as_ref())
+            .map(|token| token.0.trim().to_owned())
+            .filter(|token| !token.is_empty()),
+        protect_metrics: server.protect_metrics,
         max_request_body_bytes: server.max_request_body_bytes,
         max_response_body_bytes: server.max_response_body_bytes,
         shutdown_grace: millis(server.shutdown_grace_ms),
