@@ -214,6 +214,8 @@ mod tests {
         ServerConfig {
             listen: ([127, 0, 0, 1], 0).into(),
             admin_listen: None,
+            admin_token: None,
+            protect_metrics: false,
             max_request_body_bytes: limit,
             max_response_body_bytes: limit,
             shutdown_grace: Duration::from_secs(1),
