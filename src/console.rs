@@ -168,7 +168,9 @@ fn asset(text: &'static str, content_type: &'static str) -> Response<ProxyBody> 
         "x-content-type-options",
         HeaderValue::from_static("nosniff"),
     );
-    headers.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
+    // "no-referrer" would make the browser send `Origin: null` with the sign-in form, and the
+    // same-origin check needs the origin.
+    headers.insert("referrer-policy", HeaderValue::from_static("same-origin"));
     response
 }
 

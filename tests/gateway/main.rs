@@ -14,6 +14,7 @@ mod captures;
 mod cli;
 mod connections;
 mod console;
+mod console_browser;
 mod dashboards;
 mod disclosure;
 mod fixtures;
