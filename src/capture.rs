@@ -73,6 +73,9 @@ impl CaptureRecord {
 #[derive(Debug, Default)]
 pub struct Captured {
     pub request: Bytes,
+    /// A whole answer, shared with the exchange that read it (no copy).
+    pub whole: Option<Bytes>,
+    /// A streamed answer's events, copied as they pass.
     pub answer: Vec<u8>,
     /// The answer's events went past what the ring can hold: the rest is not kept.
     pub answer_cut: bool,
@@ -382,6 +385,33 @@ mod tests {
         let total: u64 = files.iter().sum();
         assert!(total <= 40_000 + 5_000 + 2_500, "pruned: {total}");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_directory_that_cannot_be_written_drops_the_file_copy_and_keeps_serving() {
+        // A path under a regular file can never be a directory: every write fails, as on a
+        // full disk.
+        let blocker = std::env::temp_dir().join(format!("toolgate-blocker-{}", std::process::id()));
+        std::fs::write(&blocker, b"a file").expect("a file");
+        let mut registry = Registry::default();
+        let settings = CaptureSettings {
+            mode: CaptureMode::All,
+            ring_bytes: 1 << 20,
+            dir: Some(blocker.join("captures")),
+            dir_bytes: 1 << 20,
+        };
+        let store = CaptureStore::new(settings, &mut registry);
+        store.keep(record("r1", 10));
+        store.keep(record("r2", 10));
+        assert!(store.find("r2").is_some(), "the ring still has it");
+        let mut text = String::new();
+        toolgate_plugin::prometheus_client::encoding::text::encode(&mut text, &registry)
+            .expect("encodes");
+        assert!(
+            text.contains("toolgate_captures_total{outcome=\"dropped\"} 2"),
+            "{text}"
+        );
+        let _ = std::fs::remove_file(&blocker);
     }
 
     #[test]

@@ -25,11 +25,10 @@ impl Exchange {
         }
     }
 
-    /// A whole answer as read (each attempt's replaces the one before).
-    pub fn capture_answer(&mut self, body: &[u8]) {
+    /// A whole answer as read (each attempt's replaces the one before), shared, not copied.
+    pub fn capture_answer(&mut self, body: &Bytes) {
         if let Some(captured) = &mut self.captured {
-            captured.answer.clear();
-            captured.answer.extend_from_slice(body);
+            captured.whole = Some(body.clone());
         }
     }
 
@@ -43,6 +42,7 @@ impl Exchange {
     /// A retried stream starts its capture again.
     pub fn capture_restart(&mut self) {
         if let Some(captured) = &mut self.captured {
+            captured.whole = None;
             captured.answer.clear();
             captured.answer_cut = false;
         }
@@ -89,7 +89,7 @@ impl Exchange {
     /// note in its place when a redaction cannot be written into it (nothing unredacted is
     /// kept).
     fn redacted_answer(&self, captured: &Captured) -> String {
-        let answer = &captured.answer;
+        let answer: &[u8] = captured.whole.as_deref().unwrap_or(&captured.answer);
         let format = self.format;
         let streamed = toolgate_formats::answer::looks_like_event_stream(answer);
         let calls = match streamed {
