@@ -94,7 +94,7 @@ impl Exchange {
         let streamed = toolgate_formats::answer::looks_like_event_stream(answer);
         let calls = match streamed {
             true => {
-                toolgate_formats::stream::reassemble(format, [&answer[..]])
+                toolgate_formats::stream::reassemble(format, [answer])
                     .response
                     .calls
             }
