@@ -204,7 +204,8 @@ impl StoreStatus {
     }
 }
 
-fn json(status: StatusCode, body: String) -> Response<ProxyBody> {
+/// A JSON answer of the admin listener (the console's too).
+pub(crate) fn json(status: StatusCode, body: String) -> Response<ProxyBody> {
     let mut response = Response::new(full(body));
     *response.status_mut() = status;
     response

@@ -18,6 +18,7 @@ use hyper::body::Incoming;
 use sha2::{Digest, Sha256};
 use tokio::sync::broadcast;
 
+use crate::admin::json;
 use crate::body::{ProxyBody, full};
 use crate::state::GatewayState;
 
@@ -150,13 +151,7 @@ fn same_origin(request: &Request<Incoming>) -> bool {
 }
 
 fn refusal(status: StatusCode, message: &str) -> Response<ProxyBody> {
-    let body = serde_json::json!({ "status": message }).to_string();
-    let mut response = Response::new(full(body));
-    *response.status_mut() = status;
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    response
+    json(status, serde_json::json!({ "status": message }).to_string())
 }
 
 fn asset(text: &'static str, content_type: &'static str) -> Response<ProxyBody> {
@@ -171,15 +166,6 @@ fn asset(text: &'static str, content_type: &'static str) -> Response<ProxyBody> 
     // "no-referrer" would make the browser send `Origin: null` with the sign-in form, and the
     // same-origin check needs the origin.
     headers.insert("referrer-policy", HeaderValue::from_static("same-origin"));
-    response
-}
-
-fn json(status: StatusCode, body: String) -> Response<ProxyBody> {
-    let mut response = Response::new(full(body));
-    *response.status_mut() = status;
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
 }
 
