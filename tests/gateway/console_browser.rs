@@ -168,8 +168,29 @@ impl Browser {
 }
 
 impl Drop for Browser {
+    /// Ends the session, so the driver closes its Chromium (killing the driver alone would
+    /// leave the browser's processes behind); the driver itself is stopped after, on drop.
     fn drop(&mut self) {
-        // The session ends with its driver, which kill_on_drop stops.
+        use std::io::{Read, Write};
+        let Some((address, path)) = self
+            .session
+            .strip_prefix("http://")
+            .and_then(|rest| rest.split_once('/'))
+        else {
+            return;
+        };
+        let Ok(mut stream) = std::net::TcpStream::connect(address) else {
+            return;
+        };
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+        let request = format!(
+            "DELETE /{path} HTTP/1.1\r\nHost: {address}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        );
+        // The driver answers once the browser is closed; its connection may stay open after.
+        if stream.write_all(request.as_bytes()).is_ok() {
+            let mut answer = [0u8; 1024];
+            let _ = stream.read(&mut answer);
+        }
     }
 }
 
