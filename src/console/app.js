@@ -114,26 +114,52 @@ async function loadGateway() {
   document.getElementById("health").textContent = JSON.stringify(overview.health, null, 2);
 }
 
-// Counters: sampled from /metrics every few seconds, each drawn as a small line of its rate.
-const COUNTERS = {
-  "requests/s": /^toolgate_requests_total\{/,
-  "blocks/s": /^toolgate_tool_calls_blocked_total\{.*mode="enforce"/,
-  "retries/s": /^toolgate_block_retries_total\{/,
-};
+// Counters: sampled from /metrics every few seconds, each drawn as a small line of its rate:
+// requests, blocks per check, on_block retries, and the average time toolgate added.
+function totals(text) {
+  const sums = { "requests/s": 0, "retries/s": 0, "added ms (avg)": null };
+  let addedSum = 0;
+  let addedCount = 0;
+  for (const line of text.split("\n")) {
+    if (line.startsWith("#")) continue;
+    const value = Number(line.split(" ").pop()) || 0;
+    if (line.startsWith("toolgate_requests_total{")) sums["requests/s"] += value;
+    else if (line.startsWith("toolgate_block_retries_total{")) sums["retries/s"] += value;
+    else if (line.startsWith("toolgate_tool_calls_blocked_total{") && line.includes('mode="enforce"')) {
+      const check = (line.match(/check="([^"]*)"/) || [])[1] || "?";
+      sums[`blocks/s: ${check}`] = (sums[`blocks/s: ${check}`] || 0) + value;
+    } else if (line.startsWith("toolgate_added_seconds_sum{")) addedSum += value;
+    else if (line.startsWith("toolgate_added_seconds_count{")) addedCount += value;
+  }
+  sums["added ms (avg)"] = [addedSum, addedCount];
+  return sums;
+}
 
 async function sample() {
   const text = await (await api("/metrics")).text();
   const now = Date.now() / 1000;
-  for (const [name, pattern] of Object.entries(COUNTERS)) {
-    let total = 0;
-    for (const line of text.split("\n")) {
-      if (pattern.test(line)) total += Number(line.split(" ").pop()) || 0;
-    }
+  for (const [name, total] of Object.entries(totals(text))) {
     const points = (state.series[name] = state.series[name] || []);
     points.push([now, total]);
     if (points.length > 60) points.shift();
   }
   draw();
+}
+
+// One value per interval: a counter's rate, or the added time's average over the interval.
+function steps(name, points) {
+  const values = [];
+  for (let i = 1; i < points.length; i++) {
+    const [t0, a] = points[i - 1];
+    const [t1, b] = points[i];
+    if (name.startsWith("added")) {
+      const count = b[1] - a[1];
+      values.push(count > 0 ? ((b[0] - a[0]) / count) * 1000 : 0);
+    } else {
+      values.push(t1 > t0 ? Math.max(0, (b - a) / (t1 - t0)) : 0);
+    }
+  }
+  return values;
 }
 
 function draw() {
@@ -144,11 +170,7 @@ function draw() {
     box.appendChild(el("div", name));
     const canvas = el("canvas");
     canvas.width = 240; canvas.height = 60;
-    const rates = [];
-    for (let i = 1; i < points.length; i++) {
-      const dt = points[i][0] - points[i - 1][0];
-      rates.push(dt > 0 ? Math.max(0, (points[i][1] - points[i - 1][1]) / dt) : 0);
-    }
+    const rates = steps(name, points);
     const context = canvas.getContext("2d");
     const top = Math.max(1e-9, ...rates);
     context.strokeStyle = "#1565c0";
