@@ -95,6 +95,7 @@ enum Command {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging();
+    crate::crypto::install();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(error) => {

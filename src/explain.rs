@@ -86,6 +86,7 @@ async fn load(config: &Config, recorded: Recorded) -> Result<(String, Bytes, Byt
                 }
             };
             let url = format!("{admin}/captures/{id}");
+            crate::crypto::install();
             let response = reqwest::get(&url)
                 .await
                 .map_err(|error| format!("cannot ask {url}: {error}"))?;

@@ -33,6 +33,7 @@
 //! - [`admin`]: `/health` (with each MCP backend's state), `/ready`, `/metrics`.
 //! - [`mcp`]: the MCP proxy — one MCP endpoint in front of many MCP servers, filtered per agent.
 //! - [`body`]: the body type used both ways.
+//! - [`crypto`]: ring as the process's TLS and JWT provider.
 //! - [`explain`], [`demo`]: offline verdicts on recorded exchanges, and a guided tour.
 
 mod admin;
@@ -42,6 +43,7 @@ mod cli;
 mod config;
 mod connections;
 mod console;
+mod crypto;
 mod demo;
 mod discovery;
 mod error;

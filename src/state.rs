@@ -32,6 +32,7 @@ impl Runtime {
 
     /// A custom set of plugins (`PluginRegistry::builtin(registry).with(…)` adds your own).
     pub fn with_plugins(plugins: impl FnOnce(&mut Registry) -> PluginRegistry) -> Self {
+        crate::crypto::install();
         let mut registry = Registry::default();
         let plugins = plugins(&mut registry);
         let metrics = Metrics::new(&mut registry);

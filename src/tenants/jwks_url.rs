@@ -132,6 +132,7 @@ impl RemoteJwks {
         let client = self
             .client
             .get_or_init(|| {
+                crate::crypto::install();
                 reqwest::Client::builder()
                     .timeout(FETCH_TIMEOUT)
                     .build()

@@ -193,6 +193,7 @@ impl JwtAuth {
         if named.is_empty() {
             return Err(TokenRejection::UnknownKey);
         }
+        crate::crypto::install();
         let mut outcome = Err(TokenRejection::WrongAlgorithm);
         // With no `kid`, every key of the token's algorithm is tried: a signature that verifies
         // with none is a bad signature, one that verifies but fails a claim check says which.

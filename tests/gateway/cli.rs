@@ -313,7 +313,7 @@ async fn secrets_never_reach_the_logs_or_the_audit_lines_even_at_trace_level() {
         .kill_on_drop(true)
         .spawn()
         .expect("starts");
-    let client = reqwest::Client::new();
+    let client = crate::common::http();
     let request = serde_json::json!({"model": "m", "messages": [{"role": "user", "content": "hi"}],
         "tools": [{"type": "function", "function": {"name": "declared", "parameters": {"type": "object"}}}]});
     let mut answered = 0;

@@ -232,7 +232,7 @@ async fn a_slowloris_flood_at_the_cap_does_not_lock_out_a_client() {
 
     let response = tokio::time::timeout(
         PATIENCE,
-        reqwest::Client::new()
+        crate::common::http()
             .get(format!("{}/v1/models", gateway.url()))
             .send(),
     )
@@ -615,7 +615,7 @@ async fn exchanges_cut_by_the_shutdown_grace_get_an_error_answer_in_their_format
     });
     until_upstream_saw(&upstream, 1).await;
     let waiting_on_http2 = tokio::spawn(async move {
-        let client = reqwest::Client::builder()
+        let client = crate::common::http_builder()
             .http2_prior_knowledge()
             .build()
             .expect("client");

@@ -60,7 +60,7 @@ async fn event_with(admin_address: std::net::SocketAddr, needle: String) -> Stri
 #[tokio::test]
 async fn the_console_lists_exchanges_live_opens_one_and_replays_it() {
     let (upstream, gateway) = start("").await;
-    let client = reqwest::Client::new();
+    let client = crate::common::http();
     let page = client
         .get(format!("{}/console", admin(&gateway)))
         .send()
@@ -171,7 +171,7 @@ async fn the_console_lists_exchanges_live_opens_one_and_replays_it() {
 #[tokio::test]
 async fn with_an_admin_token_the_console_apis_and_captures_ask_for_it() {
     let (_upstream, gateway) = start("admin_token = \"s3cret\"\nprotect_metrics = true\n").await;
-    let client = reqwest::Client::builder()
+    let client = crate::common::http_builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .expect("a client");

@@ -44,7 +44,7 @@ impl Browser {
             .kill_on_drop(true)
             .spawn()
             .expect("chromedriver starts");
-        let client = reqwest::Client::new();
+        let client = crate::common::http();
         let base = format!("http://127.0.0.1:{port}");
         let capabilities = json!({"capabilities": {"alwaysMatch": {
             "browserName": "chrome",

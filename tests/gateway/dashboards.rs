@@ -72,7 +72,7 @@ impl Prometheus {
 
     /// The result of an instant query; `Err` with Prometheus's words when the query is refused.
     async fn query(&self, expression: &str) -> Result<Vec<Value>, String> {
-        let response = reqwest::Client::new()
+        let response = crate::common::http()
             .get(format!("{}/api/v1/query", self.url))
             .query(&[("query", expression)])
             .send()

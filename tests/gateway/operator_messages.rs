@@ -31,7 +31,7 @@ async fn a_404_and_a_401_are_warnings_with_the_path_and_never_the_key() {
         .kill_on_drop(true)
         .spawn()
         .expect("starts");
-    let client = reqwest::Client::new();
+    let client = crate::common::http();
     let base = format!("http://127.0.0.1:{port}");
     let mut not_found = None;
     for _ in 0..100 {

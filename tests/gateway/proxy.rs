@@ -16,7 +16,7 @@ async fn method_path_query_headers_and_body_are_forwarded_without_hop_by_hop_hea
     upstream.push(
         Reply::json(200, json!({"object": "list", "data": []})).with_header("x-upstream", "yes"),
     );
-    let response = reqwest::Client::new()
+    let response = crate::common::http()
         .put(format!(
             "{}/v1/files/abc?purpose=batch&limit=2",
             gateway.url()
@@ -74,7 +74,7 @@ async fn the_request_id_is_kept_or_made_and_travels_both_ways() {
     let upstream = ScriptedUpstream::start().await;
     let gateway = TestGateway::start(&upstream, PASS_THROUGH).await;
     upstream.set_default(Reply::json(200, json!({})));
-    let client = reqwest::Client::new();
+    let client = crate::common::http();
     let given = client
         .get(format!("{}/v1/models", gateway.url()))
         .header("x-request-id", "trace-42")
@@ -176,7 +176,7 @@ async fn a_guarded_request_over_the_size_limit_is_a_413_envelope() {
 async fn http2_clients_are_served() {
     let (upstream, gateway) = start_guarded("").await;
     upstream.push(Reply::chat_text("hi"));
-    let client = reqwest::Client::builder()
+    let client = crate::common::http_builder()
         .http2_prior_knowledge()
         .build()
         .expect("client");
@@ -216,7 +216,7 @@ async fn graceful_shutdown_lets_an_in_flight_request_finish() {
 
     upstream.push(Reply::json(200, json!({"slow": true})).with_delay(Duration::from_millis(300)));
     let url = format!("{}/v1/models", gateway.url());
-    let in_flight = tokio::spawn(async move { reqwest::get(url).await });
+    let in_flight = tokio::spawn(async move { crate::common::http().get(url).send().await });
     // Stop only once the request is inside the gateway (it has reached the upstream).
     for _ in 0..200 {
         if upstream.request_count() == 2 {

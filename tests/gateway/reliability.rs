@@ -67,7 +67,7 @@ impl FileGateway {
     }
 
     async fn status_of(&self, path: &str) -> u16 {
-        reqwest::Client::new()
+        crate::common::http()
             .post(format!("http://{}{path}", self.addr))
             .json(&json!({"model": "m", "messages": []}))
             .send()
@@ -146,7 +146,7 @@ async fn an_exchange_in_flight_finishes_on_the_config_it_started_with() {
     let url = format!("http://{}/v1/chat/completions", gateway.addr);
     let request = json!({"model": "m", "messages": [], "tools": [{"type": "function", "function": {"name": "declared"}}]});
     let in_flight =
-        tokio::spawn(async move { reqwest::Client::new().post(url).json(&request).send().await });
+        tokio::spawn(async move { crate::common::http().post(url).json(&request).send().await });
     // Wait until the exchange is really in flight (the upstream holds it), however busy the
     // machine is.
     for _ in 0..200 {
@@ -296,7 +296,7 @@ async fn an_unguarded_body_that_stalls_is_cut_rather_than_pinned() {
 #[tokio::test]
 async fn repeated_keys_are_refused_not_guessed() {
     let (upstream, gateway) = start_guarded("").await;
-    let client = reqwest::Client::new();
+    let client = crate::common::http();
     let url = format!("{}/v1/chat/completions", gateway.url());
     let request = r#"{"model":"m","messages":[],"tools":[{"type":"function","function":{"name":"a"}}],"tools":[]}"#;
     let response = client

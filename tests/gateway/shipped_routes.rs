@@ -54,7 +54,7 @@ async fn send(
     path: &str,
     body: Option<&Value>,
 ) -> (u16, Bytes) {
-    let mut request = reqwest::Client::new()
+    let mut request = crate::common::http()
         .request(method, format!("{}{path}", gateway.url()))
         .header("authorization", "Bearer sk-client-key");
     if let Some(body) = body {

@@ -1,18 +1,19 @@
 //! Tenants identified by JWTs (`[auth.jwt]`) end to end: tokens signed in the test with freshly
-//! generated RS256, ES256 and EdDSA keys whose public halves are in a JWKS file. A valid token
-//! applies its tenant's policy (narrowed by its claims, never widened); expired, wrongly signed,
-//! wrong-audience and unknown-tenant tokens get 401 with the reason; a rotated JWKS file takes
-//! effect on a configuration reload.
+//! generated RS256 (by `openssl`: ring does not generate RSA keys), ES256 and EdDSA keys whose
+//! public halves are in a JWKS file. A valid token applies its tenant's policy (narrowed by its
+//! claims, never widened); expired, wrongly signed, wrong-audience and unknown-tenant tokens get
+//! 401 with the reason; a rotated JWKS file takes effect on a configuration reload.
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use aws_lc_rs::rand::SystemRandom;
-use aws_lc_rs::rsa::KeySize;
-use aws_lc_rs::signature::{self, EcdsaKeyPair, Ed25519KeyPair, KeyPair};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use ring::rand::SystemRandom;
+use ring::rsa::PublicKeyComponents;
+use ring::signature::{self, EcdsaKeyPair, Ed25519KeyPair, KeyPair, RsaKeyPair};
 use serde_json::{Value, json};
 use toolgate::{Config, Gateway, GatewayState, Runtime};
 
@@ -24,25 +25,35 @@ pub(crate) const ISSUER: &str = "https://idp.test";
 
 /// A test signing key of one algorithm, with the `kid` the JWKS names it by.
 pub(crate) enum TestKey {
-    Rsa(aws_lc_rs::rsa::KeyPair),
+    Rsa(RsaKeyPair),
     Ec(EcdsaKeyPair),
     Ed(Ed25519KeyPair),
 }
 
 impl TestKey {
     pub(crate) fn rsa() -> TestKey {
-        TestKey::Rsa(aws_lc_rs::rsa::KeyPair::generate(KeySize::Rsa2048).expect("an RSA key"))
+        let generated = Command::new("openssl")
+            .args(["genpkey", "-algorithm", "RSA", "-outform", "DER"])
+            .args(["-pkeyopt", "rsa_keygen_bits:2048"])
+            .output()
+            .expect("openssl runs");
+        assert!(generated.status.success(), "openssl genpkey: {generated:?}");
+        // OpenSSL 3.0 writes a PKCS#1 RSAPrivateKey; read PKCS#8 too, as other versions may.
+        let der = &generated.stdout;
+        let key = RsaKeyPair::from_der(der).or_else(|_| RsaKeyPair::from_pkcs8(der));
+        TestKey::Rsa(key.expect("an RSA key"))
     }
 
     pub(crate) fn ec() -> TestKey {
-        TestKey::Ec(
-            EcdsaKeyPair::generate(&signature::ECDSA_P256_SHA256_FIXED_SIGNING)
-                .expect("a P-256 key"),
-        )
+        let algorithm = &signature::ECDSA_P256_SHA256_FIXED_SIGNING;
+        let rng = SystemRandom::new();
+        let pkcs8 = EcdsaKeyPair::generate_pkcs8(algorithm, &rng).expect("a P-256 key");
+        TestKey::Ec(EcdsaKeyPair::from_pkcs8(algorithm, pkcs8.as_ref(), &rng).expect("a P-256 key"))
     }
 
     pub(crate) fn ed() -> TestKey {
-        TestKey::Ed(Ed25519KeyPair::generate().expect("an Ed25519 key"))
+        let pkcs8 = Ed25519KeyPair::generate_pkcs8(&SystemRandom::new()).expect("an Ed25519 key");
+        TestKey::Ed(Ed25519KeyPair::from_pkcs8(pkcs8.as_ref()).expect("an Ed25519 key"))
     }
 
     fn alg(&self) -> &'static str {
@@ -57,10 +68,9 @@ impl TestKey {
     pub(crate) fn jwk(&self, kid: &str) -> Value {
         match self {
             TestKey::Rsa(key) => {
-                let public = key.public_key();
+                let public = PublicKeyComponents::<Vec<u8>>::from(key.public());
                 json!({"kty": "RSA", "kid": kid, "use": "sig", "alg": "RS256",
-                       "n": b64(public.modulus().big_endian_without_leading_zero()),
-                       "e": b64(public.exponent().big_endian_without_leading_zero())})
+                       "n": b64(public.n), "e": b64(public.e)})
             }
             TestKey::Ec(key) => {
                 // An uncompressed point: 0x04, then x and y of 32 bytes each.
@@ -80,7 +90,7 @@ impl TestKey {
         let signing_input = format!("{}.{}", b64(header.to_string()), b64(claims.to_string()));
         let signature = match self {
             TestKey::Rsa(key) => {
-                let mut signature = vec![0; key.public_modulus_len()];
+                let mut signature = vec![0; key.public().modulus_len()];
                 key.sign(
                     &signature::RSA_PKCS1_SHA256,
                     &SystemRandom::new(),
@@ -376,7 +386,7 @@ impl FileGateway {
     }
 
     async fn status_with(&self, token: &str) -> u16 {
-        reqwest::Client::new()
+        crate::common::http()
             .post(format!("http://{}/v1/chat/completions", self.addr))
             .bearer_auth(token)
             .json(&both_tools())
@@ -521,7 +531,7 @@ async fn a_relative_jwks_file_is_read_next_to_the_config() {
     tokio::spawn(gateway.run(async {
         let _ = stopped.await;
     }));
-    let status = reqwest::Client::new()
+    let status = crate::common::http()
         .post(format!("http://{addr}/v1/chat/completions"))
         .bearer_auth(key.sign("k", &claims("reader", json!({}))))
         .json(&both_tools())

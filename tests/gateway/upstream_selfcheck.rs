@@ -11,7 +11,7 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 fn client() -> reqwest::Client {
-    reqwest::Client::new()
+    crate::common::http()
 }
 
 async fn post(upstream: &ScriptedUpstream, path: &str, body: &Value) -> reqwest::Response {

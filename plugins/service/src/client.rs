@@ -119,6 +119,9 @@ impl ServiceClient {
 
     fn client(&self) -> Result<&reqwest::Client, Failure> {
         let client = self.http.get_or_init(|| {
+            // reqwest is built without a provider of its own: the gateway installs ring; a
+            // process that did not gets it here rather than a panic from `build`.
+            let _ = rustls::crypto::ring::default_provider().install_default();
             reqwest::Client::builder()
                 .connect_timeout(self.descriptor.timeout)
                 .build()

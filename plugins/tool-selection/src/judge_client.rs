@@ -108,6 +108,9 @@ impl JudgeClient {
 
     fn client(&self) -> Result<&Client<OpenAIConfig>, String> {
         let client = self.client.get_or_init(|| {
+            // reqwest is built without a provider of its own: the gateway installs ring; a
+            // process that did not gets it here rather than a panic from `build`.
+            let _ = rustls::crypto::ring::default_provider().install_default();
             let http = reqwest::Client::builder()
                 .connect_timeout(self.connect_timeout)
                 .build()

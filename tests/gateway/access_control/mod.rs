@@ -106,7 +106,7 @@ fn client(gateway: &TestGateway, key: &str, headers: &[(&str, &str)]) -> Client<
             )
             .expect("a valid test header");
     }
-    Client::with_config(config)
+    Client::build(crate::common::http(), config)
 }
 
 /// Sends `body` through the SDK as `key` with `headers`: what an SDK user gets back.

@@ -32,6 +32,20 @@ pub struct TestGateway {
     task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
 }
 
+/// An HTTP client for a test's own requests. reqwest is built without a TLS provider of its
+/// own (ring is the process's, src/crypto.rs) and `Client::new` panics before one is installed:
+/// `Runtime::new` installs it, but a test of a spawned `toolgate` or of the scripted upstream
+/// alone may build its client first.
+pub fn http() -> reqwest::Client {
+    http_builder().build().expect("an HTTP client")
+}
+
+/// [`http`] with settings of the test's own.
+pub fn http_builder() -> reqwest::ClientBuilder {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+}
+
 /// What a test whose dependency is missing does: it fails, naming what to install, unless the
 /// run opted out with `TOOLGATE_SKIP_MISSING=1` (or, for the SDK tests, the older
 /// `TOOLGATE_SKIP_SDK_TESTS=1`). A skip is never silent: it is said on stderr and written to
@@ -223,7 +237,8 @@ impl TestGateway {
 
     /// A real OpenAI SDK client whose base URL is the gateway.
     pub fn openai(&self) -> Client<OpenAIConfig> {
-        Client::with_config(
+        Client::build(
+            http(),
             OpenAIConfig::new()
                 .with_api_base(format!("{}/v1", self.url()))
                 .with_api_key("sk-client-key"),
@@ -232,7 +247,8 @@ impl TestGateway {
 
     /// A real OpenAI SDK client that authenticates to the gateway with `key` (a tenant's).
     pub fn openai_with_key(&self, key: &str) -> Client<OpenAIConfig> {
-        Client::with_config(
+        Client::build(
+            http(),
             OpenAIConfig::new()
                 .with_api_base(format!("{}/v1", self.url()))
                 .with_api_key(key),
@@ -268,7 +284,7 @@ impl TestGateway {
 
     /// POSTs a JSON body to `path` and returns the raw response.
     pub async fn post(&self, path: &str, body: &Value) -> reqwest::Response {
-        reqwest::Client::new()
+        http()
             .post(format!("{}{path}", self.url()))
             .header("authorization", "Bearer sk-client-key")
             .json(body)
@@ -279,7 +295,7 @@ impl TestGateway {
 
     /// GETs `path` from the gateway: the status and the body as text.
     pub async fn get_text(&self, path: &str) -> (u16, String) {
-        let response = reqwest::Client::new()
+        let response = http()
             .get(format!("{}{path}", self.url()))
             .send()
             .await
@@ -330,14 +346,16 @@ impl TestGateway {
 
     fn post_request(&self, path: &str, headers: &[(&str, &str)]) -> reqwest::RequestBuilder {
         headers.iter().fold(
-            reqwest::Client::new().post(format!("{}{path}", self.url())),
+            http().post(format!("{}{path}", self.url())),
             |request, (name, value)| request.header(*name, *value),
         )
     }
 
     pub async fn admin_get(&self, path: &str) -> reqwest::Response {
         let admin = self.admin_addr.expect("admin listener configured");
-        reqwest::get(format!("http://{admin}{path}"))
+        http()
+            .get(format!("http://{admin}{path}"))
+            .send()
             .await
             .expect("the admin endpoint answers")
     }

@@ -220,7 +220,7 @@ async fn a_tool_the_tenants_access_level_closes_is_never_shown_or_loaded() {
     let mut request = chat_request();
     request["tools"].as_array_mut().expect("tools").push(json!({"type": "function",
         "function": {"name": "db_query", "description": "Runs SQL.", "parameters": {"type": "object"}}}));
-    let response = reqwest::Client::new()
+    let response = crate::common::http()
         .post(format!("{}/v1/chat/completions", gateway.url()))
         .bearer_auth("sk-agent")
         .json(&request)

@@ -180,7 +180,7 @@ async fn in_session(
     agent: Option<&str>,
 ) -> (u16, String) {
     let list = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"});
-    let mut request = reqwest::Client::new()
+    let mut request = crate::common::http()
         .request(http_method, format!("{}/mcp", gateway.url()))
         .bearer_auth(key)
         .header("accept", ACCEPT_MCP)
@@ -284,7 +284,7 @@ async fn a_notification_sent_before_the_listening_stream_arrives_when_it_attache
     }
     assert!(back, "memory came back");
 
-    let mut stream = reqwest::Client::new()
+    let mut stream = crate::common::http()
         .get(format!("{}/mcp", gateway.url()))
         .bearer_auth("sk-dev")
         .header("accept", "text/event-stream")

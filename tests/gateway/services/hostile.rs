@@ -64,7 +64,7 @@ async fn framing_header_patches_are_invalid_answers_and_never_reach_the_client()
 
         // Failing open, the answer is the upstream's, framed by the gateway: one keep-alive
         // client reads two whole answers in a row, which a forged length would have desynced.
-        let client = reqwest::Client::builder()
+        let client = crate::common::http_builder()
             .pool_idle_timeout(Duration::from_secs(30))
             .build()
             .expect("a client");
