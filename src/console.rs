@@ -15,7 +15,6 @@ use http::header::{CONTENT_TYPE, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use sha2::{Digest, Sha256};
 use tokio::sync::broadcast;
 
 use crate::admin::json;
@@ -85,8 +84,12 @@ pub enum Access {
 }
 
 fn digest(token: &str) -> String {
-    let digest = Sha256::digest(token.as_bytes());
-    digest.iter().map(|byte| format!("{byte:02x}")).collect()
+    let digest = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
+    digest
+        .as_ref()
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
 }
 
 /// Compares without stopping at the first difference.

@@ -12,7 +12,6 @@ use std::sync::Arc;
 
 use http::HeaderMap;
 use http::header::{self, HeaderName};
-use sha2::{Digest, Sha256};
 use toolgate_plugin::Tenant;
 
 pub use jwks::parse_jwks;
@@ -146,7 +145,10 @@ impl TenantDirectory {
 
 /// The SHA-256 digest of a key.
 pub fn digest(key: &[u8]) -> KeyDigest {
-    Sha256::digest(key).into()
+    let digest = ring::digest::digest(&ring::digest::SHA256, key);
+    let mut bytes = KeyDigest::default();
+    bytes.copy_from_slice(digest.as_ref());
+    bytes
 }
 
 /// Reads a lowercase or uppercase hex SHA-256 digest.
