@@ -26,6 +26,7 @@
 //! - `mcp`: the soak's MCP backend (server-everything) and its JSON-RPC client.
 //! - `callgrind`: the functions a callgrind profile saw run (for `link/hot-functions.txt`).
 //! - `dist`: the `dist` build measured, and the check that its hot-function list is current.
+//! - `revision`: what a report is stamped with: the commit measured, its dirty flag, the profile.
 //! - `least_guard`: the least tool-call guard serde_json and jsonschema make (the guarded floor).
 //! - `catalog`: a realistic 200-tool MCP-style catalog, for the disclosure measurement.
 //! - `scripted_model`: an upstream playing a model that loads tools through `tool_disclosure`.
@@ -43,6 +44,7 @@ pub mod procs;
 pub mod raw_http;
 pub mod redis;
 pub mod report;
+pub mod revision;
 pub mod rogue_service;
 pub mod scripted_model;
 pub mod stack;

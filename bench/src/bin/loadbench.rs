@@ -521,14 +521,7 @@ fn machine(nginx: &Path, oha: Option<&Path>, root: &Path) -> Vec<(String, String
                 .map(|rest| rest.trim().to_owned())
         })
         .unwrap_or_default();
-    let root_text = root.display().to_string();
-    let mut revision = command_output(
-        "git",
-        &["-C", &root_text, "describe", "--always", "--dirty"],
-    );
-    if revision.ends_with("-dirty") {
-        revision.push_str(" (uncommitted changes in the tree were built)");
-    }
+    let revision = toolgate_bench::revision::of_tree(root);
     vec![
         (
             "date (UTC)".into(),
@@ -560,6 +553,13 @@ fn machine(nginx: &Path, oha: Option<&Path>, root: &Path) -> Vec<(String, String
             oha.map(oha::version).unwrap_or_else(|| "not used".into()),
         ),
         ("toolgate".into(), revision),
+        (
+            "profile".into(),
+            format!(
+                "`dist` (toolgate, bench-upstream, hyper-hop; TOOLGATE_HOT_FUNCTIONS=on); the driver: `{}`",
+                toolgate_bench::revision::own_profile()
+            ),
+        ),
     ]
 }
 
