@@ -329,8 +329,20 @@ fn events(state: &GatewayState) -> Response<ProxyBody> {
         {
             return;
         }
+        // A comment now and then finds a page that went away while nothing happened.
+        let mut keep_alive = tokio::time::interval(std::time::Duration::from_secs(15));
+        keep_alive.tick().await;
         loop {
-            let frame = match receiver.recv().await {
+            let received = tokio::select! {
+                received = receiver.recv() => received,
+                _ = keep_alive.tick() => {
+                    if sender.send(Ok(Bytes::from_static(b": keep-alive\n\n"))).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            let frame = match received {
                 Ok(line) => format!("data: {line}\n\n"),
                 Err(broadcast::error::RecvError::Lagged(missed)) => {
                     format!(": {missed} exchanges were missed\n\n")
