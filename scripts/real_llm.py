@@ -9,6 +9,17 @@
         through toolgate, with the openai SDK. Prints what it saw and writes RESULTS_JSON.
         Exit 1: toolgate failed (a verdict not acted on as the judge said, or streaming broken);
         exit 3: toolgate did its part but the model's verdicts were not the expected ones.
+    real_llm.py tasks GATE_URL TASKS_JSON AUDIT_FILE RESULTS_JSON
+        Every task of TASKS_JSON (scripts/real-llm-tasks.json: a user request and its declared tools)
+        through toolgate to a real model, with the openai SDK, on two routes: /error/v1 (tool_selection,
+        on_block = "error") and /retry/v1 (on_block = "retry", max_retries 2). What the model called,
+        what toolgate blocked and by which check, what the retries repaired and the latency come from
+        the answers and from toolgate's audit lines (AUDIT_FILE); prints a table per task and a summary,
+        writes RESULTS_JSON. Environment: TOOLGATE_REAL_LLM_MAX_TOKENS (default 256),
+        TOOLGATE_REAL_LLM_TASKS (ids or kinds to run, comma-separated; default all).
+        Exit 1: toolgate failed (an answer that passed with a call outside its declared tools or
+        schema, a block without violations, an exchange without its audit line); the model's
+        mistakes are results, not failures.
 """
 
 import json
@@ -242,10 +253,257 @@ def check(gate_url, admin_url, runs, out_path):
     return 0
 
 
+# ---- tasks: a real model makes the calls, toolgate checks them -------------------------------------
+
+ROUTES = ("error", "retry")
+
+
+def send_task(client, task, tools, max_tokens):
+    """One task on one route: what the client got (status, calls, text, violations) and how long it took."""
+    import openai
+
+    started = time.monotonic()
+    out = {"status": None, "request_id": None, "calls": [], "text": None, "finish_reason": None,
+           "violations": [], "error": None}
+    try:
+        raw = client.chat.completions.with_raw_response.create(
+            model="gemma3",
+            messages=[{"role": "user", "content": task["user"]}],
+            tools=tools,
+            max_tokens=max_tokens,
+            temperature=0,
+        )
+        out["status"] = raw.status_code
+        out["request_id"] = raw.headers.get("x-request-id")
+        answer = raw.parse()
+        choice = answer.choices[0]
+        out["finish_reason"] = choice.finish_reason
+        out["text"] = choice.message.content
+        out["calls"] = [{"name": c.function.name, "arguments": c.function.arguments}
+                        for c in choice.message.tool_calls or []]
+    except openai.APIStatusError as error:
+        body = error.body if isinstance(error.body, dict) else {}
+        out["status"] = error.status_code
+        out["request_id"] = error.response.headers.get("x-request-id") or body.get("request_id")
+        out["violations"] = body.get("violations") or []
+        out["error"] = body.get("code") or str(error)[:200]
+    except openai.APIConnectionError as error:  # includes timeouts
+        out["error"] = f"{type(error).__name__}: {error}"[:200]
+    out["seconds"] = round(time.monotonic() - started, 3)
+    return out
+
+
+def read_audit(path, wanted, wait=10.0):
+    """The audit lines of the request ids in `wanted` (the writer is asynchronous: wait a little)."""
+    lines = {}
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            with open(path) as f:
+                for line in f:
+                    try:
+                        record = json.loads(line)
+                    except ValueError:
+                        continue
+                    if record.get("request_id") in wanted:
+                        lines[record["request_id"]] = record
+        except FileNotFoundError:
+            pass
+        if wanted <= set(lines) or time.monotonic() > deadline:
+            return lines
+        time.sleep(0.5)
+
+
+def independent_check(calls, declared):
+    """toolgate's verdict on an answer that passed, checked again here: every call declared and its
+    arguments valid for the tool's schema (Python's jsonschema). None when jsonschema is missing."""
+    try:
+        import jsonschema
+    except ImportError:
+        return None
+    problems = []
+    for call in calls:
+        if call["name"] not in declared:
+            problems.append(f"{call['name']}: not declared")
+            continue
+        try:
+            arguments = json.loads(call["arguments"] or "{}")
+        except ValueError:
+            problems.append(f"{call['name']}: arguments are not JSON")
+            continue
+        for error in jsonschema.Draft202012Validator(declared[call["name"]]).iter_errors(arguments):
+            problems.append(f"{call['name']}: {error.message}")
+    return problems
+
+
+def violation_label(v):
+    where = v.get("instance_path") or ""
+    keyword = v.get("keyword")
+    detail = f"{where} {keyword}".strip() if keyword else where
+    return f"{v.get('check')}:{v.get('code')}" + (f" ({detail})" if detail else "")
+
+
+def classify_retry(result, audit):
+    attempts = (audit or {}).get("attempts") or []
+    if result["status"] == 200:
+        if not attempts:
+            return "passed"
+        return "repaired (call)" if result["calls"] else "repaired (text)"
+    if result["status"] == 403:
+        return "still blocked"
+    return "error"
+
+
+def percentile(values, q):
+    if not values:
+        return None
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, int(round(q * (len(ordered) - 1)))))
+    return ordered[index]
+
+
+def tasks(gate_url, tasks_path, audit_path, out_path):
+    import os
+
+    import openai
+
+    spec = json.load(open(tasks_path))
+    library = spec["tools"]
+    chosen = [t for t in (os.environ.get("TOOLGATE_REAL_LLM_TASKS") or "").split(",") if t]
+    todo = [t for t in spec["tasks"] if not chosen or t["id"] in chosen or t["kind"] in chosen]
+    max_tokens = int(os.environ.get("TOOLGATE_REAL_LLM_MAX_TOKENS", "256"))
+    clients = {route: openai.OpenAI(base_url=f"{gate_url}/{route}/v1", api_key="unused", max_retries=0,
+                                    timeout=300)
+               for route in ROUTES}
+    print(f"{len(todo)} tasks, max_tokens {max_tokens}, routes /error/v1 (on_block error) and /retry/v1 "
+          f"(on_block retry, max_retries 2)")
+    results = []
+    for n, task in enumerate(todo, 1):
+        tools = [{"type": "function", "function": {"name": name, **library[name]}} for name in task["tools"]]
+        row = {"task": task}
+        for route in ROUTES:
+            row[route] = send_task(clients[route], task, tools, max_tokens)
+        e, r = row["error"], row["retry"]
+        def said(x):
+            if x["status"] == 200:
+                calls = " ".join(f"{c['name']}{c['arguments']}" for c in x["calls"]) or f"text: {(x['text'] or '')[:50]!r}"
+                return f"200 {calls}"
+            if x["status"] == 403:
+                return "403 " + ", ".join(violation_label(v) for v in x["violations"])
+            return f"{x['status']} {x['error']}"
+        print(f"[{n:2}/{len(todo)}] {task['id']:10} {e['seconds']:5.1f}s error route: {said(e)}")
+        print(f"{'':19}{r['seconds']:5.1f}s retry route: {said(r)}")
+        results.append(row)
+
+    wanted = {row[route]["request_id"] for row in results for route in ROUTES if row[route]["request_id"]}
+    audit = read_audit(audit_path, wanted)
+    failures = []
+    for row in results:
+        declared = {name: library[name]["parameters"] for name in row["task"]["tools"]}
+        for route in ROUTES:
+            x = row[route]
+            line = audit.get(x["request_id"])
+            x["audit"] = None if line is None else {
+                k: line.get(k) for k in ("verdict", "status", "calls", "violations", "attempts", "timings_ms")
+            }
+            if x["status"] in (200, 403) and line is None:
+                failures.append(f"{row['task']['id']} {route}: no audit line for {x['request_id']}")
+            if x["status"] == 200:
+                problems = independent_check(x["calls"], declared)
+                x["independent_check"] = problems
+                if problems:
+                    failures.append(f"{row['task']['id']} {route}: passed with {problems}")
+            if x["status"] == 403 and not x["violations"]:
+                failures.append(f"{row['task']['id']} {route}: 403 without violations")
+        row["retry"]["outcome"] = classify_retry(row["retry"], row["retry"]["audit"])
+
+    summary = summarise(results)
+    print_summary(summary)
+    with open(out_path, "w") as f:
+        json.dump({"summary": summary, "failures": failures, "tasks": results}, f, indent=1)
+    if failures:
+        print("FAIL: toolgate")
+        for failure in failures:
+            print("  " + failure)
+        return 1
+    print("PASS (toolgate's part; what the model did is in the table)")
+    return 0
+
+
+def summarise(results):
+    from collections import Counter
+
+    first = [row["error"] for row in results]
+    retry = [row["retry"] for row in results]
+    audit_calls = lambda x: (x.get("audit") or {}).get("calls") or []
+    s = {"tasks": len(results), "kinds": dict(Counter(row["task"]["kind"] for row in results))}
+    # The error route shows the model's first answer as it came: calls, and what toolgate did with them.
+    s["answers"] = dict(Counter(
+        "with calls, allowed" if x["status"] == 200 and x["calls"] else
+        "text only" if x["status"] == 200 else
+        "with calls, blocked" if x["status"] == 403 else
+        f"upstream error ({x['status']} {x['error']})" for x in first))
+    s["calls"] = sum(len(audit_calls(x)) for x in first)
+    s["calls_allowed"] = sum(len(x["calls"]) for x in first if x["status"] == 200)
+    s["calls_blocked"] = sum(len(audit_calls(x)) for x in first if x["status"] == 403)
+    s["violations_by_check"] = dict(Counter(violation_label(v) for x in first for v in x["violations"]))
+    s["cut_at_max_tokens"] = sum(x["finish_reason"] == "length" for x in first)
+    # Did the model pick right? A task that fits expects its tool; one that does not expects no call.
+    by_kind = {}
+    for row in results:
+        kind, expect, x = row["task"]["kind"], row["task"]["expect"], row["error"]
+        names = [c["name"] for c in audit_calls(x)] if x["status"] in (200, 403) else None
+        k = by_kind.setdefault(kind, Counter())
+        k["tasks"] += 1
+        if names is None:
+            k["upstream error"] += 1
+        elif expect is None:
+            k["no call (right)" if not names else "called a tool anyway"] += 1
+        elif not names:
+            k["no call"] += 1
+        elif names[0] == expect:
+            k["expected tool"] += 1
+        else:
+            k["another tool"] += 1
+        if x["status"] == 403:
+            k["blocked"] += 1
+    s["by_kind"] = {kind: dict(c) for kind, c in by_kind.items()}
+    s["retry_outcomes"] = dict(Counter(x["outcome"] for x in retry))
+    s["retries"] = sum(max(0, len((x.get("audit") or {}).get("attempts") or []) - 1) for x in retry)
+    # At temperature 0 without the prompt cache both routes' first attempts are the same request:
+    # the retry route's first attempt should be blocked exactly when the error route's answer was.
+    s["first_attempts_agree"] = sum(
+        bool((x.get("audit") or {}).get("attempts")) == (row["error"]["status"] == 403)
+        for row, x in zip(results, retry))
+    for route, xs in (("error", first), ("retry", retry)):
+        secs = [x["seconds"] for x in xs]
+        ups = [((x.get("audit") or {}).get("timings_ms") or {}).get("upstream") for x in xs]
+        ups = [u / 1000 for u in ups if u is not None]
+        checks = [((x.get("audit") or {}).get("timings_ms") or {}).get("checks") for x in xs]
+        checks = [c for c in checks if c is not None]
+        s[f"latency_{route}"] = {
+            "client_median_s": round(statistics.median(secs), 2) if secs else None,
+            "client_p90_s": round(percentile(secs, 0.9), 2) if secs else None,
+            "client_max_s": round(max(secs), 2) if secs else None,
+            "upstream_median_s": round(statistics.median(ups), 2) if ups else None,
+            "checks_median_ms": round(statistics.median(checks), 3) if checks else None,
+            "checks_max_ms": round(max(checks), 3) if checks else None,
+        }
+    return s
+
+
+def print_summary(s):
+    print("\nsummary")
+    for key, value in s.items():
+        print(f"  {key}: {value}")
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["upstream"]:
         ThreadingHTTPServer(("127.0.0.1", int(sys.argv[2])), Scripted).serve_forever()
     elif sys.argv[1:2] == ["check"]:
         sys.exit(check(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]))
+    elif sys.argv[1:2] == ["tasks"] and len(sys.argv) == 6:
+        sys.exit(tasks(*sys.argv[2:6]))
     else:
         sys.exit(__doc__)
