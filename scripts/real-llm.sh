@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Runs toolgate against a real model under llama.cpp's server, end to end. Default: SmolLM2-135M-Instruct
 # as the semantic judge allows and denies tool calls, and text streams through a route. --tasks: Gemma 3
-# 270M makes real tool calls for the tasks of scripts/real-llm-tasks.json, through two guarded routes
+# 270M makes real tool calls for the tasks of scripts/real-llm-tasks.json, through two guarded gateways
 # (on_block = "error" and "retry"). Not part of CI: the first run builds llama-server from source
-# (~30 min on 2 cores). How to run it and its last results: docs/real-model.md.
+# (10-30 min on 2 cores). How to run it and its last results: docs/real-model.md.
 #
 #   scripts/real-llm.sh              build/fetch what is missing, then run the judge checks
 #   scripts/real-llm.sh --tasks      build/fetch what is missing, then run the tasks (results in run-tasks/)
 #   scripts/real-llm.sh --build-only stop after llama-server and both models are in the cache
 #
 # Environment: TOOLGATE_REAL_LLM_DIR (cache), TOOLGATE_BIN, TOOLGATE_REAL_LLM_JOBS (build -j, default 1),
-# TOOLGATE_REAL_LLM_RUNS (repeats per judged case, default 5), TOOLGATE_REAL_LLM_PORT (first of 4 ports).
+# TOOLGATE_REAL_LLM_RUNS (repeats per judged case, default 5), TOOLGATE_REAL_LLM_PORT (first of 4 ports, 5 with --tasks).
 # TOOLGATE_REAL_LLM_SERVER_ARGS (more llama-server flags, appended last, e.g. --cache-prompt).
 # --tasks only: TOOLGATE_REAL_LLM_MAX_TOKENS (default 256), TOOLGATE_REAL_LLM_TASKS (ids or kinds, default all).
 # Exit status: 0 all as expected; 1 toolgate (or the set-up) failed; 3 toolgate acted on every verdict
@@ -207,51 +207,52 @@ if [[ $mode == tasks ]]; then
   log "starting llama-server on 127.0.0.1:$llama_port with $(basename "$model") and $(basename "$template")"
   # The GGUF carries no chat template: ours describes the request's tools and the <tool_call> format,
   # which llama-server's template analysis then parses into tool_calls. -n caps a model that does not
-  # stop; --no-cache-prompt keeps the two routes' first attempts the same request (temperature 0).
-  "$cache/bin/llama-server" -m "$model" --alias gemma3 --host 127.0.0.1 --port "$llama_port" \
+  # stop; --no-cache-prompt keeps the two routes' first attempts the same request (temperature 0);
+  # nice and two threads leave the machine usable for other work.
+  nice -n 10 "$cache/bin/llama-server" -m "$model" --alias gemma3 --host 127.0.0.1 --port "$llama_port" \
     --jinja --chat-template-file "$template" \
     -c 4096 -np 1 -t 2 -n "${TOOLGATE_REAL_LLM_MAX_TOKENS:-256}" --no-cache-prompt ${TOOLGATE_REAL_LLM_SERVER_ARGS:-} \
     >"$run/llama-server.log" 2>&1 &
   pids+=($!)
-  # Two routes to the same model with tool_selection's membership and schema checks (no judge): one
-  # answers a block with the 403, the other feeds the violations back to the model and asks again.
-  cat >"$run/toolgate.toml" <<TOML
+  # Two gateways in front of the same model, each with tool_selection's membership and schema checks
+  # (no judge): one answers a block with the 403, the other feeds the violations back to the model and
+  # asks again. Two processes rather than two routes of one: toolgate forwards a request's path as it
+  # came, and llama-server serves /v1/chat/completions only, not a prefixed /error/v1/... path.
+  gate_config() { # name, listen port, admin port, on_block lines
+    cat >"$run/toolgate-$1.toml" <<TOML
+# scripts/real-llm.sh --tasks: the on_block = "$1" gateway in front of llama-server.
 [server]
-listen = "127.0.0.1:$gate_port"
-admin_listen = "127.0.0.1:$((port0 + 3))"
+listen = "127.0.0.1:$2"
+admin_listen = "127.0.0.1:$3"
 
 [upstreams.llama]
 url = "http://127.0.0.1:$llama_port"
 
 [audit]
-output = "$run/audit.jsonl"
+output = "$run/audit-$1.jsonl"
 
 [[routes]]
-path = "/error/v1/chat/completions"
+path = "/v1/chat/completions"
 upstream = "llama"
 format = "chat_completions"
 [[routes.plugins]]
 name = "tool_selection"
-on_block = "error"
-
-[[routes]]
-path = "/retry/v1/chat/completions"
-upstream = "llama"
-format = "chat_completions"
-[[routes.plugins]]
-name = "tool_selection"
-on_block = "retry"
-max_retries = 2
-retry_deadline_ms = 240000
+$4
 TOML
-  "$toolgate" check -c "$run/toolgate.toml" >/dev/null || die "toolgate check refused $run/toolgate.toml"
-  "$toolgate" serve -c "$run/toolgate.toml" >"$run/toolgate.log" 2>&1 &
-  pids+=($!)
+    "$toolgate" check -c "$run/toolgate-$1.toml" >/dev/null || die "toolgate check refused $run/toolgate-$1.toml"
+    "$toolgate" serve -c "$run/toolgate-$1.toml" >"$run/toolgate-$1.log" 2>&1 &
+    pids+=($!)
+  }
+  error_port=$gate_port retry_port=$upstream_port
+  gate_config error "$error_port" $((port0 + 3)) 'on_block = "error"'
+  gate_config retry "$retry_port" $((port0 + 4)) $'on_block = "retry"\nmax_retries = 2\nretry_deadline_ms = 240000'
   wait_http "http://127.0.0.1:$llama_port/health" 120 llama-server
-  wait_http "http://127.0.0.1:$((port0 + 3))/ready" 30 toolgate
+  wait_http "http://127.0.0.1:$((port0 + 3))/ready" 30 "toolgate (error)"
+  wait_http "http://127.0.0.1:$((port0 + 4))/ready" 30 "toolgate (retry)"
   set +e
-  "$python" -u "$here/real_llm.py" tasks "http://127.0.0.1:$gate_port" "$here/real-llm-tasks.json" \
-    "$run/audit.jsonl" "$run/results.json" 2>&1 | tee "$run/tasks.log"
+  "$python" -u "$here/real_llm.py" tasks "http://127.0.0.1:$error_port" "http://127.0.0.1:$retry_port" \
+    "http://127.0.0.1:$((port0 + 4))" "$here/real-llm-tasks.json" "$run/results.json" \
+    "$run/audit-error.jsonl" "$run/audit-retry.jsonl" 2>&1 | tee "$run/tasks.log"
   status=${PIPESTATUS[0]}
   set -e
   versions "$model" >"$run/versions.txt"

@@ -9,12 +9,14 @@
         through toolgate, with the openai SDK. Prints what it saw and writes RESULTS_JSON.
         Exit 1: toolgate failed (a verdict not acted on as the judge said, or streaming broken);
         exit 3: toolgate did its part but the model's verdicts were not the expected ones.
-    real_llm.py tasks GATE_URL TASKS_JSON AUDIT_FILE RESULTS_JSON
+    real_llm.py tasks ERROR_URL RETRY_URL RETRY_ADMIN_URL TASKS_JSON RESULTS_JSON AUDIT_FILE...
         Every task of TASKS_JSON (scripts/real-llm-tasks.json: a user request and its declared tools)
-        through toolgate to a real model, with the openai SDK, on two routes: /error/v1 (tool_selection,
-        on_block = "error") and /retry/v1 (on_block = "retry", max_retries 2). What the model called,
-        what toolgate blocked and by which check, what the retries repaired and the latency come from
-        the answers and from toolgate's audit lines (AUDIT_FILE); prints a table per task and a summary,
+        through toolgate to a real model, with the openai SDK, through two gateways: ERROR_URL
+        (tool_selection, on_block = "error") and RETRY_URL (on_block = "retry", max_retries 2). What the
+        model called, what toolgate blocked and by which check, what the retries repaired and the
+        latency come from the answers, from the gateways' audit lines (the AUDIT_FILEs) and from the
+        retry gateway's toolgate_block_retries_total (RETRY_ADMIN_URL); prints a line per task and
+        route and a summary,
         writes RESULTS_JSON. Environment: TOOLGATE_REAL_LLM_MAX_TOKENS (default 256),
         TOOLGATE_REAL_LLM_TASKS (ids or kinds to run, comma-separated; default all).
         Exit 1: toolgate failed (an answer that passed with a call outside its declared tools or
@@ -293,22 +295,23 @@ def send_task(client, task, tools, max_tokens):
     return out
 
 
-def read_audit(path, wanted, wait=10.0):
+def read_audit(paths, wanted, wait=10.0):
     """The audit lines of the request ids in `wanted` (the writer is asynchronous: wait a little)."""
     lines = {}
     deadline = time.monotonic() + wait
     while True:
-        try:
-            with open(path) as f:
-                for line in f:
-                    try:
-                        record = json.loads(line)
-                    except ValueError:
-                        continue
-                    if record.get("request_id") in wanted:
-                        lines[record["request_id"]] = record
-        except FileNotFoundError:
-            pass
+        for path in paths:
+            try:
+                with open(path) as f:
+                    for line in f:
+                        try:
+                            record = json.loads(line)
+                        except ValueError:
+                            continue
+                        if record.get("request_id") in wanted:
+                            lines[record["request_id"]] = record
+            except FileNotFoundError:
+                pass
         if wanted <= set(lines) or time.monotonic() > deadline:
             return lines
         time.sleep(0.5)
@@ -344,14 +347,32 @@ def violation_label(v):
 
 
 def classify_retry(result, audit):
+    """What the retry route made of a task. A 403 whose audit line lists no attempts was not asked
+    again, or its retry got no answer to check (the upstream refused it): toolgate's metrics tell."""
     attempts = (audit or {}).get("attempts") or []
     if result["status"] == 200:
         if not attempts:
-            return "passed"
-        return "repaired (call)" if result["calls"] else "repaired (text)"
+            return "passed first time"
+        return "blocked, then a call passed" if result["calls"] else "blocked, then text only"
     if result["status"] == 403:
-        return "still blocked"
+        return "blocked after retries" if attempts else "blocked, no retry answer"
     return "error"
+
+
+def retry_metrics(admin_url):
+    """toolgate_block_retries_total by outcome (passed, blocked, failed), from the retry gateway."""
+    out = {}
+    try:
+        text = urllib.request.urlopen(f"{admin_url}/metrics", timeout=10).read().decode()
+    except OSError as error:
+        return {"unreadable": str(error)}
+    for line in text.splitlines():
+        m = re.match(r'toolgate_block_retries_total\{([^}]*)\} (\S+)', line)
+        if m:
+            outcome = re.search(r'outcome="(\w+)"', m.group(1))
+            key = outcome.group(1) if outcome else m.group(1)
+            out[key] = out.get(key, 0) + int(float(m.group(2)))
+    return out
 
 
 def percentile(values, q):
@@ -362,7 +383,7 @@ def percentile(values, q):
     return ordered[index]
 
 
-def tasks(gate_url, tasks_path, audit_path, out_path):
+def tasks(error_url, retry_url, retry_admin_url, tasks_path, out_path, audit_paths):
     import os
 
     import openai
@@ -372,11 +393,12 @@ def tasks(gate_url, tasks_path, audit_path, out_path):
     chosen = [t for t in (os.environ.get("TOOLGATE_REAL_LLM_TASKS") or "").split(",") if t]
     todo = [t for t in spec["tasks"] if not chosen or t["id"] in chosen or t["kind"] in chosen]
     max_tokens = int(os.environ.get("TOOLGATE_REAL_LLM_MAX_TOKENS", "256"))
-    clients = {route: openai.OpenAI(base_url=f"{gate_url}/{route}/v1", api_key="unused", max_retries=0,
+    urls = {"error": error_url, "retry": retry_url}
+    clients = {route: openai.OpenAI(base_url=f"{urls[route]}/v1", api_key="unused", max_retries=0,
                                     timeout=300)
                for route in ROUTES}
-    print(f"{len(todo)} tasks, max_tokens {max_tokens}, routes /error/v1 (on_block error) and /retry/v1 "
-          f"(on_block retry, max_retries 2)")
+    print(f"{len(todo)} tasks, max_tokens {max_tokens}, gateways {error_url} (on_block error) and "
+          f"{retry_url} (on_block retry, max_retries 2)")
     results = []
     for n, task in enumerate(todo, 1):
         tools = [{"type": "function", "function": {"name": name, **library[name]}} for name in task["tools"]]
@@ -396,7 +418,7 @@ def tasks(gate_url, tasks_path, audit_path, out_path):
         results.append(row)
 
     wanted = {row[route]["request_id"] for row in results for route in ROUTES if row[route]["request_id"]}
-    audit = read_audit(audit_path, wanted)
+    audit = read_audit(audit_paths, wanted)
     failures = []
     for row in results:
         declared = {name: library[name]["parameters"] for name in row["task"]["tools"]}
@@ -418,6 +440,7 @@ def tasks(gate_url, tasks_path, audit_path, out_path):
         row["retry"]["outcome"] = classify_retry(row["retry"], row["retry"]["audit"])
 
     summary = summarise(results)
+    summary["retry_metrics"] = retry_metrics(retry_admin_url)
     print_summary(summary)
     with open(out_path, "w") as f:
         json.dump({"summary": summary, "failures": failures, "tasks": results}, f, indent=1)
@@ -448,6 +471,11 @@ def summarise(results):
     s["calls_blocked"] = sum(len(audit_calls(x)) for x in first if x["status"] == 403)
     s["violations_by_check"] = dict(Counter(violation_label(v) for x in first for v in x["violations"]))
     s["cut_at_max_tokens"] = sum(x["finish_reason"] == "length" for x in first)
+    # A blocked answer has no finish reason; arguments that end mid-JSON are the mark of a cut.
+    s["blocked_with_cut_arguments"] = sum(
+        any(v.get("code") == "invalid_arguments" and "EOF while parsing" in (v.get("message") or "")
+            for v in x["violations"]) for x in first)
+    s["answers_with_text_and_calls"] = sum(bool(x["calls"]) and bool((x["text"] or "").strip()) for x in first)
     # Did the model pick right? A task that fits expects its tool; one that does not expects no call.
     by_kind = {}
     for row in results:
@@ -503,7 +531,7 @@ if __name__ == "__main__":
         ThreadingHTTPServer(("127.0.0.1", int(sys.argv[2])), Scripted).serve_forever()
     elif sys.argv[1:2] == ["check"]:
         sys.exit(check(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]))
-    elif sys.argv[1:2] == ["tasks"] and len(sys.argv) == 6:
-        sys.exit(tasks(*sys.argv[2:6]))
+    elif sys.argv[1:2] == ["tasks"] and len(sys.argv) >= 8:
+        sys.exit(tasks(*sys.argv[2:7], sys.argv[7:]))
     else:
         sys.exit(__doc__)
