@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::task::AtomicWaker;
+use http::{HeaderValue, Response, header};
 use http_body::{Body, SizeHint};
 use hyper_util::server::graceful::GracefulConnection;
 use tokio::sync::{AcquireError, Notify, OwnedSemaphorePermit, Semaphore};
@@ -492,6 +493,30 @@ fn millis_between(earlier: Instant, later: Instant) -> u64 {
 /// An exchange in flight on a connection.
 pub struct Busy(Arc<ConnectionState>);
 
+impl Busy {
+    /// Whether the connection closes once this exchange ends: it was reclaimed at
+    /// `max_connections` (a request can reach a connection in the instant it is chosen, and is
+    /// served), or the listener drains. hyper then ends an HTTP/1 connection after the answer
+    /// without a word, and a client that reuses it loses its next request: the answer must say
+    /// `connection: close`.
+    pub fn connection_closes_after(&self) -> bool {
+        self.0.is_reclaimed() || self.0.registry.draining.load(Ordering::Acquire)
+    }
+
+    /// The exchange's answer as hyper gets it: its body holds the exchange in flight until
+    /// hyper has taken all of it, and its head, read as it goes out, says `connection: close`
+    /// when the connection was chosen to close meanwhile (hyper says so itself for a drain,
+    /// but cannot know of a reclaim).
+    pub fn answer(self, mut response: Response<ProxyBody>, http1: bool) -> Response<BusyBody> {
+        if http1 && self.connection_closes_after() {
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+        response.map(|body| BusyBody::new(body, self))
+    }
+}
+
 impl Drop for Busy {
     fn drop(&mut self) {
         let connection = &self.0;
@@ -633,5 +658,51 @@ impl Body for BusyBody {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The soak's lost keep-alive request: a connection idle long enough is chosen to make room
+    /// in the instant its client's request arrives; the request is served, and the connection
+    /// closes after it. Its answer must say so, or the client sends its next request into a
+    /// closing socket.
+    #[tokio::test(start_paused = true)]
+    async fn an_exchange_on_a_connection_reclaimed_for_a_new_client_says_it_closes_after() {
+        let connections = Connections::new();
+        let chosen = connections.register();
+        tokio::time::advance(RECLAIMABLE_AFTER).await;
+        let kept = connections.register();
+        assert!(
+            connections.reclaim_idlest(),
+            "the idle connection is chosen"
+        );
+
+        let says_close = |response: &Response<BusyBody>| {
+            response.headers().get(header::CONNECTION) == Some(&HeaderValue::from_static("close"))
+        };
+        let answer = || Response::new(crate::body::empty());
+        let on_chosen = chosen.state().begin_exchange().answer(answer(), true);
+        assert!(says_close(&on_chosen));
+        let on_kept = kept.state().begin_exchange().answer(answer(), true);
+        assert!(!says_close(&on_kept), "a connection not chosen keeps alive");
+        drop((on_chosen, on_kept));
+        let over_http2 = chosen.state().begin_exchange().answer(answer(), false);
+        assert!(
+            over_http2.headers().get(header::CONNECTION).is_none(),
+            "HTTP/2 has no connection header; its GOAWAY says which streams were served"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_exchange_during_the_drain_says_its_connection_closes_after() {
+        let connections = Connections::new();
+        let registered = connections.register();
+        let busy = registered.state().begin_exchange();
+        assert!(!busy.connection_closes_after());
+        connections.draining.store(true, Ordering::Release);
+        assert!(busy.connection_closes_after());
     }
 }

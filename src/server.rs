@@ -20,7 +20,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::admin;
 use crate::config::{Config, ServerConfig};
-use crate::connections::{BusyBody, Connections, DrainSignal, PhaseDeadlines, WatchedStream};
+use crate::connections::{Connections, DrainSignal, PhaseDeadlines, WatchedStream};
 use crate::mcp::McpHub;
 use crate::mcp::services::Endpoints;
 use crate::proxy;
@@ -165,16 +165,14 @@ impl Gateway {
             let connection_state = registered.state().clone();
             let drain = DrainSignal::of(&registered);
             let state = state.clone();
-            let service = service_fn(move |request| {
+            let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
                 let busy = connection_state.begin_exchange();
+                let http1 = request.version() < hyper::Version::HTTP_2;
                 // hyper keeps one slot the size of this future for the connection's whole
                 // life; boxed, the exchange's state (kilobytes) is freed as soon as the
                 // answer's head is out, which matters under many open streams.
                 let exchange = Box::pin(proxy::handle(state.clone(), request, drain.clone()));
-                async move {
-                    let response = exchange.await;
-                    Ok::<_, Infallible>(response.map(|body| BusyBody::new(body, busy)))
-                }
+                async move { Ok::<_, Infallible>(busy.answer(exchange.await, http1)) }
             });
             let stream = WatchedStream::new(stream, &registered);
             let connection = builder

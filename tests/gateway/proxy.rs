@@ -191,7 +191,8 @@ async fn http2_clients_are_served() {
 }
 
 /// The drain closes an idle keep-alive connection at once and lets the exchange in flight on
-/// another finish: the idle one ends before the slow answer is out.
+/// another finish: the idle one ends before the slow answer is out, which says `connection:
+/// close`.
 #[tokio::test]
 async fn graceful_shutdown_lets_an_in_flight_request_finish() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -233,6 +234,14 @@ async fn graceful_shutdown_lets_an_in_flight_request_finish() {
         .expect("joins")
         .expect("the in-flight request was answered");
     assert_eq!(response.status(), 200);
+    assert_eq!(
+        response
+            .headers()
+            .get("connection")
+            .and_then(|value| value.to_str().ok()),
+        Some("close"),
+        "the answer says the connection closes after it, so no client reuses it"
+    );
     stopping.await.expect("the drain ends");
     assert!(
         tokio::net::TcpStream::connect(addr).await.is_err(),
