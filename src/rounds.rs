@@ -71,7 +71,7 @@ async fn retry_failed<T: Transport>(transport: &mut T, error: Option<GatewayErro
     if let Some(error) = &error {
         tracing::warn!(request_id = %exchange.meta().request_id, code = error.code, message = %error.message, "a retry failed; answering the block it retried");
     }
-    match exchange.retry_failed() {
+    match exchange.retry_failed(error.as_ref()) {
         Some(rejection) => transport.answer_block(rejection).await,
         None => {
             let error = error.unwrap_or_else(|| {

@@ -148,13 +148,23 @@ impl Exchange {
     /// The latest retry got no answer to check (an error status, a cut): the exchange ends
     /// with the block that retry answered, as if it had not been tried. `None` when no retry
     /// was under way.
-    pub fn retry_failed(&mut self) -> Option<Rejection> {
+    ///
+    /// The audit line says so (`retry_failed`: the attempt, and the error when there is one):
+    /// without it, a block whose retry failed reads as one never retried.
+    pub fn retry_failed(&mut self, why: Option<&GatewayError>) -> Option<Rejection> {
         let recovery = self.recovery.as_mut()?;
         let rejection = recovery.retrying.take()?;
         recovery.outcomes.push(RetryOutcome::Failed);
+        let failed_attempt = recovery.attempts.len() + 1;
         if let Some(attempt) = recovery.attempts.pop() {
             self.violations = attempt.violations;
         }
+        let mut failed = serde_json::json!({"attempt": failed_attempt});
+        if let Some(error) = why {
+            failed["status"] = error.status.as_u16().into();
+            failed["code"] = error.code.into();
+        }
+        self.annotations.insert("retry_failed".to_owned(), failed);
         self.blocked = true;
         Some(rejection)
     }

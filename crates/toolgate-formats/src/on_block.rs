@@ -144,6 +144,27 @@ pub(crate) fn array_items(value: &RawValue) -> Result<Vec<String>, ParseError> {
     Ok(items.iter().map(|item| item.get().to_owned()).collect())
 }
 
+/// A blocked call's arguments as the retry request replays them: the model's object, or `{}`
+/// when what it wrote is not one (a call cut at `max_tokens`, text that is not JSON). Servers
+/// that render the conversation through a chat template parse replayed arguments and refuse the
+/// whole request when they cannot (llama-server answers 500), so the retry would never be
+/// asked; the call's feedback says what was wrong with what the model wrote.
+pub(crate) fn replayed_arguments(call: &ToolCall) -> Value {
+    serde_json::from_str::<Value>(&call.arguments)
+        .ok()
+        .filter(Value::is_object)
+        .unwrap_or_else(|| Value::Object(serde_json::Map::new()))
+}
+
+/// [`replayed_arguments`] for the formats that carry arguments as text (Chat Completions,
+/// Responses): the model's own bytes when they are an object.
+pub(crate) fn replayed_arguments_text(call: &ToolCall) -> String {
+    match serde_json::from_str::<Value>(&call.arguments) {
+        Ok(Value::Object(_)) => call.arguments.clone(),
+        _ => "{}".to_owned(),
+    }
+}
+
 /// A call's id for the feedback: the model's own, or one made from its position when the model
 /// gave none (a legacy `function_call`), so the result still names the call it answers.
 pub(crate) fn call_id(call: &ToolCall, position: usize) -> String {
@@ -175,6 +196,50 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    /// A call cut at `max_tokens` is replayed with empty arguments in every format, so the
+    /// retry request is one a templating server accepts; a whole call keeps its own.
+    #[test]
+    fn every_format_replays_arguments_that_are_not_an_object_as_empty() {
+        let conversation = r#"[{"role":"user","content":"Weather in Paris and Oslo?"}]"#;
+        let body = format!(
+            r#"{{"model":"m","messages":{conversation},"input":{conversation},"contents":[{{"role":"user","parts":[{{"text":"Weather?"}}]}}]}}"#
+        );
+        let call = |id: &str, arguments: &str| ToolCall {
+            choice: 0,
+            id: Some(id.to_owned()),
+            name: "get_weather".to_owned(),
+            kind: crate::tool::ToolKind::Function,
+            arguments: arguments.to_owned(),
+        };
+        let calls = [
+            call("call_cut", r#"{"city": "Reykja"#),
+            call("call_whole", r#"{"city":"Oslo"}"#),
+        ];
+        let feedback: Vec<CallFeedback<'_>> = calls
+            .iter()
+            .map(|call| CallFeedback {
+                call,
+                result: "blocked".to_owned(),
+            })
+            .collect();
+        for format in crate::format::WireFormat::ALL {
+            let retried = format
+                .adapter()
+                .retry_request(body.as_bytes(), &feedback)
+                .expect("rewrites");
+            let text = String::from_utf8_lossy(&retried);
+            serde_json::from_str::<Value>(&text).expect("the retry request is JSON");
+            assert!(
+                !text.contains("Reykja"),
+                "{format:?} replayed the cut arguments: {text}"
+            );
+            assert!(
+                text.contains("Oslo"),
+                "{format:?} lost the whole call's arguments: {text}"
+            );
+        }
+    }
 
     /// Whole and streamed, every format's message answer reads as an answer without calls that
     /// ends normally (a chat stream with its `[DONE]`).

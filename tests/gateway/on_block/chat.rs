@@ -96,6 +96,10 @@ async fn a_retry_the_upstream_fails_gets_the_block_it_answers() {
 
     let envelope = blocked_envelope(gateway.post_chat(&chat_request()).await).await;
     assert_eq!(envelope["error"]["violations"][0]["tool"], "delete_user");
+    // The audit line tells a block whose retry failed from one never retried.
+    let lines = gateway.audit_lines_until(|lines| !lines.is_empty()).await;
+    assert_eq!(lines[0]["retry_failed"]["attempt"], 2);
+    assert_eq!(lines[0]["violations"][0]["tool"], "delete_user");
     gateway
         .assert_metrics_contain(&[
             "toolgate_block_retries_total{route=\"/v1\",outcome=\"failed\"} 1",

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use crate::format::{ErrorFacts, ParseError};
 use crate::on_block::{
     BlockNotice, CallFeedback, append_to_field, array_items, call_id, named_events,
+    replayed_arguments,
 };
 use crate::tool::ToolKind;
 
@@ -29,12 +30,7 @@ pub(crate) fn retry_request(
             )));
         }
         let id = call_id(call, position);
-        // `input` must be an object; arguments that were none are shown to the model as empty
-        // (the feedback says what was wrong with them).
-        let input = serde_json::from_str::<Value>(&call.arguments)
-            .ok()
-            .filter(Value::is_object)
-            .unwrap_or_else(|| json!({}));
+        let input = replayed_arguments(call);
         uses.push(json!({"type": "tool_use", "id": id, "name": call.name, "input": input}));
         results.push(
             json!({"type": "tool_result", "tool_use_id": id, "is_error": true,

@@ -6,7 +6,9 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use crate::format::{ErrorFacts, ParseError};
-use crate::on_block::{BlockNotice, CallFeedback, append_to_field, array_items, call_id};
+use crate::on_block::{
+    BlockNotice, CallFeedback, append_to_field, array_items, call_id, replayed_arguments_text,
+};
 use crate::tool::ToolKind;
 
 /// The request continued with the blocked assistant turn and a result for each of its calls.
@@ -22,7 +24,7 @@ pub(crate) fn retry_request(
         match call.kind {
             ToolKind::LegacyFunction => {
                 legacy.push(json!({"role": "assistant", "content": null,
-                    "function_call": {"name": call.name, "arguments": call.arguments}}));
+                    "function_call": {"name": call.name, "arguments": replayed_arguments_text(call)}}));
                 legacy.push(json!({"role": "function", "name": call.name, "content": item.result}));
             }
             ToolKind::Custom => {
@@ -34,7 +36,7 @@ pub(crate) fn retry_request(
             ToolKind::Function | ToolKind::Builtin => {
                 let id = call_id(call, position);
                 tool_calls.push(json!({"id": id, "type": "function",
-                    "function": {"name": call.name, "arguments": call.arguments}}));
+                    "function": {"name": call.name, "arguments": replayed_arguments_text(call)}}));
                 results.push(json!({"role": "tool", "tool_call_id": id, "content": item.result}));
             }
         }

@@ -7,7 +7,9 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use crate::format::{ErrorFacts, ParseError};
-use crate::on_block::{BlockNotice, CallFeedback, append_to_field, array_items};
+use crate::on_block::{
+    BlockNotice, CallFeedback, append_to_field, array_items, replayed_arguments,
+};
 use crate::tool::ToolKind;
 
 /// The request continued with the blocked model turn and a user turn of responses.
@@ -25,12 +27,7 @@ pub(crate) fn retry_request(
                 call.name
             )));
         }
-        // `args` must be an object; arguments that were none are shown as empty (the feedback
-        // says what was wrong with them).
-        let args = serde_json::from_str::<Value>(&call.arguments)
-            .ok()
-            .filter(Value::is_object)
-            .unwrap_or_else(|| json!({}));
+        let args = replayed_arguments(call);
         let mut function_call = json!({"name": call.name, "args": args});
         let mut function_response = json!({"name": call.name, "response": {"error": item.result}});
         if let Some(id) = &call.id {

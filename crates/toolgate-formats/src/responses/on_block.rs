@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use crate::format::{ErrorFacts, ParseError};
 use crate::on_block::{
     BlockNotice, CallFeedback, append_to_field, array_items, call_id, named_events,
+    replayed_arguments_text,
 };
 use crate::tool::ToolKind;
 
@@ -34,8 +35,13 @@ pub(crate) fn retry_request(
                 )));
             }
         };
+        // A custom tool's input is free text, kept as written; a function's must be an object.
+        let arguments = match call.kind {
+            ToolKind::Custom => call.arguments.clone(),
+            _ => replayed_arguments_text(call),
+        };
         items.push(json!({"type": call_type, "call_id": id, "name": call.name,
-                          arguments_field: call.arguments}));
+                          arguments_field: arguments}));
         items.push(json!({"type": format!("{call_type}_output"), "call_id": id,
                           "output": item.result}));
     }
