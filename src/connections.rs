@@ -499,7 +499,7 @@ impl Busy {
     /// served), or the listener drains. hyper then ends an HTTP/1 connection after the answer
     /// without a word, and a client that reuses it loses its next request: the answer must say
     /// `connection: close`.
-    pub fn connection_closes_after(&self) -> bool {
+    fn connection_closes_after(&self) -> bool {
         self.0.is_reclaimed() || self.0.registry.draining.load(Ordering::Acquire)
     }
 
