@@ -17,11 +17,16 @@ fn budget(limit: u32, window: &str) -> String {
 }
 
 /// Two `chat.completions.create` in a row with the OpenAI Python SDK and its default retries
-/// (2); prints, for each, "passed" or the exception's class and status.
+/// (2); prints, for each, "passed" or the exception's class and status. Budget windows are
+/// periods of the epoch clock, so the two calls start just after a period begins (`WINDOW`
+/// seconds): a first call counted in one period and a second asked in the next would pass
+/// without the 429 the test is about.
 const CALLS: &str = r#"
-import os, openai
+import os, time, openai
 client = openai.OpenAI(base_url=os.environ["BASE"], api_key="sk-test")
 tools = [{"type": "function", "function": {"name": "pay", "parameters": {"type": "object"}}}]
+window = float(os.environ["WINDOW"])
+time.sleep(window - time.time() % window + 0.05)
 for _ in range(2):
     try:
         client.chat.completions.create(model="m", messages=[{"role": "user", "content": "pay"}], tools=tools)
@@ -31,10 +36,11 @@ for _ in range(2):
 "#;
 
 /// What the two calls printed, one line each.
-async fn sdk_calls(gateway: &TestGateway) -> String {
+async fn sdk_calls(gateway: &TestGateway, window_seconds: u64) -> String {
     let output = tokio::process::Command::new("python3")
         .args(["-c", CALLS])
         .env("BASE", format!("{}/v1", gateway.url()))
+        .env("WINDOW", window_seconds.to_string())
         .output()
         .await
         .expect("python3 runs");
@@ -54,7 +60,8 @@ async fn a_spent_budget_whose_window_ends_late_is_not_retried_by_the_sdk() {
     let upstream = ScriptedUpstream::start().await;
     upstream.set_default(Reply::chat_calls(&[("call_1", "pay", "{}")]));
     let gateway = TestGateway::start(&upstream, &budget(1, "30d")).await;
-    assert_eq!(sdk_calls(&gateway).await, "passed\nRateLimitError 429");
+    // Thirty days are not waited for: any second aligns the calls well enough.
+    assert_eq!(sdk_calls(&gateway, 1).await, "passed\nRateLimitError 429");
     assert_eq!(
         upstream.request_count(),
         2,
@@ -71,7 +78,7 @@ async fn a_short_window_keeps_the_sdks_own_retries() {
     upstream.set_default(Reply::chat_calls(&[("call_1", "pay", "{}")]));
     let short = TestGateway::start(&upstream, &budget(1, "2s")).await;
     // Spent for two seconds: the SDK waits the `retry-after` out and its retry passes.
-    assert_eq!(sdk_calls(&short).await, "passed\npassed");
+    assert_eq!(sdk_calls(&short, 2).await, "passed\npassed");
     assert!(
         upstream.request_count() >= 3,
         "the SDK retried the second call"
