@@ -112,9 +112,10 @@ async fn under_concurrent_callers_no_progress_is_lost() {
                     .await
                     .expect("the operation completes");
                 // rmcp's client hands each notification to a task of its own, which may run
-                // after the answer reached this caller: what is checked is that none is lost.
+                // after the answer reached this caller (seconds later on a loaded machine):
+                // what is checked is that none is lost.
                 let mut heard = 0;
-                for _ in 0..100 {
+                for _ in 0..500 {
                     heard = log.0.lock().expect("not poisoned").len();
                     if heard >= 5 {
                         break;
@@ -124,10 +125,6 @@ async fn under_concurrent_callers_no_progress_is_lost() {
                 assert_eq!(
                     heard, 5,
                     "round {round}: every step's progress reached the caller"
-                );
-                assert_eq!(
-                    heard, 5,
-                    "round {round}: every step's progress before the answer"
                 );
             }
         })
