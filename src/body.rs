@@ -8,6 +8,8 @@ use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use http::header::{CONTENT_TYPE, HeaderValue};
+use http::{Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
@@ -387,6 +389,16 @@ where
         }
     }
     Ok(Some(single.unwrap_or_else(|| buffer.freeze())))
+}
+
+/// A JSON answer of the admin listener and the console.
+pub fn json(status: StatusCode, body: String) -> Response<ProxyBody> {
+    let mut response = Response::new(full(body));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
 }
 
 #[cfg(test)]

@@ -7,9 +7,6 @@
 //! or the cookie the login form sets; off loopback without a token they are refused. A request
 //! that changes anything must come from the console's own origin.
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, PoisonError};
-
 use bytes::Bytes;
 use http::header::{CONTENT_TYPE, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
@@ -17,8 +14,7 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use tokio::sync::broadcast;
 
-use crate::admin::json;
-use crate::body::{ProxyBody, full};
+use crate::body::{ProxyBody, full, json};
 use crate::state::GatewayState;
 
 const PAGE: &str = include_str!("console/index.html");
@@ -31,51 +27,6 @@ const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; c
 
 /// The cookie the login form sets: a digest of the token, never the token itself.
 const COOKIE: &str = "toolgate_admin";
-
-/// How many recent exchanges the console lists.
-const RECENT: usize = 500;
-
-/// The audit ring: the latest audit lines, and their stream to the consoles watching.
-pub struct RecentExchanges {
-    ring: Mutex<VecDeque<(String, Arc<str>)>>,
-    live: broadcast::Sender<Arc<str>>,
-}
-
-impl Default for RecentExchanges {
-    fn default() -> Self {
-        RecentExchanges {
-            ring: Mutex::new(VecDeque::with_capacity(RECENT)),
-            live: broadcast::channel(256).0,
-        }
-    }
-}
-
-impl RecentExchanges {
-    /// Keeps one audit line; sent to the consoles watching, if any.
-    pub fn push(&self, request_id: &str, line: Arc<str>) {
-        let mut ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
-        if ring.len() == RECENT {
-            ring.pop_front();
-        }
-        ring.push_back((request_id.to_owned(), line.clone()));
-        drop(ring);
-        if self.live.receiver_count() > 0 {
-            let _ = self.live.send(line);
-        }
-    }
-
-    fn newest_first(&self) -> Vec<Arc<str>> {
-        let ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
-        ring.iter().rev().map(|(_, line)| line.clone()).collect()
-    }
-
-    fn find(&self, request_id: &str) -> Option<Arc<str>> {
-        let ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
-        (ring.iter().rev())
-            .find(|(id, _)| id == request_id)
-            .map(|(_, line)| line.clone())
-    }
-}
 
 /// Whether a request may read (or change) what the admin listener guards.
 pub enum Access {
@@ -258,7 +209,7 @@ async fn api_answer(state: &GatewayState, method: &Method, path: &str) -> Respon
             let config = state.config.load();
             let body = serde_json::json!({
                 "routes": crate::route_table::table(&config.router),
-                "health": crate::admin::health_json(state).await,
+                "health": crate::health::health_json(state).await,
             });
             json(StatusCode::OK, body.to_string())
         }
@@ -319,7 +270,7 @@ async fn replay(state: &GatewayState, request_id: &str) -> Response<ProxyBody> {
 /// New audit lines as server-sent events, one `data:` line each, for as long as the page
 /// listens; a console too slow to keep up misses lines and is told with a comment.
 fn events(state: &GatewayState) -> Response<ProxyBody> {
-    let mut receiver = state.recent.live.subscribe();
+    let mut receiver = state.recent.subscribe();
     let (sender, body) = crate::body::ChannelBody::channel(16);
     tokio::spawn(async move {
         if sender

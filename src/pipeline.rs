@@ -26,6 +26,16 @@ pub enum Mode {
     Observe,
 }
 
+impl Mode {
+    /// As the configuration spells it, and as the metrics' `mode` label reads.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Enforce => "enforce",
+            Mode::Observe => "observe",
+        }
+    }
+}
+
 /// One plugin in a route's chain.
 pub struct ChainEntry {
     pub name: String,

@@ -46,7 +46,7 @@ pub async fn reload(state: &GatewayState, path: &Path) -> Result<(), ConfigError
     let routes = config.router.routes().count();
     state.mcp.apply(&config.mcp);
     config.tenants.start_jwks(Some(&running.tenants));
-    state.metrics.prime(&config);
+    config.prime_metrics(&state.metrics);
     state.config.store(Arc::new(config));
     // The policy may have changed what each MCP session may see.
     state.mcp.tools_changed();

@@ -5,7 +5,6 @@
 //! such endpoint before the first request.
 
 use crate::config::Config;
-use crate::pipeline::Mode;
 use crate::router::{Route, RouteFormat, RouteKind, Router, UnguardedCalls};
 use toolgate_plugin::WireFormat;
 
@@ -78,10 +77,7 @@ fn plugins(route: &Route) -> String {
         .entries()
         .iter()
         .map(|entry| {
-            let mode = match entry.mode {
-                Mode::Enforce => "enforce",
-                Mode::Observe => "observe",
-            };
+            let mode = entry.mode.as_str();
             // `on_block` is shown where it is not the default `error`.
             match entry.on_block {
                 crate::on_block::OnBlock::Error => format!("{} ({mode})", entry.name),

@@ -89,7 +89,7 @@ impl Gateway {
         let mcp = Arc::new(McpHub::default());
         mcp.apply(&config.mcp);
         config.tenants.start_jwks(None);
-        runtime.metrics.prime(&config);
+        config.prime_metrics(&runtime.metrics);
         let captures =
             crate::capture::CaptureStore::new(config.capture.clone(), &mut runtime.registry);
         let state = Arc::new(GatewayState {

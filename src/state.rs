@@ -62,7 +62,7 @@ pub struct GatewayState {
     /// The captured exchanges (`[audit] capture`); set at start, like the audit output.
     pub captures: crate::capture::CaptureStore,
     /// The latest audit lines, for the console.
-    pub recent: crate::console::RecentExchanges,
+    pub recent: crate::recent::RecentExchanges,
     pub registry: Registry,
     pub plugins: PluginRegistry,
     pub ready: AtomicBool,

@@ -48,6 +48,17 @@ pub struct RouteMetrics {
     checked: OnceLock<Counter>,
 }
 
+/// What a route does, as far as the series primed for it go ([`Metrics::prime_route`]): the
+/// routes are the configuration's, which tells telemetry rather than being read by it.
+pub enum RouteSeries<'a> {
+    /// A route whose answers are not read: requests and latency only.
+    Unread,
+    /// An MCP route: its calls to each backend server.
+    Mcp { servers: Vec<&'a str> },
+    /// A route whose plugins read answers: each plugin's mode label, and whether it retries.
+    Checked { plugins: Vec<(&'static str, bool)> },
+}
+
 /// The gateway's own metrics (plugins register theirs through their factories).
 pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
@@ -268,63 +279,60 @@ impl Metrics {
         }
     }
 
-    /// Makes the series a dashboard reads exist at zero for every route of `config` before
-    /// anything happens there: a panel over a route that has blocked nothing yet shows 0, and an
-    /// alert's expression has a series to compare, rather than "no data". Called at start and
-    /// after each reload; series already counting are left as they are.
-    pub fn prime(&self, config: &crate::config::Config) {
-        use crate::router::RouteKind;
+    /// Makes the gateway-wide series a dashboard reads exist at zero before anything happens: a
+    /// panel shows 0, and an alert's expression has a series to compare, rather than "no data".
+    /// Series already counting are left as they are (here and in [`Metrics::prime_route`]).
+    pub fn prime_gateway(&self) {
         for result in ["ok", "error"] {
             self.reloads.get_or_create_owned(&ReloadLabels {
                 result: result.to_owned(),
             });
         }
-        for route in config.router.routes() {
-            let name = route.path.clone();
-            self.requests.get_or_create_owned(&RequestLabels {
-                route: name.clone(),
-                status: 200,
-            });
-            self.request_duration.get_or_create_owned(&RouteLabels {
-                route: name.clone(),
-            });
-            self.added.get_or_create_owned(&RouteLabels {
-                route: name.clone(),
-            });
-            if let RouteKind::Mcp = route.kind {
-                for server in config.mcp.servers.keys() {
+    }
+
+    /// Makes one route's series exist at zero: its requests and latency, and what `series` says
+    /// the route does. Called for each route at start and after each reload.
+    pub fn prime_route(&self, route: &Arc<str>, series: RouteSeries<'_>) {
+        self.requests.get_or_create_owned(&RequestLabels {
+            route: route.clone(),
+            status: 200,
+        });
+        self.request_duration.get_or_create_owned(&RouteLabels {
+            route: route.clone(),
+        });
+        self.added.get_or_create_owned(&RouteLabels {
+            route: route.clone(),
+        });
+        match series {
+            RouteSeries::Unread => {}
+            RouteSeries::Mcp { servers } => {
+                for server in servers {
                     self.mcp_calls.get_or_create_owned(&McpCallLabels {
-                        route: name.to_string(),
-                        server: server.clone(),
+                        route: route.to_string(),
+                        server: server.to_owned(),
                         outcome: "ok".to_owned(),
                     });
                 }
-                continue;
             }
-            if !route.chain.body_needs().response {
-                continue;
-            }
-            self.tool_calls_checked.get_or_create_owned(&RouteLabels {
-                route: name.clone(),
-            });
-            for entry in route.chain.entries() {
-                let mode = match entry.mode {
-                    crate::pipeline::Mode::Enforce => "enforce",
-                    crate::pipeline::Mode::Observe => "observe",
-                };
-                for check in BUILT_IN_CHECKS {
-                    self.tool_calls_blocked.get_or_create_owned(&BlockLabels {
-                        route: name.to_string(),
-                        check: check.as_str().to_owned(),
-                        mode: mode.to_owned(),
-                    });
-                }
-                if matches!(entry.on_block, crate::on_block::OnBlock::Retry(_)) {
-                    for outcome in ["passed", "blocked", "failed"] {
-                        self.block_retries.get_or_create_owned(&RetryLabels {
-                            route: name.to_string(),
-                            outcome: outcome.to_owned(),
+            RouteSeries::Checked { plugins } => {
+                self.tool_calls_checked.get_or_create_owned(&RouteLabels {
+                    route: route.clone(),
+                });
+                for (mode, retries) in plugins {
+                    for check in BUILT_IN_CHECKS {
+                        self.tool_calls_blocked.get_or_create_owned(&BlockLabels {
+                            route: route.to_string(),
+                            check: check.as_str().to_owned(),
+                            mode: mode.to_owned(),
                         });
+                    }
+                    if retries {
+                        for outcome in ["passed", "blocked", "failed"] {
+                            self.block_retries.get_or_create_owned(&RetryLabels {
+                                route: route.to_string(),
+                                outcome: outcome.to_owned(),
+                            });
+                        }
                     }
                 }
             }

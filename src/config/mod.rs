@@ -25,7 +25,7 @@ use toolgate_plugin::ToolCatalog;
 
 use crate::pipeline::Mode;
 use crate::router::Router;
-use crate::telemetry::AuditOutput;
+use crate::telemetry::{AuditOutput, Metrics, RouteSeries};
 use crate::tenants::TenantDirectory;
 
 /// The gateway's configuration, validated and with every plugin built.
@@ -46,6 +46,35 @@ pub struct Config {
     pub store_fail_mode: toolgate_plugin::StoreFailMode,
     /// Where the configuration came from, for logs.
     pub origin: String,
+}
+
+impl Config {
+    /// Makes the series a dashboard reads exist at zero for every route of this configuration
+    /// (telemetry knows no routes: it is told what each does). Called at start and after each
+    /// reload.
+    pub fn prime_metrics(&self, metrics: &Metrics) {
+        metrics.prime_gateway();
+        for route in self.router.routes() {
+            let series = if let crate::router::RouteKind::Mcp = route.kind {
+                RouteSeries::Mcp {
+                    servers: self.mcp.servers.keys().map(String::as_str).collect(),
+                }
+            } else if route.chain.body_needs().response {
+                RouteSeries::Checked {
+                    plugins: (route.chain.entries().iter())
+                        .map(|entry| {
+                            let retries =
+                                matches!(entry.on_block, crate::on_block::OnBlock::Retry(_));
+                            (entry.mode.as_str(), retries)
+                        })
+                        .collect(),
+                }
+            } else {
+                RouteSeries::Unread
+            };
+            metrics.prime_route(&route.path, series);
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
