@@ -12,20 +12,85 @@ use std::time::Duration;
 use crate::config::{Config, ConfigError, ConfigErrors};
 use crate::state::GatewayState;
 
+/// How long a changed file must read the same before it is loaded. A writer that truncates and
+/// rewrites in place (`>` in a shell, `std::fs::write`, many tools) leaves a prefix of the file
+/// on disk for a moment, and a prefix can be a valid configuration with fewer routes: loaded, it
+/// would answer 404 on the others until the next change (seen in the soak).
+const SETTLE: Duration = Duration::from_millis(100);
+
+/// How many settle intervals a reload waits for a file that keeps changing before it gives up;
+/// the watcher tries again on its next poll.
+const SETTLE_ATTEMPTS: u32 = 20;
+
 /// Loads `path` and, if it is valid (and its state store does not refuse us, as at start-up),
 /// makes it the running configuration.
 pub async fn reload(state: &GatewayState, path: &Path) -> Result<(), ConfigErrors> {
-    let mut result = Config::from_file(path, &state.plugins);
+    reload_settled(state, path).await.0
+}
+
+/// [`reload`], and the file's bytes it read (`None` when it could not read them settled), so
+/// that the watcher marks as seen exactly what was loaded, not what is on disk a moment later.
+async fn reload_settled(
+    state: &GatewayState,
+    path: &Path,
+) -> (Result<(), ConfigErrors>, Option<Vec<u8>>) {
+    let origin = path.display().to_string();
+    let (mut result, read) = match settled_bytes(path).await {
+        Ok(bytes) => {
+            let result = match std::str::from_utf8(&bytes) {
+                Ok(text) => Config::from_toml(text, &origin, &state.plugins),
+                Err(_) => Err(unreadable(&origin, "it is not UTF-8 text".to_owned())),
+            };
+            (result, Some(bytes))
+        }
+        Err(message) => (Err(unreadable(&origin, message)), None),
+    };
     if let Ok(config) = &result
         && let Err(message) = config.check_store().await
     {
         result = Err(ConfigErrors(vec![ConfigError {
-            origin: path.display().to_string(),
+            origin: origin.clone(),
             line_column: None,
             key: Some("store.url".to_owned()),
             message,
         }]));
     }
+    (apply(state, path, result), read)
+}
+
+fn unreadable(origin: &str, message: String) -> ConfigErrors {
+    ConfigErrors(vec![ConfigError {
+        origin: origin.to_owned(),
+        line_column: None,
+        key: None,
+        message: format!("cannot read the file: {message}"),
+    }])
+}
+
+/// The file's bytes once two reads [`SETTLE`] apart agree.
+async fn settled_bytes(path: &Path) -> Result<Vec<u8>, String> {
+    let read = |path: &Path| std::fs::read(path).map_err(|error| error.to_string());
+    let mut seen = read(path)?;
+    for _ in 0..SETTLE_ATTEMPTS {
+        tokio::time::sleep(SETTLE).await;
+        let again = read(path)?;
+        if again == seen {
+            return Ok(seen);
+        }
+        seen = again;
+    }
+    Err(format!(
+        "it kept changing for {} ms (a writer still at work?); not loaded",
+        (SETTLE * SETTLE_ATTEMPTS).as_millis()
+    ))
+}
+
+/// Counts the reload and, when the configuration is good, swaps it in.
+fn apply(
+    state: &GatewayState,
+    path: &Path,
+    result: Result<Config, ConfigErrors>,
+) -> Result<(), ConfigErrors> {
     state.metrics.record_reload(result.is_ok());
     let config = match result {
         Ok(config) => config,
@@ -81,17 +146,18 @@ pub fn watch(
             tokio::select! {
                 () = signalled => {
                     tracing::info!("SIGHUP: reloading the configuration");
-                    let _ = reload(&state, &path).await;
-                    last_seen = fingerprint(&state, &path);
+                    let (_, loaded) = reload_settled(&state, &path).await;
+                    last_seen = loaded.map(|config| (config, jwks_bytes(&state)));
                 }
                 () = tokio::time::sleep(poll) => {
                     // Content, not modification time: editors and ConfigMap updates replace
                     // files in ways that mtime resolution can miss.
                     let current = fingerprint(&state, &path);
                     if current.is_some() && current != last_seen {
-                        let _ = reload(&state, &path).await;
-                        // Taken again: a reload may name another JWKS file.
-                        last_seen = fingerprint(&state, &path);
+                        let (_, loaded) = reload_settled(&state, &path).await;
+                        // The JWKS file read again: a reload may name another one. A file that
+                        // kept changing is not marked seen, so the next poll tries again.
+                        last_seen = loaded.map(|config| (config, jwks_bytes(&state)));
                     }
                 }
             }
@@ -103,6 +169,79 @@ pub fn watch(
 /// the running configuration names. `None` while the configuration file cannot be read.
 fn fingerprint(state: &GatewayState, path: &Path) -> Option<(Vec<u8>, Option<Vec<u8>>)> {
     let config = std::fs::read(path).ok()?;
-    let jwks = (state.config.load().tenants.jwks_file()).and_then(|file| std::fs::read(file).ok());
-    Some((config, jwks))
+    Some((config, jwks_bytes(state)))
+}
+
+/// The JWKS file the running configuration names, as it reads now.
+fn jwks_bytes(state: &GatewayState) -> Option<Vec<u8>> {
+    (state.config.load().tenants.jwks_file()).and_then(|file| std::fs::read(file).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file of its own in the temporary directory, removed when dropped.
+    struct TempFile(PathBuf);
+
+    impl TempFile {
+        fn new(name: &str) -> TempFile {
+            let unique = format!("toolgate-reload-{}-{name}.toml", std::process::id());
+            TempFile(std::env::temp_dir().join(unique))
+        }
+    }
+
+    impl Drop for TempFile {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    const WHOLE: &str =
+        "[[routes]]\npath = \"/v1\"\nupstream = \"a\"\n\n[[routes]]\npath = \"/mcp\"\n";
+
+    /// What an in-place rewrite leaves on disk for a moment: a prefix, itself a valid file.
+    fn prefix() -> &'static str {
+        &WHOLE[..WHOLE.find("\n\n").expect("two routes")]
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_file_rewritten_in_place_is_read_whole_never_as_its_prefix() {
+        let file = TempFile::new("prefix");
+        std::fs::write(&file.0, prefix()).expect("written");
+        let path = file.0.clone();
+        let writer = tokio::spawn(async move {
+            tokio::time::sleep(SETTLE / 2).await;
+            std::fs::write(&path, WHOLE).expect("written");
+        });
+        let read = settled_bytes(&file.0).await.expect("it settles");
+        assert_eq!(String::from_utf8(read).expect("text"), WHOLE);
+        writer.await.expect("the writer ran");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_file_that_keeps_changing_is_not_loaded() {
+        let file = TempFile::new("changing");
+        std::fs::write(&file.0, WHOLE).expect("written");
+        let path = file.0.clone();
+        let writer = tokio::spawn(async move {
+            for version in 0.. {
+                tokio::time::sleep(SETTLE / 2).await;
+                std::fs::write(&path, format!("{WHOLE}# {version}\n")).expect("written");
+            }
+        });
+        let refused = settled_bytes(&file.0).await.expect_err("never settled");
+        assert!(refused.contains("kept changing"), "{refused}");
+        writer.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_file_that_stays_is_read_after_one_interval() {
+        let file = TempFile::new("still");
+        std::fs::write(&file.0, WHOLE).expect("written");
+        let started = tokio::time::Instant::now();
+        let read = settled_bytes(&file.0).await.expect("it settles");
+        assert_eq!(read, WHOLE.as_bytes());
+        assert_eq!(started.elapsed(), SETTLE, "one interval, not more");
+    }
 }
