@@ -38,6 +38,15 @@ async fn reload_settled(
     let (mut result, read) = match settled_bytes(path).await {
         Ok(bytes) => {
             let result = match std::str::from_utf8(&bytes) {
+                // Valid at start-up (no routes), but as a reload it is a truncated file far more
+                // often than a wish to answer 404 to everything; a file with only comments is
+                // taken at its word.
+                Ok(text) if text.trim().is_empty() => Err(unreadable(
+                    &origin,
+                    "it is empty (truncated by a writer still at work?); the running \
+                     configuration stays"
+                        .to_owned(),
+                )),
                 Ok(text) => Config::from_toml(text, &origin, &state.plugins),
                 Err(_) => Err(unreadable(&origin, "it is not UTF-8 text".to_owned())),
             };
@@ -126,8 +135,10 @@ pub fn watch(
     path: PathBuf,
     poll: Duration,
 ) -> tokio::task::JoinHandle<()> {
+    // Read before this returns, not when the task first runs: a change made in between would
+    // otherwise be taken for the starting point and never loaded.
+    let mut last_seen = fingerprint(&state, &path);
     tokio::spawn(async move {
-        let mut last_seen = fingerprint(&state, &path);
         #[cfg(unix)]
         let mut hangup =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();

@@ -135,6 +135,34 @@ async fn a_changed_file_is_reloaded_and_an_invalid_one_is_refused() {
 }
 
 #[tokio::test]
+async fn an_emptied_file_is_refused_and_the_routes_stay() {
+    let upstream = ScriptedUpstream::start().await;
+    upstream.set_default(Reply::chat_text("ok"));
+    let audit = temp_audit_path();
+    let first = config_text(
+        &upstream.url(),
+        &audit,
+        "[[routes]]\npath = \"/v1\"\nupstream = \"llm\"\n",
+    );
+    let gateway = FileGateway::start(&first).await;
+    // What `>` or an in-place rewrite leaves for a moment; held here until the watcher saw it.
+    std::fs::write(&gateway.path, "\n").expect("truncates");
+    assert!(
+        gateway.until_reloads("error", 1).await,
+        "the watcher refused the empty file"
+    );
+    let refused = toolgate::reload(&gateway.state, &gateway.path)
+        .await
+        .expect_err("an empty file is not a configuration to reload to");
+    assert!(refused.to_string().contains("empty"), "{refused}");
+    assert_eq!(
+        gateway.status_of("/v1/chat/completions").await,
+        200,
+        "the running routes stay"
+    );
+}
+
+#[tokio::test]
 async fn an_exchange_in_flight_finishes_on_the_config_it_started_with() {
     let upstream = ScriptedUpstream::start().await;
     let audit = temp_audit_path();
