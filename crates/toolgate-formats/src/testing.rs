@@ -61,16 +61,16 @@ pub(crate) fn retried(format: WireFormat, body: &[u8], call: &ToolCall, result: 
 }
 
 /// One recorded exchange of a format's golden fixtures: its name, the verdict
-/// `verdicts.json` gives it, and its request and answer bodies.
+/// `verdicts.json` gives it, its request as read, and its answer's body.
 pub(crate) struct Fixture {
     pub(crate) name: String,
     pub(crate) verdict: Value,
-    pub(crate) request: Bytes,
+    pub(crate) request: ToolRequest,
     pub(crate) response: Vec<u8>,
 }
 
 /// The golden fixtures of `fixtures/FOLDER/` (at least eight), each request a body `format`
-/// claims as its own.
+/// claims as its own and reads.
 pub(crate) fn fixtures(folder: &str, format: WireFormat) -> Vec<Fixture> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../fixtures")
@@ -81,12 +81,12 @@ pub(crate) fn fixtures(folder: &str, format: WireFormat) -> Vec<Fixture> {
     let verdicts = verdicts.as_object().expect("an object");
     assert!(verdicts.len() >= 8);
     let fixture = |(name, verdict): (&String, &Value)| {
-        let request = Bytes::from(read(format!("{name}.request.json")));
-        assert_eq!(WireFormat::from_body(&request), Some(format), "{name}");
+        let body = Bytes::from(read(format!("{name}.request.json")));
+        assert_eq!(WireFormat::from_body(&body), Some(format), "{name}");
         Fixture {
             name: name.clone(),
             verdict: verdict.clone(),
-            request,
+            request: format.parse_request(body).expect(name),
             response: read(format!("{name}.response.json")),
         }
     };

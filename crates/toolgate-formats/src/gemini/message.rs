@@ -437,10 +437,7 @@ mod tests {
     #[test]
     fn the_fixture_requests_declare_what_their_verdicts_say() {
         for fixture in fixtures("gemini", WireFormat::Gemini) {
-            let (name, verdict) = (&fixture.name, &fixture.verdict);
-            let request = WireFormat::Gemini
-                .parse_request(fixture.request)
-                .expect(name);
+            let (name, verdict, request) = (&fixture.name, &fixture.verdict, &fixture.request);
             let response = read_response(&fixture.response).expect(name);
             let undeclared = (response.response.calls.iter())
                 .filter(|call| request.declared_tool_for(call).is_none())
