@@ -184,7 +184,8 @@ impl AsyncWrite for WatchedStream {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        (self.get_mut()).watched_write(|inner| inner.poll_write(cx, buf))
+        self.get_mut()
+            .watched_write(|inner| inner.poll_write(cx, buf))
     }
 
     fn poll_write_vectored(
@@ -192,7 +193,8 @@ impl AsyncWrite for WatchedStream {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        (self.get_mut()).watched_write(|inner| inner.poll_write_vectored(cx, bufs))
+        self.get_mut()
+            .watched_write(|inner| inner.poll_write_vectored(cx, bufs))
     }
 
     fn is_write_vectored(&self) -> bool {
