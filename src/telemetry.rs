@@ -124,6 +124,12 @@ impl Collector for DeclaredToolsCacheCounts {
     }
 }
 
+/// A latency histogram of 20 buckets, each twice the one before, from `first` seconds: wide
+/// enough for a local hop and a slow upstream alike.
+fn doubling_histogram(first: f64) -> Histogram {
+    Histogram::new(exponential_buckets(first, 2.0, 20))
+}
+
 impl Metrics {
     pub fn new(registry: &mut Registry) -> Self {
         Metrics {
@@ -149,17 +155,13 @@ impl Metrics {
                 registry,
                 "toolgate_request_duration_seconds",
                 "Time from request to response head, by route",
-                Family::new_with_constructor(|| {
-                    Histogram::new(exponential_buckets(0.0005, 2.0, 20))
-                }),
+                Family::new_with_constructor(|| doubling_histogram(0.0005)),
             ),
             added: registered(
                 registry,
                 "toolgate_added_seconds",
                 "Time toolgate added to an exchange: its whole time less the upstream's, by route",
-                Family::new_with_constructor(|| {
-                    Histogram::new(exponential_buckets(0.00005, 2.0, 20))
-                }),
+                Family::new_with_constructor(|| doubling_histogram(0.00005)),
             ),
             reloads: registered(
                 registry,

@@ -155,13 +155,22 @@ impl AsyncRead for WatchedStream {
 }
 
 impl WatchedStream {
-    /// Notes what a write did for the write deadline and for idleness.
-    fn watch_write(&self, polled: &Poll<io::Result<usize>>) {
-        match polled {
+    /// Runs one write on the socket and notes what it did for the write deadline and for
+    /// idleness.
+    fn watched_write(
+        &mut self,
+        write: impl FnOnce(Pin<&mut TcpStream>) -> Poll<io::Result<usize>>,
+    ) -> Poll<io::Result<usize>> {
+        let Some(inner) = self.inner.as_mut() else {
+            return not_connected();
+        };
+        let polled = write(Pin::new(inner));
+        match &polled {
             Poll::Pending => self.state.note_write_blocked(),
             Poll::Ready(Ok(written)) if *written > 0 => self.state.note_write_progress(),
             Poll::Ready(_) => {}
         }
+        polled
     }
 }
 
@@ -175,13 +184,8 @@ impl AsyncWrite for WatchedStream {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let Some(inner) = this.inner.as_mut() else {
-            return not_connected();
-        };
-        let polled = Pin::new(inner).poll_write(cx, buf);
-        this.watch_write(&polled);
-        polled
+        self.get_mut()
+            .watched_write(|inner| inner.poll_write(cx, buf))
     }
 
     fn poll_write_vectored(
@@ -189,13 +193,8 @@ impl AsyncWrite for WatchedStream {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let Some(inner) = this.inner.as_mut() else {
-            return not_connected();
-        };
-        let polled = Pin::new(inner).poll_write_vectored(cx, bufs);
-        this.watch_write(&polled);
-        polled
+        self.get_mut()
+            .watched_write(|inner| inner.poll_write_vectored(cx, bufs))
     }
 
     fn is_write_vectored(&self) -> bool {

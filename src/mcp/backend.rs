@@ -642,21 +642,11 @@ async fn connect(
         } => {
             let spawned =
                 super::stdio::spawn(&settings.name, command, args, env, cwd.as_deref(), stray)?;
-            let pid = spawned.child.id();
-            let routes = client.progress.clone();
             let pipes = rmcp::transport::async_rw::AsyncRwTransport::new_client(
                 spawned.stdout,
                 spawned.stdin,
             );
-            let running = client
-                .serve(CountingTransport::new(pipes, routes))
-                .await
-                .map_err(|error| format!("initialize failed: {error}"))?;
-            Ok(Started {
-                running,
-                pid,
-                child: Some(spawned.child),
-            })
+            initialize(client, pipes, Some(spawned.child)).await
         }
         Transport::Http { url, headers } => {
             let headers: HashMap<http::HeaderName, http::HeaderValue> =
@@ -668,16 +658,30 @@ async fn connect(
                 .custom_headers(headers)
                 .reinit_on_expired_session(false);
             let transport = StreamableHttpClientTransport::from_config(config);
-            let routes = client.progress.clone();
-            let running = client
-                .serve(CountingTransport::new(transport, routes))
-                .await
-                .map_err(|error| format!("initialize failed: {error}"))?;
-            Ok(Started {
-                running,
-                pid: None,
-                child: None,
-            })
+            initialize(client, transport, None).await
         }
     }
+}
+
+/// MCP's `initialize` over a started transport, its progress notifications counted for the
+/// client's routes; `child` is the process behind a stdio transport.
+async fn initialize<T>(
+    client: BackendClient,
+    transport: T,
+    child: Option<tokio::process::Child>,
+) -> Result<Started, String>
+where
+    T: rmcp::transport::Transport<RoleClient> + 'static,
+{
+    let pid = child.as_ref().and_then(tokio::process::Child::id);
+    let routes = client.progress.clone();
+    let running = client
+        .serve(CountingTransport::new(transport, routes))
+        .await
+        .map_err(|error| format!("initialize failed: {error}"))?;
+    Ok(Started {
+        running,
+        pid,
+        child,
+    })
 }

@@ -63,7 +63,9 @@ pub(crate) trait Adapter: Sync {
         cache: Option<&DeclaredToolsCache>,
     ) -> Result<ToolRequest, ParseError>;
     /// Reads the tool calls of a complete answer.
-    fn parse_response(&self, body: &[u8]) -> Result<ToolResponse, ParseError>;
+    fn parse_response(&self, body: &[u8]) -> Result<ToolResponse, ParseError> {
+        self.read_response(body).map(|reading| reading.response)
+    }
 
     /// [`Adapter::parse_response`], noting whether the answer has another format's calls field.
     fn read_response(&self, body: &[u8]) -> Result<Reading, ParseError>;
@@ -147,13 +149,6 @@ macro_rules! folder_parts {
             sequence_number: u64,
         ) -> bytes::Bytes {
             on_block::error_event(facts, sequence_number)
-        }
-
-        fn parse_response(
-            &self,
-            body: &[u8],
-        ) -> Result<crate::format::ToolResponse, crate::format::ParseError> {
-            message::parse_response(body)
         }
 
         fn read_response(

@@ -49,6 +49,16 @@ pub struct ErrorFacts<'a> {
     pub violations: Option<&'a serde_json::Value>,
 }
 
+impl ErrorFacts<'_> {
+    /// Adds the violations, when there are, to a format's error object: every format carries
+    /// them there under the same key, where toolgate's clients look for them.
+    pub(crate) fn add_violations(&self, error: &mut serde_json::Value) {
+        if let Some(violations) = self.violations {
+            error["violations"] = violations.clone();
+        }
+    }
+}
+
 /// Where a format's API answers generations (where a model's calls come back): the path
 /// segments after `/v1` that lead there, and those right after them that lead elsewhere.
 #[derive(Debug, Clone, Copy)]
@@ -397,9 +407,7 @@ mod tests {
 
     /// `(name, turn, latest_turn, outcome)` of each history call of `body` read as `format`.
     fn turns(format: WireFormat, body: &str) -> Vec<(String, usize, bool, crate::CallOutcome)> {
-        format
-            .parse_request(Bytes::from(body.to_owned()))
-            .expect("parses")
+        crate::testing::request(format, body)
             .history()
             .into_iter()
             .map(|call| (call.name, call.turn, call.latest_turn, call.outcome))
@@ -416,14 +424,24 @@ mod tests {
             {"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"b","arguments":"{}"}},
                                               {"id":"d","type":"function","function":{"name":"c","arguments":"{}"}}]},
             {"role":"tool","tool_call_id":"c","content":"ok"}]}"#;
-        assert_eq!(
-            turns(WireFormat::ChatCompletions, chat),
-            [
-                ("a".into(), 0, false, Completed),
-                ("b".into(), 1, true, Completed),
-                ("c".into(), 1, true, Pending),
-            ]
-        );
+        let responses = r#"{"model":"m","input":[{"role":"user","content":"go"},
+            {"type":"function_call","call_id":"f","name":"a","arguments":"{}"},
+            {"type":"function_call_output","call_id":"f","output":"ok"},
+            {"type":"reasoning","summary":[]},
+            {"type":"function_call","call_id":"f","name":"b","arguments":"{}"},
+            {"type":"function_call","call_id":"g","name":"c","arguments":"{}"},
+            {"type":"function_call_output","call_id":"f","output":"ok"}]}"#;
+        let reused_id = [
+            ("a".to_owned(), 0, false, Completed),
+            ("b".to_owned(), 1, true, Completed),
+            ("c".to_owned(), 1, true, Pending),
+        ];
+        for (format, body) in [
+            (WireFormat::ChatCompletions, chat),
+            (WireFormat::Responses, responses),
+        ] {
+            assert_eq!(turns(format, body), reused_id, "{format:?}");
+        }
         let anthropic = r#"{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"go"},
             {"role":"assistant","content":[{"type":"tool_use","id":"t","name":"a","input":{}}]},
             {"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"ok"}]},
@@ -432,21 +450,6 @@ mod tests {
             turns(WireFormat::AnthropicMessages, anthropic),
             [("a".into(), 0, false, Completed)],
             "the latest turn made no call"
-        );
-        let responses = r#"{"model":"m","input":[{"role":"user","content":"go"},
-            {"type":"function_call","call_id":"f","name":"a","arguments":"{}"},
-            {"type":"function_call_output","call_id":"f","output":"ok"},
-            {"type":"reasoning","summary":[]},
-            {"type":"function_call","call_id":"f","name":"b","arguments":"{}"},
-            {"type":"function_call","call_id":"g","name":"c","arguments":"{}"},
-            {"type":"function_call_output","call_id":"f","output":"ok"}]}"#;
-        assert_eq!(
-            turns(WireFormat::Responses, responses),
-            [
-                ("a".into(), 0, false, Completed),
-                ("b".into(), 1, true, Completed),
-                ("c".into(), 1, true, Pending),
-            ]
         );
     }
 

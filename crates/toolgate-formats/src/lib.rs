@@ -39,6 +39,7 @@
 //! - [`sse`]: an incremental Server-Sent Events parser that keeps each event's exact bytes.
 //! - [`stream`]: what an event is to the guard, the assembler trait, whole-stream reading, and
 //!   edits and usage written into a stream's events.
+//! - `testing` (tests only): what the folders' unit tests share.
 
 #![deny(missing_docs)]
 
@@ -52,6 +53,8 @@ mod request_reader;
 mod response_edits;
 mod responses;
 mod scan;
+#[cfg(test)]
+mod testing;
 mod tool_entry;
 mod tools_cache;
 

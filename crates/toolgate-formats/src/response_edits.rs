@@ -93,14 +93,7 @@ pub(crate) fn offer_to_each_item(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn replace(call_id: Option<&str>, arguments: &str) -> Vec<Edit> {
-        vec![Edit::ReplaceArguments {
-            choice: 0,
-            call_id: call_id.map(str::to_owned),
-            arguments: arguments.to_owned(),
-        }]
-    }
+    use crate::testing::replace_arguments as replace;
 
     #[test]
     fn chat_arguments_are_replaced_and_other_fields_keep_their_bytes() {

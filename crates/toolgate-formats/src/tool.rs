@@ -171,6 +171,17 @@ pub enum CallOutcome {
     Failed,
 }
 
+impl CallOutcome {
+    /// A result that came back, flagged as an error or not.
+    pub(crate) fn answered(failed: bool) -> Self {
+        if failed {
+            CallOutcome::Failed
+        } else {
+            CallOutcome::Completed
+        }
+    }
+}
+
 /// The tool a built-in type belongs to, for a declared tool's type and a call item's type alike,
 /// so a `web_search_call` matches a declared `web_search_preview_2025_03_11`: the `_call` of an
 /// item, a `_YYYY_MM_DD` version and a `_preview` stage are dropped, and the computer tool's

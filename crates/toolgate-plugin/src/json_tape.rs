@@ -394,36 +394,61 @@ impl<'a> Object<'a, Tape> for TapeObject<'a> {
     }
 
     fn members(&self) -> Members<'a> {
-        Members {
-            entries: self.0.entries,
-            next: self.0.at + 1,
-            end: self.0.end(),
-        }
+        Members(Children::of(self.0))
     }
 }
 
-/// An object's members, in the order the text has them.
-pub struct Members<'a> {
+/// A walk over what a container holds, in the order the text has it: an array's elements, or
+/// an object's names each followed by its value.
+struct Children<'a> {
     entries: &'a [Entry<'a>],
     next: usize,
     end: usize,
 }
 
+impl<'a> Children<'a> {
+    fn of(container: TapeNode<'a>) -> Self {
+        Children {
+            entries: container.entries,
+            next: container.at + 1,
+            end: container.end(),
+        }
+    }
+
+    /// The entry the walk is at; none once it is past the container's end.
+    fn peek(&self) -> Option<&'a Entry<'a>> {
+        if self.at_end() {
+            return None;
+        }
+        self.entries.get(self.next)
+    }
+
+    fn at_end(&self) -> bool {
+        self.next >= self.end
+    }
+
+    /// The node at `at` (the walk's position, or just after a name), and the walk moved past it.
+    fn step_over(&mut self, at: usize) -> TapeNode<'a> {
+        let node = TapeNode {
+            entries: self.entries,
+            at,
+        };
+        self.next = node.end();
+        node
+    }
+}
+
+/// An object's members, in the order the text has them.
+pub struct Members<'a>(Children<'a>);
+
 impl<'a> Iterator for Members<'a> {
     type Item = (&'a str, TapeNode<'a>);
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.next >= self.end {
-            return None;
-        }
-        let Some(Entry::Name(name)) = self.entries.get(self.next) else {
+        let Entry::Name(name) = self.0.peek()? else {
             return None;
         };
-        let value = TapeNode {
-            entries: self.entries,
-            at: self.next + 1,
-        };
-        self.next = value.end();
+        let value = self.0.step_over(self.0.next + 1);
         Some((name.as_ref(), value))
     }
 }
@@ -441,34 +466,21 @@ impl<'a> Array<'a, Tape> for TapeArray<'a> {
     }
 
     fn elements(&self) -> Elements<'a> {
-        Elements {
-            entries: self.0.entries,
-            next: self.0.at + 1,
-            end: self.0.end(),
-        }
+        Elements(Children::of(self.0))
     }
 }
 
 /// An array's elements, in order.
-pub struct Elements<'a> {
-    entries: &'a [Entry<'a>],
-    next: usize,
-    end: usize,
-}
+pub struct Elements<'a>(Children<'a>);
 
 impl<'a> Iterator for Elements<'a> {
     type Item = TapeNode<'a>;
 
     fn next(&mut self) -> Option<TapeNode<'a>> {
-        if self.next >= self.end {
+        if self.0.at_end() {
             return None;
         }
-        let element = TapeNode {
-            entries: self.entries,
-            at: self.next,
-        };
-        self.next = element.end();
-        Some(element)
+        Some(self.0.step_over(self.0.next))
     }
 }
 

@@ -77,6 +77,26 @@ impl Transition {
     }
 }
 
+/// Seed 000: a successful call of `tool` moves `state` along the tool's transition, if it has
+/// one; the move is recorded in `transitions` when it is given. The catalog's spelling names
+/// the tool: one tool is one metric label, however a client cased the call.
+pub(crate) fn follow_transition(
+    tool: &CatalogTool,
+    state: &mut String,
+    transitions: Option<&mut Vec<Transition>>,
+    keeps_millis: bool,
+) {
+    let Some(to) = &tool.transition else {
+        return;
+    };
+    if let Some(transitions) = transitions {
+        let from = state.clone();
+        let moved = Transition::now(tool.name.clone(), from, to.clone(), keeps_millis);
+        transitions.push(moved);
+    }
+    *state = to.clone();
+}
+
 /// Why a request's selection is refused, with the groups to count as denied.
 #[derive(Debug)]
 pub(crate) struct Refusal {
@@ -214,19 +234,8 @@ pub(crate) fn read(
             if !tool.available_in(&selection.state) && call.latest_turn {
                 selection.invalid_transitions += 1;
             }
-            if let Some(next) = &tool.transition {
-                if call.latest_turn {
-                    selection.transitions.push(Transition::now(
-                        // The catalog's spelling: one tool is one metric label, however a
-                        // client cased the call.
-                        tool.name.clone(),
-                        selection.state.clone(),
-                        next.clone(),
-                        false,
-                    ));
-                }
-                selection.state = next.clone();
-            }
+            let recorded = call.latest_turn.then_some(&mut selection.transitions);
+            follow_transition(tool, &mut selection.state, recorded, false);
         }
     }
     Ok(selection)

@@ -24,7 +24,8 @@ use toolgate_plugin::{
 };
 
 use crate::selection::{
-    CallRef, Refusal, Selection, Transition, bad_request, entry_of, forbidden, header_text,
+    CallRef, Refusal, Selection, Transition, bad_request, entry_of, follow_transition, forbidden,
+    header_text,
 };
 
 /// Transitions kept in a record: enough for an audit of a long conversation, bounded in size.
@@ -332,15 +333,7 @@ fn apply_turn(
                 ));
             }
         }
-        if let Some(to) = &tool.transition {
-            turn.transitions.push(Transition::now(
-                tool.name.clone(),
-                next.state.clone(),
-                to.clone(),
-                true,
-            ));
-            next.state = to.clone();
-        }
+        follow_transition(tool, &mut next.state, Some(&mut turn.transitions), true);
     }
     Ok(turn)
 }

@@ -444,6 +444,7 @@ fn declared_spellings(named: &[String], declared: &[DeclaredToolView<'_>]) -> Ve
 #[cfg(test)]
 mod tests {
     use serde_json::json;
+    use toolgate_plugin::testing::assert_contains;
 
     use super::*;
 
@@ -499,11 +500,7 @@ mod tests {
         let bare = read(json!({"decision": "deny"})).expect("an answer");
         let found = bare.violations("dlp", &[], &[]).expect("valid");
         assert_eq!(found.len(), 1);
-        assert!(
-            found[0].message.contains("'dlp' denied"),
-            "{}",
-            found[0].message
-        );
+        assert_contains(&found[0].message, "'dlp' denied");
     }
 
     #[test]

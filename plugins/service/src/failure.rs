@@ -19,6 +19,16 @@ pub enum FailureKind {
 }
 
 impl FailureKind {
+    /// Every kind, for series that must exist before the first failure.
+    pub const ALL: [FailureKind; 6] = [
+        FailureKind::Timeout,
+        FailureKind::Transport,
+        FailureKind::Status,
+        FailureKind::ServiceError,
+        FailureKind::InvalidAnswer,
+        FailureKind::BreakerOpen,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             FailureKind::Timeout => "timeout",

@@ -104,15 +104,7 @@ impl Metrics {
                 outcome: outcome.as_str(),
             });
         }
-        use FailureKind::*;
-        for kind in [
-            Timeout,
-            Transport,
-            Status,
-            ServiceError,
-            InvalidAnswer,
-            BreakerOpen,
-        ] {
+        for kind in FailureKind::ALL {
             self.errors.get_or_create_owned(&ErrorLabels {
                 service: service.to_owned(),
                 kind: kind.as_str(),
@@ -162,27 +154,25 @@ impl Metrics {
 
 #[cfg(test)]
 mod tests {
-    use prometheus_client::encoding::text::encode;
+    use toolgate_plugin::testing::{assert_exposes, registered};
 
     use super::*;
 
     #[test]
     fn series_are_exposed_under_their_documented_names() {
-        let mut registry = Registry::default();
-        let metrics = Metrics::register(&mut registry);
+        let (metrics, registry) = registered(Metrics::register);
         metrics.call("argcheck", CallOutcome::Deny);
         metrics.error("argcheck", FailureKind::Timeout);
         metrics.latency("argcheck", 0.02);
         metrics.breaker_state("argcheck", BreakerState::Open);
-        let mut text = String::new();
-        encode(&mut text, &registry).expect("encoding into a String cannot fail");
-        for expected in [
-            "toolgate_service_calls_total{service=\"argcheck\",outcome=\"deny\"} 1",
-            "toolgate_service_errors_total{service=\"argcheck\",kind=\"timeout\"} 1",
-            "toolgate_service_latency_seconds_count{service=\"argcheck\"} 1",
-            "toolgate_service_breaker_state{service=\"argcheck\"} 1",
-        ] {
-            assert!(text.contains(expected), "{expected} in\n{text}");
-        }
+        assert_exposes(
+            &registry,
+            &[
+                "toolgate_service_calls_total{service=\"argcheck\",outcome=\"deny\"} 1",
+                "toolgate_service_errors_total{service=\"argcheck\",kind=\"timeout\"} 1",
+                "toolgate_service_latency_seconds_count{service=\"argcheck\"} 1",
+                "toolgate_service_breaker_state{service=\"argcheck\"} 1",
+            ],
+        );
     }
 }

@@ -74,6 +74,7 @@ mod tests {
     use serde_json::json;
 
     use toolgate_plugin::WireFormat;
+    use toolgate_plugin::testing::assert_contains;
 
     use super::*;
     use crate::testing::{parse_request, parse_response};
@@ -206,11 +207,7 @@ mod tests {
             (violations[0].check, violations[0].code.as_str()),
             (Check::Schema, "invalid_schema")
         );
-        assert!(
-            violations[0].message.contains("'f'"),
-            "{}",
-            violations[0].message
-        );
+        assert_contains(&violations[0].message, "'f'");
     }
 
     #[test]

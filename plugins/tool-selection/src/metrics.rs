@@ -97,27 +97,22 @@ impl Metrics {
 
 #[cfg(test)]
 mod tests {
-    use prometheus_client::encoding::text::encode;
+    use toolgate_plugin::testing::{assert_exposes, registered};
 
     use super::*;
 
     #[test]
     fn series_are_exposed_under_their_documented_names() {
-        let mut registry = Registry::default();
-        let metrics = Metrics::register(&mut registry);
+        let (metrics, registry) = registered(Metrics::register);
         metrics.judge_call(JudgeOutcome::CachedDeny);
         metrics.judge_call(JudgeOutcome::CachedDeny);
         metrics.judge_latency(0.2);
-
-        let mut text = String::new();
-        encode(&mut text, &registry).expect("encoding into a String cannot fail");
-        assert!(
-            text.contains("toolgate_judge_calls_total{outcome=\"cached_deny\"} 2"),
-            "{text}"
-        );
-        assert!(
-            text.contains("toolgate_judge_latency_seconds_count 1"),
-            "{text}"
+        assert_exposes(
+            &registry,
+            &[
+                "toolgate_judge_calls_total{outcome=\"cached_deny\"} 2",
+                "toolgate_judge_latency_seconds_count 1",
+            ],
         );
         assert_eq!(metrics.judge_calls(JudgeOutcome::CachedDeny), 2);
         assert_eq!(metrics.judge_calls(JudgeOutcome::Allow), 0);

@@ -56,10 +56,6 @@ struct MessageWire<'a> {
     candidates: Noted,
 }
 
-pub(crate) fn parse_response(body: &[u8]) -> Result<ToolResponse, ParseError> {
-    read_response(body).map(|reading| reading.response)
-}
-
 pub(crate) fn read_response(body: &[u8]) -> Result<Reading, ParseError> {
     let message: MessageWire = read_json(body)?;
     let other_calls_field = message.choices.0 || message.output.0 || message.candidates.0;
@@ -171,11 +167,7 @@ pub(crate) fn history(body: &[u8]) -> Vec<HistoryCall> {
                 .rev()
                 .find(|call| call.id.is_some() && call.id == answered)
             {
-                call.outcome = if failed {
-                    CallOutcome::Failed
-                } else {
-                    CallOutcome::Completed
-                };
+                call.outcome = CallOutcome::answered(failed);
             }
         }
     }
@@ -259,29 +251,15 @@ pub(crate) fn claims(body: &[u8]) -> Claim {
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
-
     use super::*;
     use crate::edits::Edit;
-    use crate::format::ToolRequest;
+    use crate::testing::{call_lines, declared_lines, fixtures, request, request_error};
     use crate::tool::ToolCall;
-
-    fn request(json: &str) -> ToolRequest {
-        WireFormat::AnthropicMessages
-            .parse_request(Bytes::from(json.to_owned()))
-            .expect("request parses")
-    }
-
-    /// `id name kind arguments`, one line per call.
-    fn summary(calls: &[ToolCall]) -> Vec<String> {
-        let id = |call: &ToolCall| call.id.clone().unwrap_or_default();
-        let line = |c: &ToolCall| format!("{} {} {:?} {}", id(c), c.name, c.kind, c.arguments);
-        calls.iter().map(line).collect()
-    }
 
     #[test]
     fn client_tools_have_schemas_and_server_tools_are_builtins_named_by_name() {
         let parsed = request(
+            WireFormat::AnthropicMessages,
             r#"{"model":"claude-x","max_tokens":10,"stream":true,"messages":[],"tools":[
                 {"name":"get_weather","description":"d","input_schema":{"type":"object"}},
                 {"type":"custom","name":"lookup","input_schema":{"required":["q"]}},
@@ -292,11 +270,7 @@ mod tests {
                 {"type":"web_fetch_20250910","name":"web_fetch"},
                 {"type":"code_execution_20250825","name":"code_execution"}]}"#,
         );
-        let tools: Vec<String> = parsed
-            .declared_tools
-            .iter()
-            .map(|tool| format!("{} {:?} {:?}", tool.name, tool.kind, tool.schema_text()))
-            .collect();
+        let tools = declared_lines(&parsed.declared_tools);
         let expected = [
             r#"get_weather Function Some("{\"type\":\"object\"}")"#,
             r#"lookup Function Some("{\"required\":[\"q\"]}")"#,
@@ -312,18 +286,24 @@ mod tests {
         assert_eq!(tools, expected);
         assert!(parsed.stream);
         assert_eq!(parsed.model.as_deref(), Some("claude-x"));
-        assert!(!request(r#"{"messages":[],"tools":null}"#).declares_tools());
         assert!(
-            WireFormat::AnthropicMessages
-                .parse_request(Bytes::from_static(br#"{"tools":[{"type":"custom"}]}"#))
-                .is_err()
+            !request(
+                WireFormat::AnthropicMessages,
+                r#"{"messages":[],"tools":null}"#
+            )
+            .declares_tools()
+        );
+        request_error(
+            WireFormat::AnthropicMessages,
+            r#"{"tools":[{"type":"custom"}]}"#,
         );
     }
 
     #[test]
     fn every_block_kind_is_read_and_inputs_keep_their_text_without_whitespace() {
-        let response = parse_response(
-            br#"{"id":"msg_1","type":"message","role":"assistant","content":[
+        let response = WireFormat::AnthropicMessages
+            .parse_response(
+                br#"{"id":"msg_1","type":"message","role":"assistant","content":[
                 {"type":"thinking","thinking":"First, the city.","signature":"sig"},
                 {"type":"redacted_thinking","data":"opaque"},
                 {"type":"text","text":"Checking.","citations":null},
@@ -337,8 +317,8 @@ mod tests {
                 {"type":"tool_use","id":"toolu_2","name":"no_input"},
                 {"type":"mcp_tool_use","id":"mcp_1","name":"echo","server_name":"s","input":{}}],
               "stop_reason":"tool_use","usage":{"input_tokens":1,"output_tokens":1}}"#,
-        )
-        .expect("response parses");
+            )
+            .expect("response parses");
         let reasoning = response.reasoning.as_deref();
         assert_eq!(reasoning, Some("First, the city.\nThen the unit."));
         let expected = [
@@ -346,7 +326,7 @@ mod tests {
             r#"toolu_1 get_weather Function {"unit":"celsius","city":"Par is \"x\"","n":1.0e2}"#,
             "toolu_2 no_input Function {}",
         ];
-        assert_eq!(summary(&response.calls), expected);
+        assert_eq!(call_lines(&response.calls), expected);
         assert!(response.calls.iter().all(|call| call.choice == 0));
     }
 
@@ -361,9 +341,15 @@ mod tests {
             "not json",
         ];
         for body in bodies {
-            assert!(parse_response(body.as_bytes()).is_err(), "{body}");
+            assert!(
+                WireFormat::AnthropicMessages
+                    .parse_response(body.as_bytes())
+                    .is_err(),
+                "{body}"
+            );
         }
-        let empty = parse_response(br#"{"type":"message","content":[]}"#);
+        let empty =
+            WireFormat::AnthropicMessages.parse_response(br#"{"type":"message","content":[]}"#);
         assert_eq!(empty, Ok(ToolResponse::default()));
     }
 
@@ -460,20 +446,11 @@ mod tests {
 
     #[test]
     fn the_fixture_requests_and_verdicts_agree_with_the_messages() {
-        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/anthropic");
-        let read = |name: String| std::fs::read(dir.join(&name)).expect(&name);
-        let verdicts: serde_json::Value =
-            serde_json::from_slice(&read("verdicts.json".into())).expect("verdicts.json");
-        let verdicts = verdicts.as_object().expect("an object");
-        assert!(verdicts.len() >= 8);
-        for (name, verdict) in verdicts {
-            let body = Bytes::from(read(format!("{name}.request.json")));
-            let format = WireFormat::from_body(&body);
-            assert_eq!(format, Some(WireFormat::AnthropicMessages), "{name}");
-            let request = WireFormat::AnthropicMessages
-                .parse_request(body)
+        for fixture in fixtures("anthropic", WireFormat::AnthropicMessages) {
+            let (name, verdict, request) = (&fixture.name, &fixture.verdict, &fixture.request);
+            let response = WireFormat::AnthropicMessages
+                .parse_response(&fixture.response)
                 .expect(name);
-            let response = parse_response(&read(format!("{name}.response.json"))).expect(name);
             let declared = |call: &&ToolCall| request.declared_tool(&call.name).is_some();
             let undeclared: Vec<&ToolCall> =
                 response.calls.iter().filter(|c| !declared(c)).collect();

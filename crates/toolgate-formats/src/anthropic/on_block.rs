@@ -110,9 +110,7 @@ pub(crate) fn error_body(facts: &ErrorFacts<'_>) -> Value {
         "code": facts.code,
         "request_id": facts.request_id,
     });
-    if let Some(violations) = facts.violations {
-        error["violations"] = violations.clone();
-    }
+    facts.add_violations(&mut error);
     json!({ "type": "error", "error": error })
 }
 
@@ -139,19 +137,14 @@ fn error_type(status: u16) -> &'static str {
 mod tests {
     use super::*;
     use crate::WireFormat;
+    use crate::testing::retried;
     use crate::tool::ToolCall;
 
     #[test]
     fn the_results_are_errors_in_a_user_turn() {
         let call = ToolCall::function(Some("toolu_1".into()), "delete_user", r#"{"id":7}"#.into());
-        let feedback = [CallFeedback {
-            call: &call,
-            result: "not declared".into(),
-        }];
         let body = br#"{"model":"m","max_tokens":9,"messages":[{"role":"user","content":"hi"}]}"#;
-        let retried: Value =
-            serde_json::from_slice(&retry_request(body, &feedback).expect("rewrites"))
-                .expect("json");
+        let retried = retried(WireFormat::AnthropicMessages, body, &call, "not declared");
         let messages = retried["messages"].as_array().expect("messages");
         assert_eq!(messages[1]["content"][0]["input"], json!({"id": 7}));
         assert_eq!(

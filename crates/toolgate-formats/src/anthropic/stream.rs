@@ -384,6 +384,7 @@ mod tests {
     use crate::sse::tests::chunkings;
     use crate::stream::tests::observe_all;
     use crate::stream::tests::{fixture_pairs, golden_streams};
+    use crate::testing::call_lines;
     use StreamStep::*;
 
     const TOOL: &str = r#"{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{}}"#;
@@ -407,13 +408,6 @@ mod tests {
 
     fn stop(index: u64) -> String {
         format!(r#"{{"type":"content_block_stop","index":{index}}}"#)
-    }
-
-    /// `id name kind arguments`, one line per call.
-    fn summary(calls: &[ToolCall]) -> Vec<String> {
-        let id = |call: &ToolCall| call.id.clone().unwrap_or_default();
-        let line = |c: &ToolCall| format!("{} {} {:?} {}", id(c), c.name, c.kind, c.arguments);
-        calls.iter().map(line).collect()
     }
 
     /// What the gateway does: parse events and observe each; calls are taken when ready (as
@@ -620,7 +614,7 @@ mod tests {
             r#"srv_1 web_search Builtin {"query":"q"}"#,
             "7 no_input Function {}",
         ];
-        assert_eq!(summary(&assembler.take_calls()), expected);
+        assert_eq!(call_lines(&assembler.take_calls()), expected);
     }
 
     #[test]
@@ -710,6 +704,6 @@ mod tests {
             "kept raw"
         );
         assert!(calls[0].arguments.ends_with("]]5"));
-        assert_eq!(summary(&calls[1..]), [r#" {"a":[1]} Function "text""#]);
+        assert_eq!(call_lines(&calls[1..]), [r#" {"a":[1]} Function "text""#]);
     }
 }

@@ -86,10 +86,6 @@ struct CustomCallWire {
     input: Option<String>,
 }
 
-pub(crate) fn parse_response(body: &[u8]) -> Result<ToolResponse, ParseError> {
-    read_response(body).map(|reading| reading.response)
-}
-
 pub(crate) fn read_response(body: &[u8]) -> Result<Reading, ParseError> {
     let wire: ResponseWire = read_json(body)?;
     let other_calls_field = wire.output.0 || wire.content.0 || wire.candidates.0;
@@ -374,17 +370,12 @@ mod tests {
 
     use super::*;
     use crate::edits::Edit;
-    use crate::format::ToolRequest;
-
-    fn request(json: &str) -> ToolRequest {
-        WireFormat::ChatCompletions
-            .parse_request(Bytes::from(json.to_owned()))
-            .expect("request parses")
-    }
+    use crate::testing::{request, request_error};
 
     #[test]
     fn declared_tools_come_from_tools_custom_and_legacy_functions() {
         let parsed = request(
+            WireFormat::ChatCompletions,
             r#"{"model":"m","messages":[],"stream":true,
                 "tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}},
                          {"type":"custom","custom":{"name":"sql","description":"free text"}}],
@@ -413,15 +404,17 @@ mod tests {
 
     #[test]
     fn a_request_without_tools_declares_none() {
-        let parsed =
-            request(r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"tools":null}"#);
+        let parsed = request(
+            WireFormat::ChatCompletions,
+            r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"tools":null}"#,
+        );
         assert!(!parsed.declares_tools());
         assert!(!parsed.stream);
     }
 
     #[test]
     fn calls_come_from_every_choice_and_the_legacy_field() {
-        let response = parse_response(
+        let response = WireFormat::ChatCompletions.parse_response(
             br#"{"choices":[
                 {"index":0,"message":{"role":"assistant","content":null,"reasoning_content":"think",
                   "tool_calls":[{"id":"call_1","type":"function","function":{"name":"a","arguments":"{\"x\":1}"}},
@@ -454,7 +447,7 @@ mod tests {
 
     #[test]
     fn object_arguments_from_lenient_servers_are_kept_as_json_text() {
-        let response = parse_response(
+        let response = WireFormat::ChatCompletions.parse_response(
             br#"{"choices":[{"message":{"tool_calls":[{"id":"c","type":"function","function":{"name":"a","arguments":{"x":1}}}]}}]}"#,
         )
         .unwrap();
@@ -463,22 +456,28 @@ mod tests {
 
     #[test]
     fn not_a_chat_completion_is_a_parse_error() {
-        assert!(parse_response(b"{\"data\":[]}").is_err());
-        assert!(parse_response(b"not json").is_err());
         assert!(
             WireFormat::ChatCompletions
-                .parse_request(Bytes::from_static(b"[1,2]"))
+                .parse_response(b"{\"data\":[]}")
                 .is_err()
         );
+        assert!(
+            WireFormat::ChatCompletions
+                .parse_response(b"not json")
+                .is_err()
+        );
+        request_error(WireFormat::ChatCompletions, "[1,2]");
     }
 
     #[test]
     fn the_latest_user_text_is_found_in_strings_and_parts() {
         let plain = request(
+            WireFormat::ChatCompletions,
             r#"{"messages":[{"role":"user","content":"first"},{"role":"assistant","content":"x"},{"role":"user","content":"second"}]}"#,
         );
         assert_eq!(plain.user_request().as_deref(), Some("second"));
         let parts = request(
+            WireFormat::ChatCompletions,
             r#"{"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url","image_url":{}},{"type":"text","text":"b"}]}]}"#,
         );
         assert_eq!(parts.user_request().as_deref(), Some("a\nb"));

@@ -110,9 +110,7 @@ pub(crate) fn error_body(facts: &ErrorFacts<'_>) -> Value {
         "code": facts.code,
         "request_id": facts.request_id,
     });
-    if let Some(violations) = facts.violations {
-        error["violations"] = violations.clone();
-    }
+    facts.add_violations(&mut error);
     json!({ "error": error })
 }
 
@@ -124,6 +122,8 @@ pub(crate) fn error_event(facts: &ErrorFacts<'_>, _sequence_number: u64) -> Byte
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::WireFormat;
+    use crate::testing::retried;
     use crate::tool::ToolCall;
 
     fn call(id: &str, name: &str, arguments: &str) -> ToolCall {
@@ -139,14 +139,8 @@ mod tests {
     #[test]
     fn the_retry_request_answers_each_blocked_call_with_a_tool_message() {
         let body = br#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#;
-        let calls = [call("call_1", "delete_user", "{}")];
-        let feedback = [CallFeedback {
-            call: &calls[0],
-            result: "not declared".into(),
-        }];
-        let retried: Value =
-            serde_json::from_slice(&retry_request(body, &feedback).expect("rewrites"))
-                .expect("json");
+        let call = call("call_1", "delete_user", "{}");
+        let retried = retried(WireFormat::ChatCompletions, body, &call, "not declared");
         let messages = retried["messages"].as_array().expect("messages");
         assert_eq!(messages.len(), 3);
         assert_eq!(

@@ -90,10 +90,6 @@ pub(crate) fn parse_request(body: Bytes) -> Result<ToolRequest, ParseError> {
     })
 }
 
-pub(crate) fn parse_response(body: &[u8]) -> Result<ToolResponse, ParseError> {
-    read_response(body).map(|reading| reading.response)
-}
-
 /// The calls of every candidate, the reasoning of its `thought` parts, and whether the answer
 /// also has another format's calls field.
 pub(crate) fn read_response(body: &[u8]) -> Result<Reading, ParseError> {
@@ -314,11 +310,7 @@ pub(crate) fn history(body: &[u8]) -> Vec<HistoryCall> {
                     }
             });
             if let Some(call) = answered {
-                call.outcome = if failed {
-                    CallOutcome::Failed
-                } else {
-                    CallOutcome::Completed
-                };
+                call.outcome = CallOutcome::answered(failed);
             }
         }
     }
@@ -329,32 +321,21 @@ pub(crate) fn history(body: &[u8]) -> Vec<HistoryCall> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::{call_lines, declared_lines, fixtures, request, request_error};
     use crate::tool::ToolCall;
 
-    fn request(json: &str) -> ToolRequest {
-        WireFormat::Gemini
-            .parse_request(Bytes::from(json.to_owned()))
-            .expect("request parses")
-    }
-
+    /// [`call_lines`] with each call's candidate first.
     fn summary(calls: &[ToolCall]) -> Vec<String> {
-        let id = |call: &ToolCall| call.id.clone().unwrap_or_default();
-        let line = |c: &ToolCall| {
-            format!(
-                "{} {} {} {:?} {}",
-                c.choice,
-                id(c),
-                c.name,
-                c.kind,
-                c.arguments
-            )
-        };
-        calls.iter().map(line).collect()
+        let lines = call_lines(calls).into_iter();
+        (calls.iter().zip(lines))
+            .map(|(call, line)| format!("{} {line}", call.choice))
+            .collect()
     }
 
     #[test]
     fn declarations_in_either_spelling_and_builtins_by_their_field_are_declared() {
         let parsed = request(
+            WireFormat::Gemini,
             r#"{"contents":[{"role":"user","parts":[{"text":"hi"}]}],"tools":[
                 {"functionDeclarations":[
                     {"name":"get_weather","description":"d","parameters":{"type":"OBJECT",
@@ -365,11 +346,7 @@ mod tests {
                 {"google_search":{}},{"codeExecution":{}},{"urlContext":{}}],
               "toolgate":{"group":"g"}}"#,
         );
-        let tools: Vec<String> = parsed
-            .declared_tools
-            .iter()
-            .map(|tool| format!("{} {:?} {:?}", tool.name, tool.kind, tool.schema_text()))
-            .collect();
+        let tools = declared_lines(&parsed.declared_tools);
         let expected = [
             r#"get_weather Function Some("{\"properties\":{\"city\":{\"type\":\"string\"}},\"required\":[\"city\"],\"type\":\"object\"}")"#,
             r#"lookup Function Some("{\"type\":\"object\"}")"#,
@@ -382,18 +359,12 @@ mod tests {
         assert_eq!(tools, expected);
         assert!(parsed.directives.is_some());
         let both = r#"{"tools":[{"functionDeclarations":[{"name":"f","parameters":{},"parametersJsonSchema":{}}]}]}"#;
-        let error = WireFormat::Gemini
-            .parse_request(Bytes::from(both))
-            .expect_err("ambiguous");
-        assert!(error.is_ambiguous(), "{error}");
         let twice =
             r#"{"tools":[{"functionDeclarations":[],"function_declarations":[{"name":"f"}]}]}"#;
-        assert!(
-            WireFormat::Gemini
-                .parse_request(Bytes::from(twice))
-                .expect_err("twice")
-                .is_ambiguous()
-        );
+        for body in [both, twice] {
+            let error = request_error(WireFormat::Gemini, body);
+            assert!(error.is_ambiguous(), "{error}");
+        }
     }
 
     #[test]
@@ -465,22 +436,9 @@ mod tests {
 
     #[test]
     fn the_fixture_requests_declare_what_their_verdicts_say() {
-        let dir =
-            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/gemini");
-        let read = |name: String| std::fs::read(dir.join(&name)).expect(&name);
-        let verdicts: serde_json::Value =
-            serde_json::from_slice(&read("verdicts.json".into())).expect("verdicts.json");
-        let verdicts = verdicts.as_object().expect("an object");
-        assert!(verdicts.len() >= 8);
-        for (name, verdict) in verdicts {
-            let body = Bytes::from(read(format!("{name}.request.json")));
-            assert_eq!(
-                WireFormat::from_body(&body),
-                Some(WireFormat::Gemini),
-                "{name}"
-            );
-            let request = WireFormat::Gemini.parse_request(body).expect(name);
-            let response = read_response(&read(format!("{name}.response.json"))).expect(name);
+        for fixture in fixtures("gemini", WireFormat::Gemini) {
+            let (name, verdict, request) = (&fixture.name, &fixture.verdict, &fixture.request);
+            let response = read_response(&fixture.response).expect(name);
             let undeclared = (response.response.calls.iter())
                 .filter(|call| request.declared_tool_for(call).is_none())
                 .count();

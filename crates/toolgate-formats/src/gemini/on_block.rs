@@ -89,9 +89,7 @@ pub(crate) fn error_body(facts: &ErrorFacts<'_>) -> Value {
         }],
         "request_id": facts.request_id,
     });
-    if let Some(violations) = facts.violations {
-        error["violations"] = violations.clone();
-    }
+    facts.add_violations(&mut error);
     json!({ "error": error })
 }
 
@@ -121,20 +119,15 @@ fn status_name(status: u16) -> &'static str {
 mod tests {
     use super::*;
     use crate::WireFormat;
+    use crate::testing::retried;
     use crate::tool::ToolCall;
 
     #[test]
     fn the_blocked_calls_are_answered_by_error_responses_the_history_reads() {
         let call = ToolCall::function(Some("c1".into()), "delete_user", r#"{"id":7}"#.into());
-        let feedback = [CallFeedback {
-            call: &call,
-            result: "not declared".into(),
-        }];
         let body =
             br#"{"contents":[{"role":"user","parts":[{"text":"hi"}]}],"generationConfig":{}}"#;
-        let retried: Value =
-            serde_json::from_slice(&retry_request(body, &feedback).expect("rewrites"))
-                .expect("json");
+        let retried = retried(WireFormat::Gemini, body, &call, "not declared");
         let contents = retried["contents"].as_array().expect("contents");
         assert_eq!(
             contents[1]["parts"][0]["functionCall"]["args"],

@@ -130,16 +130,8 @@ impl StreamRewriter {
 
 #[cfg(test)]
 mod tests {
-    use crate::edits::Edit;
     use crate::format::WireFormat;
-
-    fn replace(call_id: Option<&str>, arguments: &str) -> Vec<Edit> {
-        vec![Edit::ReplaceArguments {
-            choice: 0,
-            call_id: call_id.map(str::to_owned),
-            arguments: arguments.to_owned(),
-        }]
-    }
+    use crate::testing::replace_arguments as replace;
 
     #[test]
     fn args_are_replaced_by_id_or_as_the_one_call_without_one() {

@@ -189,10 +189,6 @@ struct ResponseWire<'a> {
     candidates: Noted,
 }
 
-pub(crate) fn parse_response(body: &[u8]) -> Result<ToolResponse, ParseError> {
-    read_response(body).map(|reading| reading.response)
-}
-
 pub(crate) fn read_response(body: &[u8]) -> Result<Reading, ParseError> {
     let wire: ResponseWire = read_json(body)?;
     let other_calls_field = wire.choices.0 || wire.content.0 || wire.candidates.0;
@@ -266,10 +262,7 @@ pub(crate) fn history(body: &[u8]) -> Vec<HistoryCall> {
                 call_id: Some(id),
                 failed,
             }) => {
-                let outcome = match failed {
-                    true => CallOutcome::Failed,
-                    false => CallOutcome::Completed,
-                };
+                let outcome = CallOutcome::answered(failed);
                 match calls
                     .iter_mut()
                     // The latest call with the id: a client may reuse ids across turns.
@@ -407,22 +400,7 @@ pub(crate) fn claims(body: &[u8]) -> Claim {
 mod tests {
     use super::*;
     use crate::edits::Edit;
-    use crate::format::ToolRequest;
-
-    fn request(json: &str) -> ToolRequest {
-        WireFormat::Responses
-            .parse_request(Bytes::from(json.to_owned()))
-            .expect("request parses")
-    }
-
-    /// One line per call: `id name kind arguments`.
-    fn lines(calls: &[ToolCall]) -> Vec<String> {
-        let line = |c: &ToolCall| {
-            let id = c.id.as_deref().unwrap_or("-");
-            format!("{id} {} {:?} {}", c.name, c.kind, c.arguments)
-        };
-        calls.iter().map(line).collect()
-    }
+    use crate::testing::{call_lines, request, request_error};
 
     #[test]
     fn builtin_types_and_call_items_meet_at_one_name() {
@@ -440,6 +418,7 @@ mod tests {
     #[test]
     fn declared_tools_are_function_custom_and_builtins_by_type() {
         let parsed = request(
+            WireFormat::Responses,
             r#"{"model":"gpt-4.1","input":"hi","stream":true,"tools":[
                 {"type":"function","name":"get_weather","parameters":{"type":"object"},"strict":true},
                 {"type":"custom","name":"run_sql","description":"SQL"},
@@ -460,18 +439,14 @@ mod tests {
         assert_eq!(tools, expected);
         assert!(parsed.stream);
         assert_eq!(parsed.model.as_deref(), Some("gpt-4.1"));
-        let bare = request(r#"{"input":"hi","tools":null}"#);
+        let bare = request(WireFormat::Responses, r#"{"input":"hi","tools":null}"#);
         assert!(!bare.declares_tools() && !bare.stream && bare.model.is_none());
-        assert!(
-            WireFormat::Responses
-                .parse_request(Bytes::from_static(br#"{"tools":[{"type":"function"}]}"#))
-                .is_err()
-        );
+        request_error(WireFormat::Responses, r#"{"tools":[{"type":"function"}]}"#);
     }
 
     #[test]
     fn every_call_item_kind_is_read_in_output_order() {
-        let response = parse_response(
+        let response = WireFormat::Responses.parse_response(
             br#"{"id":"resp_1","object":"response","output":[
               {"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"First."},{"type":"summary_text","text":""}]},
               {"type":"message","id":"msg_1","role":"assistant","content":[{"type":"output_text","text":"Hi"}]},
@@ -516,14 +491,18 @@ mod tests {
             r#"fc_3 ["not","a","name"] Function "#,
             "call_8 last_key_wins Function ",
         ];
-        assert_eq!(lines(&response.calls), expected);
+        assert_eq!(call_lines(&response.calls), expected);
         assert!(response.calls.iter().all(|call| call.choice == 0));
         for not_a_response in [
             &br#"{"choices":[]}"#[..],
             br#"{"output":[1]}"#,
             b"{\"output\":[",
         ] {
-            assert!(parse_response(not_a_response).is_err());
+            assert!(
+                WireFormat::Responses
+                    .parse_response(not_a_response)
+                    .is_err()
+            );
         }
     }
 

@@ -166,9 +166,7 @@ pub(crate) fn error_event(facts: &ErrorFacts<'_>, sequence_number: u64) -> Bytes
         "message": facts.message,
         "request_id": facts.request_id,
     });
-    if let Some(violations) = facts.violations {
-        error["violations"] = violations.clone();
-    }
+    facts.add_violations(&mut error);
     let event = json!({
         "type": "error",
         "sequence_number": sequence_number,
@@ -183,19 +181,15 @@ pub(crate) fn error_event(facts: &ErrorFacts<'_>, sequence_number: u64) -> Bytes
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::WireFormat;
+    use crate::testing::retried;
     use crate::tool::ToolCall;
 
     #[test]
     fn a_string_input_becomes_a_user_message_before_the_feedback() {
         let call = ToolCall::function(Some("call_1".into()), "delete_user", "{}".into());
-        let feedback = [CallFeedback {
-            call: &call,
-            result: "not declared".into(),
-        }];
         let body = br#"{"model":"m","input":"hi","stream":true}"#;
-        let retried: Value =
-            serde_json::from_slice(&retry_request(body, &feedback).expect("rewrites"))
-                .expect("json");
+        let retried = retried(WireFormat::Responses, body, &call, "not declared");
         assert_eq!(
             retried["input"][0],
             json!({"role": "user", "content": "hi"})
@@ -214,14 +208,12 @@ mod tests {
             kind: ToolKind::Custom,
             ..ToolCall::function(Some("call_7".into()), "run_sql", "DROP TABLE t".into())
         };
-        let feedback = [CallFeedback {
-            call: &call,
-            result: "not allowed".into(),
-        }];
-        let retried: Value = serde_json::from_slice(
-            &retry_request(br#"{"input":[]}"#, &feedback).expect("rewrites"),
-        )
-        .expect("json");
+        let retried = retried(
+            WireFormat::Responses,
+            br#"{"input":[]}"#,
+            &call,
+            "not allowed",
+        );
         assert_eq!(
             retried["input"],
             json!([
