@@ -3,12 +3,11 @@
 //! (so every OpenAI SDK raises its usual exception with a readable message).
 
 use bytes::Bytes;
-use http::header::{CONTENT_TYPE, HeaderValue};
 use http::{Response, StatusCode};
 use serde_json::json;
 use toolgate_plugin::{Check, ErrorFacts, Rejection, Unavailable, Violation, WireFormat};
 
-use crate::body::{ProxyBody, full};
+use crate::body::ProxyBody;
 use crate::upstream::UpstreamError;
 
 /// Who caused a failure; decides the status class.
@@ -331,7 +330,7 @@ impl ErrorReport<'_> {
     }
 
     pub fn response(&self, format: WireFormat) -> Response<ProxyBody> {
-        let mut response = json_response(self.status, &self.body(format));
+        let mut response = crate::body::json(self.status, self.body(format).to_string());
         for (name, value) in self.headers.into_iter().flatten() {
             response.headers_mut().insert(name.clone(), value.clone());
         }
@@ -384,15 +383,6 @@ impl ErrorReport<'_> {
         let violations = (!self.violations.is_empty()).then(|| json!(self.violations));
         format.error_event(&self.facts(violations.as_ref()), sequence_number)
     }
-}
-
-fn json_response(status: StatusCode, body: &serde_json::Value) -> Response<ProxyBody> {
-    let mut response = Response::new(full(body.to_string()));
-    *response.status_mut() = status;
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    response
 }
 
 #[cfg(test)]
