@@ -165,6 +165,16 @@ pub(crate) fn replayed_arguments_text(call: &ToolCall) -> String {
     }
 }
 
+/// Why a call to a tool the provider runs itself (a built-in or server tool) cannot be retried:
+/// no result of toolgate's can stand in for the provider's, so the retry is not asked and the
+/// block stands as it is.
+pub(crate) fn provider_runs(call: &ToolCall) -> ParseError {
+    ParseError::new(format!(
+        "'{}' is a built-in tool the provider runs: its call cannot be answered with feedback",
+        call.name
+    ))
+}
+
 /// A call's id for the feedback: the model's own, or one made from its position when the model
 /// gave none (a legacy `function_call`), so the result still names the call it answers.
 pub(crate) fn call_id(call: &ToolCall, position: usize) -> String {

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::format::{ErrorFacts, ParseError};
 use crate::on_block::{
-    BlockNotice, CallFeedback, append_to_field, array_items, call_id, named_events,
+    BlockNotice, CallFeedback, append_to_field, array_items, call_id, named_events, provider_runs,
     replayed_arguments,
 };
 use crate::tool::ToolKind;
@@ -23,11 +23,7 @@ pub(crate) fn retry_request(
     for (position, item) in feedback.iter().enumerate() {
         let call = item.call;
         if call.kind == ToolKind::Builtin {
-            // A server tool runs at the provider: no result of toolgate's can stand in for one.
-            return Err(ParseError::new(format!(
-                "'{}' is a server tool the provider runs: its call cannot be answered with feedback",
-                call.name
-            )));
+            return Err(provider_runs(call));
         }
         let id = call_id(call, position);
         let input = replayed_arguments(call);

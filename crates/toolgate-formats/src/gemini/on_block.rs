@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::format::{ErrorFacts, ParseError};
 use crate::on_block::{
-    BlockNotice, CallFeedback, append_to_field, array_items, replayed_arguments,
+    BlockNotice, CallFeedback, append_to_field, array_items, provider_runs, replayed_arguments,
 };
 use crate::tool::ToolKind;
 
@@ -22,10 +22,7 @@ pub(crate) fn retry_request(
     for item in feedback {
         let call = item.call;
         if call.kind == ToolKind::Builtin {
-            return Err(ParseError::new(format!(
-                "'{}' is a built-in tool the provider runs: its call cannot be answered with feedback",
-                call.name
-            )));
+            return Err(provider_runs(call));
         }
         let args = replayed_arguments(call);
         let mut function_call = json!({"name": call.name, "args": args});

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::format::{ErrorFacts, ParseError};
 use crate::on_block::{
-    BlockNotice, CallFeedback, append_to_field, array_items, call_id, named_events,
+    BlockNotice, CallFeedback, append_to_field, array_items, call_id, named_events, provider_runs,
     replayed_arguments_text,
 };
 use crate::tool::ToolKind;
@@ -27,13 +27,7 @@ pub(crate) fn retry_request(
         let (call_type, arguments_field) = match call.kind {
             ToolKind::Function | ToolKind::LegacyFunction => ("function_call", "arguments"),
             ToolKind::Custom => ("custom_tool_call", "input"),
-            // The provider runs its own tools: no result of toolgate's can stand in for one.
-            ToolKind::Builtin => {
-                return Err(ParseError::new(format!(
-                    "'{}' is a built-in tool the provider runs: its call cannot be answered with feedback",
-                    call.name
-                )));
-            }
+            ToolKind::Builtin => return Err(provider_runs(call)),
         };
         // A custom tool's input is free text, kept as written; a function's must be an object.
         let arguments = match call.kind {
