@@ -5,7 +5,7 @@
 # by the requests it served) and req/s, then each build's mean. For reading one change's effect;
 # `bench/hop-cpu.sh` reads a build against the bare hyper hop, `loadbench` is the run of record.
 #
-#   bench/ab-cpu.sh OLD/toolgate NEW/toolgate [ROUNDS=6] [SECONDS=5] [plain|guard] [request.json|request-history.json] [BIN_DIR=target/release]
+#   bench/ab-cpu.sh OLD/toolgate NEW/toolgate [ROUNDS=6] [SECONDS=5] [plain|guard] [request.json|request-history.json|request-agent-turns-50k.json|request-agent-turns-200k.json] [BIN_DIR=target/release]
 #
 # BIN_DIR holds bench-upstream (`cargo build --release -p toolgate-bench --bins`).
 set -euo pipefail

@@ -2,7 +2,7 @@
 # A quick side-by-side of the hop's own CPU per request, for iterating on the hot path between
 # two full `loadbench` runs: the scripted upstream, the bare hyper hop (plain, and with the least
 # guard: row g) and toolgate (no plugins, and tool_selection) from one build, the benchmark's 10-tool request with and without 50 KB
-# of history, driven by wrk. Prints hop CPU µs/req (the process's user+system time over the
+# of history, and with 50 KB and 200 KB of agent turns (rows h50t … d200t, not run by default), driven by wrk. Prints hop CPU µs/req (the process's user+system time over the
 # run divided by the requests it served) and req/s, in interleaved rounds. Not the benchmark of
 # record (that is `loadbench`, with oha, nginx and the dist build); a check of a change's
 # direction on whatever build is at hand.
@@ -32,11 +32,11 @@ if wants g; then
   least_guard_pid=$!
   least_guard=$(listen_of "$work/least-guard.out")
 fi
-if wants c || wants c50; then
+if wants c || wants c50 || wants c50t || wants c200t; then
   start_toolgate plain "$bin_dir/toolgate" ""
   plain_pid=$toolgate_pid plain=$toolgate_address
 fi
-if wants d || wants d50; then
+if wants d || wants d50 || wants d50t || wants d200t; then
   start_toolgate guard "$bin_dir/toolgate" "$GUARD_PLUGINS"
   guard_pid=$toolgate_pid guard=$toolgate_address
 fi
@@ -60,4 +60,10 @@ for round in $(seq "$rounds"); do
   if wants d50; then
     measure "(d50) tool_selection, +50 KB history" "$guard" "$guard_pid" "$work/request-history.json"
   fi
+  for size in 50 200; do
+    agent=$work/request-agent-turns-${size}k.json
+    if wants "h${size}t"; then measure "(h${size}t) bare hop, +$size KB agent turns" "$hop" "$hop_pid" "$agent"; fi
+    if wants "c${size}t"; then measure "(c${size}t) no plugins, +$size KB agent turns" "$plain" "$plain_pid" "$agent"; fi
+    if wants "d${size}t"; then measure "(d${size}t) tool_selection, +$size KB agent turns" "$guard" "$guard_pid" "$agent"; fi
+  done
 done

@@ -30,11 +30,20 @@ pub fn binary_dir(target_dir: &Path) -> PathBuf {
 /// `cargo build --profile dist` of the given `(package, binary)` pairs, with the hot-function
 /// link order on.
 pub fn build(root: &Path, binaries: &[(&str, &str)]) -> Result<(), String> {
+    build_profile(root, "dist", binaries)
+}
+
+/// `cargo build --profile PROFILE` of the given `(package, binary)` pairs; the hot-function
+/// link order only for `dist`, the build it was made for. Another profile (`release`, the
+/// newcomer's build) is for a check of a change's direction, never the run of record.
+pub fn build_profile(root: &Path, profile: &str, binaries: &[(&str, &str)]) -> Result<(), String> {
     let mut command = Command::new("cargo");
     command
         .current_dir(root)
-        .env("TOOLGATE_HOT_FUNCTIONS", "on")
-        .args(["build", "--profile", "dist"]);
+        .args(["build", "--profile", profile]);
+    if profile == "dist" {
+        command.env("TOOLGATE_HOT_FUNCTIONS", "on");
+    }
     for (package, binary) in binaries {
         command.args(["-p", package, "--bin", binary]);
     }
@@ -44,7 +53,7 @@ pub fn build(root: &Path, binaries: &[(&str, &str)]) -> Result<(), String> {
     if status.success() {
         Ok(())
     } else {
-        Err("cargo build --profile dist failed".to_owned())
+        Err(format!("cargo build --profile {profile} failed"))
     }
 }
 

@@ -225,6 +225,18 @@ fn duration_ns(ns: f64) -> String {
     }
 }
 
+/// One of issue 49's targets on what the guard adds to a larger request: `guard` − `plain`
+/// hop CPU per request, at most `limit_us`; the bare hop with the same body beside it, and the
+/// criterion read of the same body (`scan`, a benchmark id) when the run made one.
+struct AddedCost {
+    what: &'static str,
+    plain: &'static str,
+    guard: &'static str,
+    hop: Option<&'static str>,
+    limit_us: f64,
+    scan: &'static str,
+}
+
 impl Results {
     /// The reference rows for a target: direct, nginx and the bare hyper hop in the same mode
     /// (streamed or not).
@@ -301,27 +313,23 @@ impl Results {
         let mark = |met: bool| if met { "met" } else { "**not met**" };
         let throughput = |key: &str| self.row(key).map(|row| row.saturation.ok_per_sec);
         let cpu = |key: &str| self.row(key).and_then(|row| row.hop_cpu_us);
+        // Issue 49's targets, read off this run's rows.
         if let (Some(plain), Some(hop)) = (throughput("c"), throughput("h")) {
             let versus_hop = plain / hop;
             lines.push(format!(
-                "plain path ≥ 0.98× the bare hyper hop: {versus_hop:.2}× — {}",
-                mark(versus_hop >= 0.98)
+                "plain path ≥ 0.92× the bare hyper hop: {versus_hop:.2}× — {}",
+                mark(versus_hop >= 0.92)
             ));
         }
-        if let (Some(guard), Some(nginx), Some(hop)) =
-            (throughput("d"), throughput("b"), throughput("h"))
-        {
-            let (versus_nginx, versus_hop) = (guard / nginx, guard / hop);
+        if let (Some(guard), Some(nginx)) = (throughput("d"), throughput("b")) {
+            let versus_nginx = guard / nginx;
             lines.push(format!(
-                "guarded ≥ 0.85× nginx: {versus_nginx:.2}× — {}",
-                mark(versus_nginx >= 0.85)
-            ));
-            lines.push(format!(
-                "guarded ≥ 0.9× the bare hyper hop: {versus_hop:.2}× — {}",
-                mark(versus_hop >= 0.9)
+                "guarded ≥ 0.82× nginx: {versus_nginx:.2}× — {}",
+                mark(versus_nginx >= 0.82)
             ));
         }
-        // The guarded targets against their own floor: the bare hop with the least guard in it.
+        // The guarded rows against their own floor: the bare hop with the least guard in it.
+        // (The guarded 0.9× bare-hop target is retired, issue 49: it is below that floor.)
         if let (Some(guard), Some(floor), Some(hop), Some(nginx)) = (
             throughput("d"),
             throughput("g"),
@@ -330,17 +338,67 @@ impl Results {
         ) {
             lines.push(format!(
                 "the guarded floor (g, the bare hyper hop with the least guard serde_json and jsonschema make): \
-                 {:.2}× the bare hyper hop, {:.2}× nginx; toolgate with tool_selection at {:.2}× it",
+                 {:.2}× the bare hyper hop, {:.2}× nginx; toolgate with tool_selection at {:.2}× it, {:.2}× the bare hyper hop",
                 floor / hop,
                 floor / nginx,
-                guard / floor
+                guard / floor,
+                guard / hop
             ));
         }
-        if let (Some(guard), Some(plain)) = (cpu("d50"), cpu("c50")) {
-            let added = guard - plain;
+        for added in [
+            AddedCost {
+                what: "+50 KB of history (prose)",
+                plain: "c50",
+                guard: "d50",
+                hop: None,
+                limit_us: 7.2,
+                scan: "adapters/read_request_history/50KB_cached",
+            },
+            AddedCost {
+                what: "+50 KB of agent turns",
+                plain: "c50t",
+                guard: "d50t",
+                hop: Some("h50t"),
+                limit_us: 15.0,
+                scan: "adapters/read_request_history/table_50KB_agent_turns_cached",
+            },
+            AddedCost {
+                what: "+200 KB of agent turns",
+                plain: "c200t",
+                guard: "d200t",
+                hop: Some("h200t"),
+                limit_us: 60.0,
+                scan: "",
+            },
+        ] {
+            let (Some(guard), Some(plain)) = (cpu(added.guard), cpu(added.plain)) else {
+                continue;
+            };
+            let cost = guard - plain;
+            let hop = added
+                .hop
+                .and_then(|key| cpu(key).map(|hop| format!(", bare hyper hop {hop:.1}")))
+                .unwrap_or_default();
+            // The guard's own read of the same body, alone (criterion, when the run made it).
+            let read = self
+                .criterion
+                .iter()
+                .find(|bench| bench.id == added.scan)
+                .map(|bench| {
+                    format!(
+                        "; the request read alone: {} ({})",
+                        duration_ns(bench.median_ns),
+                        bench.id
+                    )
+                })
+                .unwrap_or_default();
             lines.push(format!(
-                "guard − plain ≤ 15 µs of hop CPU per request with 50 KB of history: {added:.1} µs ({guard:.1} vs {plain:.1}) — {}",
-                mark(added <= 15.0)
+                "guard − plain ≤ {} µs of hop CPU per request at {}: {cost:.1} µs (({}) {guard:.1} vs ({}) {plain:.1}{hop}{read}) — {}",
+                added.limit_us,
+                added.what,
+                added.guard,
+                added.plain,
+                mark(cost <= added.limit_us)
             ));
         }
         if let (Some(hop), Some(plain), Some(guard), Some(nginx)) =
@@ -437,7 +495,8 @@ impl Results {
         writeln!(
             out,
             "Streamed rows (a', b', h', c', e) compare with the streamed direct (a'), nginx (b') and \
-             bare hyper hop (h') rows; the +50 KB history rows with the table's request (a, b, h). \
+             bare hyper hop (h') rows; the +50 KB history and agent-turn rows with the table's request \
+             (a, b, h): the bare hyper hop's own rows with agent turns (h50t, h200t) are their floor. \
              CPU µs/req is the process's CPU time (all threads) over the run divided by the \
              requests it served: the cost of a request there, independent of who else shares the cores. \
              Each row is its median round of saturation (by req/s); every round runs every target, \
@@ -795,6 +854,61 @@ mod tests {
         assert!((added - 0.20).abs() < 1e-9, "{added}");
         assert_eq!(each.len(), 3);
         assert!((each[2] - 0.17).abs() < 1e-9, "{each:?}");
+    }
+
+    #[test]
+    fn the_targets_read_issue_49s_rows() {
+        let row = |key: &str, ok_per_sec: f64, cpu: f64| TargetResult {
+            key: key.into(),
+            label: key.into(),
+            streamed: false,
+            saturation: OhaResult {
+                ok_per_sec,
+                ..OhaResult::default()
+            },
+            hop_cpu_us: Some(cpu),
+            hop_kernel_us: None,
+            upstream_cpu_us: 0.0,
+            fixed: Vec::new(),
+        };
+        let results = Results {
+            table: vec![
+                row("b", 10_000.0, 30.0),
+                row("h", 12_000.0, 25.0),
+                row("c", 11_400.0, 28.0),
+                row("d", 8_000.0, 45.0),
+                row("c50", 9_000.0, 40.0),
+                row("d50", 8_000.0, 47.0),
+                row("h50t", 8_000.0, 38.0),
+                row("c50t", 7_000.0, 41.0),
+                row("d50t", 5_000.0, 71.0),
+                row("c200t", 3_000.0, 90.0),
+                row("d200t", 2_000.0, 140.0),
+            ],
+            criterion: vec![CriterionResult {
+                id: "adapters/read_request_history/table_50KB_agent_turns_cached".into(),
+                median_ns: 30_000.0,
+                low_ns: 29_000.0,
+                high_ns: 31_000.0,
+                throughput: None,
+            }],
+            ..Results::default()
+        };
+        let text = results.markdown();
+        assert!(
+            text.contains("plain path ≥ 0.92× the bare hyper hop: 0.95× — met"),
+            "{text}"
+        );
+        assert!(
+            text.contains("guarded ≥ 0.82× nginx: 0.80× — **not met**"),
+            "{text}"
+        );
+        assert!(text.contains("+50 KB of history (prose): 7.0 µs"), "{text}");
+        assert!(
+            text.contains("≤ 15 µs of hop CPU per request at +50 KB of agent turns: 30.0 µs ((d50t) 71.0 vs (c50t) 41.0, bare hyper hop 38.0; the request read alone: 30.00 µs"),
+            "{text}"
+        );
+        assert!(text.contains("+200 KB of agent turns: 50.0 µs"), "{text}");
     }
 
     #[test]

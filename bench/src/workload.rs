@@ -196,6 +196,9 @@ pub struct RequestSpec {
     pub tools: usize,
     /// Bytes of conversation to carry beyond the base exchange (0: the base exchange only).
     pub message_bytes: usize,
+    /// Bytes of an agent's turns to carry beyond the base exchange: calls and their results,
+    /// JSON documents in strings ([`agent_turns`]); 0: none.
+    pub agent_turn_bytes: usize,
     pub stream: bool,
 }
 
@@ -204,6 +207,7 @@ impl Default for RequestSpec {
         RequestSpec {
             tools: 10,
             message_bytes: 0,
+            agent_turn_bytes: 0,
             stream: false,
         }
     }
@@ -212,6 +216,10 @@ impl Default for RequestSpec {
 /// The conversation the table's `+50 KB history` rows carry beyond its request: real agent
 /// requests are mostly history, which the guard only skips.
 pub const HISTORY_BYTES: usize = 50_000;
+
+/// The agent turns the table's `+50 KB` and `+200 KB agent turns` rows carry beyond its request:
+/// what a working agent sends, tool results as escaped JSON, which the guard must read through.
+pub const AGENT_TURN_BYTES: [usize; 2] = [50_000, 200_000];
 
 const FILLER: &str = "Here is the status of the migration so far: the orders table is copied, \
     the indexes are rebuilding, and the replicas are 3 seconds behind the primary. ";
@@ -228,6 +236,7 @@ pub fn request_body(spec: RequestSpec) -> Bytes {
         json!({"role": "tool", "tool_call_id": "call_prev_1",
             "content": "[{\"title\": \"Q3 report\", \"url\": \"https://intranet.example/q3.pdf\"}]"}),
     ];
+    messages.extend(agent_turns(spec.agent_turn_bytes));
     let mut padded = 0;
     let mut turn = 0;
     while padded < spec.message_bytes {
@@ -250,6 +259,146 @@ pub fn request_body(spec: RequestSpec) -> Bytes {
         "parallel_tool_calls": true,
     });
     Bytes::from(body.to_string())
+}
+
+/// `bytes` (or a little more) of an agent's turns, as its client sends them back each turn: an
+/// assistant message calling a tool, its arguments JSON text in a string, then the tool's result,
+/// a JSON document serialized into the message's `content` — search results, database rows,
+/// source files and JSON files read whole (a document in a string in a string). So quotes,
+/// backslashes and newlines are escaped every few bytes, as in real agent traffic. Deterministic:
+/// each turn is a function of its number.
+pub fn agent_turns(bytes: usize) -> Vec<Value> {
+    let mut messages = Vec::new();
+    let mut written = 0;
+    let mut turn = 0;
+    while written < bytes {
+        let (name, arguments, result) = match turn % 4 {
+            0 => search_results(turn),
+            1 => source_file(turn),
+            2 => database_rows(turn),
+            _ => json_file(turn),
+        };
+        let id = format!("call_{turn:03}_q7Lm2xVb");
+        let call = json!({"role": "assistant", "content": null, "tool_calls": [{"id": id,
+            "type": "function", "function": {"name": name, "arguments": arguments.to_string()}}]});
+        let answer = json!({"role": "tool", "tool_call_id": id, "content": result.to_string()});
+        // Each message and the comma before it, as the body writes them.
+        written += call.to_string().len() + answer.to_string().len() + 2;
+        messages.extend([call, answer]);
+        turn += 1;
+    }
+    messages
+}
+
+const TOPICS: [&str; 6] = [
+    "replica lag",
+    "index rebuild",
+    "connection pool",
+    "vacuum settings",
+    "failover drill",
+    "query planner",
+];
+
+/// A `search_web` call and its results: titles, URLs with queries, snippets quoting text.
+fn search_results(turn: usize) -> (&'static str, Value, Value) {
+    let topic = TOPICS[turn % TOPICS.len()];
+    let results: Vec<Value> = (0..6)
+        .map(|rank| {
+            let other = TOPICS[(turn + rank) % TOPICS.len()];
+            json!({
+                "title": format!("Troubleshooting {other}: a field guide (part {})", rank + 1),
+                "url": format!("https://docs.example.org/postgres/{}/{turn}-{rank}?ref=search&lang=en",
+                    other.replace(' ', "-")),
+                "snippet": format!("When \"{other}\" grows past the threshold, run `SELECT * FROM \
+                    pg_stat_replication;` and compare \"sent_lsn\" with \"replay_lsn\" — see \
+                    section {turn}.{rank} for the C:\\\\ paths on Windows hosts."),
+                "published": format!("2025-{:02}-{:02}T08:{:02}:00Z", 1 + (turn + rank) % 12,
+                    1 + (turn * 7 + rank) % 28, (turn * 13 + rank) % 60),
+                "score": 0.97 - rank as f64 * 0.07,
+            })
+        })
+        .collect();
+    (
+        "search_web",
+        json!({"query": format!("postgres {topic} runbook"), "max_results": 6, "recency": "month"}),
+        json!({"query": format!("postgres {topic} runbook"), "total": 1200 + turn, "results": results}),
+    )
+}
+
+/// A `read_file` call and a source file read whole: code with strings, escapes and indentation.
+fn source_file(turn: usize) -> (&'static str, Value, Value) {
+    let path = format!("/srv/app/src/migrate_{turn:03}.py");
+    let mut text = format!(
+        "\"\"\"Migration step {turn}: copy the orders table in batches.\"\"\"\n\nimport re\nimport json\n\n"
+    );
+    for step in 0..8 {
+        text.push_str(&format!(
+            "def batch_{step}(cursor, log):\n    \"\"\"Copy batch {step} and log its \"progress\".\"\"\"\n    \
+             pattern = re.compile(r\"^order-(\\d{{4,12}})$\")\n    \
+             cursor.execute(\"INSERT INTO orders_new SELECT * FROM orders WHERE id % 8 = {step}\")\n    \
+             log.write(json.dumps({{\"step\": {step}, \"rows\": cursor.rowcount, \"path\": \"C:\\\\data\\\\{turn}\"}}) + \"\\n\")\n    \
+             return pattern\n\n"
+        ));
+    }
+    let size = text.len();
+    (
+        "read_file",
+        json!({"path": path, "encoding": "utf-8", "max_bytes": 65536}),
+        json!({"path": path, "encoding": "utf-8", "size": size, "content": text}),
+    )
+}
+
+/// A `query_database` call and its rows: many short strings, each quoted.
+fn database_rows(turn: usize) -> (&'static str, Value, Value) {
+    let regions = ["eu-west", "eu-central", "us-east", "us-west", "ap-south"];
+    let rows: Vec<Value> = (0..24)
+        .map(|row| {
+            json!([
+                format!("ORD-{:08}", turn * 1000 + row),
+                regions[(turn + row) % regions.len()],
+                format!(
+                    "{}.{:02}",
+                    100 + (turn * 37 + row * 11) % 9000,
+                    (row * 7) % 100
+                ),
+                if row % 3 == 0 { "shipped" } else { "pending" },
+                format!(
+                    "2025-09-{:02}T{:02}:{:02}:00Z",
+                    1 + row % 28,
+                    row % 24,
+                    (turn + row) % 60
+                ),
+            ])
+        })
+        .collect();
+    (
+        "query_database",
+        json!({"sql": "SELECT id, region, amount, status, created_at FROM orders WHERE created_at >= $1 ORDER BY id LIMIT 24",
+            "params": [format!("2025-09-{:02}", 1 + turn % 28)], "database": "analytics", "timeout_ms": 5000}),
+        json!({"columns": ["id", "region", "amount", "status", "created_at"],
+            "row_count": rows.len(), "rows": rows, "elapsed_ms": 12 + turn % 40}),
+    )
+}
+
+/// A `read_file` call and a JSON file read whole: a document in a string, itself in a string.
+fn json_file(turn: usize) -> (&'static str, Value, Value) {
+    let path = format!("/srv/app/config/replicas_{turn:03}.json");
+    let replicas: Vec<Value> = (0..6)
+        .map(|replica| {
+            json!({"name": format!("db-{replica}"), "host": format!("10.0.{turn}.{}", 10 + replica),
+                "port": 5432, "lag_seconds": (turn + replica) % 5, "tags": ["primary-eu", "ssd"],
+                "dsn": format!("postgres://app@10.0.{turn}.{}:5432/orders?sslmode=require", 10 + replica)})
+        })
+        .collect();
+    let document = json!({"version": turn, "replicas": replicas,
+        "failover": {"mode": "automatic", "quorum": 2, "notify": ["ops@example.com"]}});
+    let text = serde_json::to_string_pretty(&document).unwrap_or_default();
+    let size = text.len();
+    (
+        "read_file",
+        json!({"path": path, "encoding": "utf-8", "max_bytes": 65536}),
+        json!({"path": path, "encoding": "utf-8", "size": size, "content": text}),
+    )
 }
 
 /// What the upstream answers: `calls` tool calls cycling over the first `span` realistic tools;
@@ -452,6 +601,48 @@ mod tests {
         .len();
         assert!(padded >= base + 100_000, "{padded} vs {base}");
         assert!(padded < base + 110_000, "{padded} vs {base}");
+    }
+
+    #[test]
+    fn agent_turns_reach_the_asked_size_and_are_the_same_every_time() {
+        let base = super::request_body(super::RequestSpec::default()).len();
+        for bytes in super::AGENT_TURN_BYTES {
+            let spec = super::RequestSpec {
+                agent_turn_bytes: bytes,
+                ..super::RequestSpec::default()
+            };
+            let body = super::request_body(spec);
+            assert!(body.len() >= base + bytes, "{} vs {base}", body.len());
+            assert!(
+                body.len() < base + bytes + 5_000,
+                "{} vs {base}",
+                body.len()
+            );
+            assert_eq!(body, super::request_body(spec), "deterministic");
+        }
+    }
+
+    #[test]
+    fn agent_turns_are_calls_answered_by_json_documents_in_strings() {
+        let turns = super::agent_turns(20_000);
+        assert!(
+            turns.len() >= 8 && turns.len().is_multiple_of(2),
+            "{}",
+            turns.len()
+        );
+        for pair in turns.chunks(2) {
+            let call = &pair[0]["tool_calls"][0];
+            let arguments = call["function"]["arguments"].as_str().expect("arguments");
+            serde_json::from_str::<serde_json::Value>(arguments).expect("arguments are JSON");
+            assert_eq!(pair[1]["role"], "tool");
+            assert_eq!(pair[1]["tool_call_id"], call["id"]);
+            let result = pair[1]["content"].as_str().expect("a string result");
+            serde_json::from_str::<serde_json::Value>(result).expect("the result is JSON");
+        }
+        // Escapes every few bytes: what makes these turns slow to read, unlike prose.
+        let text = serde_json::Value::Array(turns).to_string();
+        let escapes = text.bytes().filter(|byte| *byte == b'\\').count();
+        assert!(escapes * 12 > text.len(), "{escapes} in {}", text.len());
     }
 
     #[test]

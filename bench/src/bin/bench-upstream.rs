@@ -1,15 +1,16 @@
 //! The benchmark's scripted upstream as a process: `bench-upstream [--listen ADDR]` serves
 //! prepared chat completions (see `toolgate_bench::upstream`) on a multi-threaded runtime, prints
 //! `LISTEN <address>` once bound, and stops on SIGTERM or SIGINT. `--write-requests DIR` writes
-//! the table's request bodies there instead (`request.json`, `request-history.json`), for load
-//! generators other than the driver (`bench/hop-cpu.sh`).
+//! the table's request bodies there instead (`request.json`, `request-history.json`,
+//! `request-agent-turns-50k.json`, `request-agent-turns-200k.json`), for load generators other
+//! than the driver (`bench/hop-cpu.sh`, `bench/ab-cpu.sh`).
 
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 use toolgate_bench::upstream::{self, Answers};
-use toolgate_bench::workload::{self, HISTORY_BYTES, RequestSpec};
+use toolgate_bench::workload::{self, AGENT_TURN_BYTES, HISTORY_BYTES, RequestSpec};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -34,6 +35,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     dir.join("request-history.json"),
                     workload::request_body(history),
                 )?;
+                for bytes in AGENT_TURN_BYTES {
+                    let agent = RequestSpec {
+                        agent_turn_bytes: bytes,
+                        ..RequestSpec::default()
+                    };
+                    std::fs::write(
+                        dir.join(format!("request-agent-turns-{}k.json", bytes / 1000)),
+                        workload::request_body(agent),
+                    )?;
+                }
                 return Ok(());
             }
             "-h" | "--help" => {

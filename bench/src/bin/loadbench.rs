@@ -22,27 +22,41 @@ use toolgate_bench::report::{
     TargetResult,
 };
 use toolgate_bench::stack::{self, Gateway, Server};
-use toolgate_bench::workload::{self, RequestSpec};
+use toolgate_bench::workload::{self, AGENT_TURN_BYTES, RequestSpec};
 use toolgate_bench::{dist, oha};
 
 const PHASES: [&str; 5] = ["table", "curves", "streams", "profile", "criterion"];
+/// The table's rows, by key, in the order they run.
+const ROWS: [&str; 19] = [
+    "a", "b", "h", "g", "c", "d", "c50", "d50", "h50t", "c50t", "d50t", "h200t", "c200t", "d200t",
+    "a'", "b'", "h'", "c'", "e",
+];
 const USAGE: &str =
-    "loadbench [--only PHASES] [--skip PHASES] [--duration SECS] [--fixed-duration SECS]
-          [--rounds N] [--curve-duration SECS] [--quick] [--no-build] [--out FILE] | --bodies DIR
+    "loadbench [--only PHASES] [--skip PHASES] [--rows KEYS] [--duration SECS] [--fixed-duration SECS]
+          [--rounds N] [--curve-duration SECS] [--quick] [--profile dist|release] [--no-build]
+          [--out FILE] | --bodies DIR
 PHASES: a comma-separated list of table, curves, streams, profile, criterion (default: all).
+--rows             only these rows of the table, a comma-separated list of their keys
+                   (a,b,h,g,c,d,c50,d50,h50t,c50t,d50t,h200t,c200t,d200t,a',b',h',c',e; default all)
 --duration         seconds of each saturation run of the table (default 8)
 --fixed-duration   seconds of each fixed-rate run of the table (default 5)
 --rounds           rounds of saturation and of fixed-rate runs, each over every target
                    (default 3; a row reports its median saturation round)
 --curve-duration   seconds of each closed-loop curve point (default 2.5)
 --quick            short runs, to check the setup (2 s, 1 s and 1 round)
---no-build         use the dist binaries already built
+--profile          the build measured: dist (default, what ships, the run of record) or
+                   release (a quicker build, to check a change's direction; no hot-function order)
+--no-build         use the binaries of that profile already built
 --out              where the markdown goes (default bench/RESULTS.md); given, the raw JSON
                    and the profiles go beside it instead of into bench/results/
 --bodies DIR       only write the request bodies the runs send into DIR (for runs by hand)";
 
 struct Options {
     phases: Vec<String>,
+    /// The table's rows to run, by key; empty: all.
+    rows: Vec<String>,
+    /// `dist` or `release`.
+    profile: String,
     duration: Duration,
     fixed_duration: Duration,
     rounds: usize,
@@ -60,6 +74,8 @@ fn options() -> Result<Options, String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut options = Options {
         phases: PHASES.iter().map(|phase| (*phase).to_owned()).collect(),
+        rows: Vec::new(),
+        profile: "dist".to_owned(),
         duration: Duration::from_secs(8),
         fixed_duration: Duration::from_secs(5),
         rounds: 3,
@@ -95,6 +111,28 @@ fn options() -> Result<Options, String> {
             "--skip" => {
                 let skipped = phases(args.next())?;
                 options.phases.retain(|phase| !skipped.contains(phase));
+            }
+            "--rows" => {
+                options.rows = args
+                    .next()
+                    .ok_or("--rows needs a list of row keys")?
+                    .split(',')
+                    .map(|key| key.trim().to_owned())
+                    .filter(|key| !key.is_empty())
+                    .collect();
+                if let Some(unknown) = options
+                    .rows
+                    .iter()
+                    .find(|key| !ROWS.contains(&key.as_str()))
+                {
+                    return Err(format!("unknown row '{unknown}'\n{USAGE}"));
+                }
+            }
+            "--profile" => {
+                options.profile = args
+                    .next()
+                    .filter(|profile| profile == "dist" || profile == "release")
+                    .ok_or("--profile needs dist or release")?;
             }
             "--duration" => options.duration = seconds(args.next(), "--duration")?,
             "--fixed-duration" => {
@@ -173,10 +211,25 @@ fn write_bodies(dir: &Path) -> std::io::Result<()> {
             },
         ));
     }
+    let agent = AGENT_TURN_BYTES.map(|bytes| (bytes, agent_turns_file(bytes)));
+    for (bytes, name) in &agent {
+        specs.push((
+            name,
+            RequestSpec {
+                agent_turn_bytes: *bytes,
+                ..RequestSpec::default()
+            },
+        ));
+    }
     for (name, spec) in specs {
         std::fs::write(dir.join(name), workload::request_body(spec))?;
     }
     Ok(())
+}
+
+/// The file of the table's request with `bytes` of agent turns, as bench-upstream names it too.
+fn agent_turns_file(bytes: usize) -> String {
+    format!("request-agent-turns-{}k.json", bytes / 1000)
 }
 
 fn bench_dir() -> PathBuf {
@@ -258,6 +311,12 @@ fn step(message: &str) {
     eprintln!("== {message}");
 }
 
+/// The table's request with an agent's turns, and the file it is sent from.
+struct AgentBody {
+    body: Bytes,
+    file: PathBuf,
+}
+
 /// The servers of a run and the bodies they are sent.
 /// Fields drop in order: the servers stop before their directory is removed.
 struct Bench {
@@ -273,8 +332,11 @@ struct Bench {
     stream_body: Bytes,
     body_file: PathBuf,
     stream_body_file: PathBuf,
-    /// The table's request with 50 KB more conversation: what agents mostly send.
+    /// The table's request with 50 KB more conversation.
     history_body_file: PathBuf,
+    /// The table's request with 50 KB and 200 KB of agent turns (escaped JSON tool results):
+    /// what working agents send.
+    agent_bodies: [AgentBody; 2],
     dir: TempDir,
 }
 
@@ -282,12 +344,19 @@ async fn run(options: Options, fds: u64) -> Result<(), String> {
     let root = workspace_dir();
     let started = Instant::now();
     let wants = |phase: &str| options.phases.iter().any(|wanted| wanted == phase);
+    let build_profile = options.profile.as_str();
     if options.build {
-        step(
-            "cargo build --profile dist -p toolgate --bin toolgate -p toolgate-bench --bin bench-upstream --bin hyper-hop (TOOLGATE_HOT_FUNCTIONS=on)",
-        );
-        dist::build(
+        step(&format!(
+            "cargo build --profile {build_profile} -p toolgate --bin toolgate -p toolgate-bench --bin bench-upstream --bin hyper-hop{}",
+            if build_profile == "dist" {
+                " (TOOLGATE_HOT_FUNCTIONS=on)"
+            } else {
+                ""
+            }
+        ));
+        dist::build_profile(
             &root,
+            build_profile,
             &[
                 ("toolgate", "toolgate"),
                 ("toolgate-bench", "bench-upstream"),
@@ -295,7 +364,7 @@ async fn run(options: Options, fds: u64) -> Result<(), String> {
             ],
         )?;
     }
-    let dist_dir = dist::binary_dir(&target_dir());
+    let dist_dir = target_dir().join(build_profile);
     let toolgate = dist_dir.join("toolgate");
     let upstream_binary = dist_dir.join("bench-upstream");
     let hyper_hop_binary = dist_dir.join("hyper-hop");
@@ -307,13 +376,15 @@ async fn run(options: Options, fds: u64) -> Result<(), String> {
             ));
         }
     }
-    let hot = dist::check_hot_functions(&root, &toolgate)?;
-    step(&format!(
-        "{}: {} of {} listed functions found in the binary",
-        dist::HOT_FUNCTIONS,
-        hot.found,
-        hot.listed
-    ));
+    if build_profile == "dist" {
+        let hot = dist::check_hot_functions(&root, &toolgate)?;
+        step(&format!(
+            "{}: {} of {} listed functions found in the binary",
+            dist::HOT_FUNCTIONS,
+            hot.found,
+            hot.listed
+        ));
+    }
     let oha = if wants("table") || wants("profile") {
         Some(oha::find_or_install()?)
     } else {
@@ -328,7 +399,7 @@ async fn run(options: Options, fds: u64) -> Result<(), String> {
         .chain((!options.args.is_empty()).then(|| format!("-- {}", options.args.join(" "))))
         .collect::<Vec<_>>()
         .join(" "),
-        machine: machine(&nginx_binary, oha.as_deref(), &root),
+        machine: machine(&nginx_binary, oha.as_deref(), &root, build_profile),
         ..Results::default()
     };
     let body = workload::request_body(RequestSpec::default());
@@ -366,6 +437,19 @@ async fn run(options: Options, fds: u64) -> Result<(), String> {
             ),
         ),
         ("request (table)".into(), request_text),
+        (
+            "requests with agent turns (h50t–d200t)".into(),
+            AGENT_TURN_BYTES
+                .map(|bytes| {
+                    let body = workload::request_body(RequestSpec {
+                        agent_turn_bytes: bytes,
+                        ..RequestSpec::default()
+                    });
+                    format!("+{} KB: {} bytes", bytes / 1000, body.len())
+                })
+                .join(", ")
+                + "; the table's request with an agent's calls and their results, JSON documents in strings (search results, rows, source and JSON files read whole)",
+        ),
         ("open-file limit".into(), fds.to_string()),
     ];
 
@@ -404,6 +488,19 @@ async fn run(options: Options, fds: u64) -> Result<(), String> {
         }),
     )
     .map_err(|error| error.to_string())?;
+    let agent_bodies = AGENT_TURN_BYTES.map(|bytes| {
+        let body = workload::request_body(RequestSpec {
+            agent_turn_bytes: bytes,
+            ..RequestSpec::default()
+        });
+        AgentBody {
+            file: dir.0.join(agent_turns_file(bytes)),
+            body,
+        }
+    });
+    for agent in &agent_bodies {
+        std::fs::write(&agent.file, &agent.body).map_err(|error| error.to_string())?;
+    }
     let bench = Bench {
         toolgate,
         upstream,
@@ -417,6 +514,7 @@ async fn run(options: Options, fds: u64) -> Result<(), String> {
         body_file,
         stream_body_file,
         history_body_file,
+        agent_bodies,
         dir,
     };
     results.checks = sanity(&bench).await?;
@@ -434,7 +532,7 @@ async fn run(options: Options, fds: u64) -> Result<(), String> {
             fixed: options.fixed_duration,
             rounds: options.rounds,
         };
-        match table(&bench, oha, &durations, &mut results).await {
+        match table(&bench, oha, &durations, &options.rows, &mut results).await {
             Ok(()) => {}
             Err(error) => results
                 .notes
@@ -503,7 +601,7 @@ fn command_output(program: &str, args: &[&str]) -> String {
         .unwrap_or_else(|error| format!("({program}: {error})"))
 }
 
-fn machine(nginx: &Path, oha: Option<&Path>, root: &Path) -> Vec<(String, String)> {
+fn machine(nginx: &Path, oha: Option<&Path>, root: &Path, profile: &str) -> Vec<(String, String)> {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let model = cpuinfo
         .lines()
@@ -556,7 +654,12 @@ fn machine(nginx: &Path, oha: Option<&Path>, root: &Path) -> Vec<(String, String
         (
             "profile".into(),
             format!(
-                "`dist` (toolgate, bench-upstream, hyper-hop; TOOLGATE_HOT_FUNCTIONS=on); the driver: `{}`",
+                "`{profile}` (toolgate, bench-upstream, hyper-hop{}); the driver: `{}`",
+                if profile == "dist" {
+                    "; TOOLGATE_HOT_FUNCTIONS=on"
+                } else {
+                    "; not the shipped build: a check, not the run of record"
+                },
                 toolgate_bench::revision::own_profile()
             ),
         ),
@@ -614,6 +717,32 @@ async fn sanity(bench: &Bench) -> Result<Vec<String>, String> {
         "every target answers 200 with the 2 tool calls, as JSON and as SSE ending in [DONE]"
             .to_owned(),
     );
+    let hops = [
+        ("bare hyper hop", bench.hyper_hop.address),
+        ("toolgate plain", bench.plain.address),
+        ("toolgate tool_selection", bench.guard.address),
+    ];
+    for (name, address) in hops {
+        for agent in &bench.agent_bodies {
+            let (status, answer) = client::once(&shot(address, &agent.body, &[])).await?;
+            if status != 200 || memchr::memmem::find(&answer, b"\"tool_calls\"").is_none() {
+                return Err(format!(
+                    "{name} answered {status} to the request with {} bytes of agent turns: {}",
+                    agent.body.len(),
+                    String::from_utf8_lossy(&answer[..answer.len().min(400)])
+                ));
+            }
+        }
+    }
+    checks.push(format!(
+        "the bare hyper hop and toolgate (plain, tool_selection) answer 200 with the 2 tool calls to the requests with agent turns ({} bytes)",
+        bench
+            .agent_bodies
+            .iter()
+            .map(|agent| agent.body.len().to_string())
+            .collect::<Vec<_>>()
+            .join(" and ")
+    ));
     let undeclared = [("x-bench-undeclared", "1".to_owned())];
     // The least guard reads JSON answers only: it runs in the JSON rows.
     let least_guard = bench.least_guard_hop.address;
@@ -662,10 +791,20 @@ struct TableTarget<'a> {
     label: &'a str,
     address: SocketAddr,
     streamed: bool,
-    /// The table's request with [`workload::HISTORY_BYTES`] more conversation.
-    history: bool,
+    /// What the row sends beyond the table's request.
+    extra: Extra,
     /// Processes whose CPU is the hop's.
     hop: Option<u32>,
+}
+
+/// What a row of the table sends beyond its request.
+#[derive(Clone, Copy)]
+enum Extra {
+    Nothing,
+    /// [`workload::HISTORY_BYTES`] more conversation, prose.
+    Prose,
+    /// The `n`th of [`AGENT_TURN_BYTES`] of agent turns.
+    AgentTurns(usize),
 }
 
 /// How long the table's runs last.
@@ -693,72 +832,120 @@ async fn table(
     bench: &Bench,
     oha: &Path,
     durations: &TableDurations,
+    rows: &[String],
     results: &mut Results,
 ) -> Result<(), String> {
     let nginx = bench.nginx.as_ref().ok_or("nginx is not running")?;
-    let target = |key, label, server: Option<&Server>, streamed, history| TableTarget {
+    let target = |key, label, server: Option<&Server>, streamed, extra| TableTarget {
         key,
         label,
         address: server.map_or(bench.upstream.address, |server| server.address),
         streamed,
-        history,
+        extra,
         hop: server.map(Server::pid),
     };
     let (hop, plain, guard) = (&bench.hyper_hop, &bench.plain, &bench.guard);
-    let targets = [
-        target("a", "direct", None, false, false),
-        target("b", "nginx proxy_pass", Some(nginx), false, false),
-        target("h", "bare hyper hop", Some(hop), false, false),
+    let (none, prose) = (Extra::Nothing, Extra::Prose);
+    let (turns_50, turns_200) = (Extra::AgentTurns(0), Extra::AgentTurns(1));
+    let mut targets = vec![
+        target("a", "direct", None, false, none),
+        target("b", "nginx proxy_pass", Some(nginx), false, none),
+        target("h", "bare hyper hop", Some(hop), false, none),
         target(
             "g",
             "bare hyper hop, least guard",
             Some(&bench.least_guard_hop),
             false,
-            false,
+            none,
         ),
-        target("c", "toolgate, no plugins", Some(plain), false, false),
-        target("d", "toolgate, tool_selection", Some(guard), false, false),
+        target("c", "toolgate, no plugins", Some(plain), false, none),
+        target("d", "toolgate, tool_selection", Some(guard), false, none),
         target(
             "c50",
             "toolgate, no plugins, +50 KB history",
             Some(plain),
             false,
-            true,
+            prose,
         ),
         target(
             "d50",
             "toolgate, tool_selection, +50 KB history",
             Some(guard),
             false,
-            true,
+            prose,
         ),
-        target("a'", "direct, streamed", None, true, false),
-        target("b'", "nginx, streamed", Some(nginx), true, false),
-        target("h'", "bare hyper hop, streamed", Some(hop), true, false),
+        target(
+            "h50t",
+            "bare hyper hop, +50 KB agent turns",
+            Some(hop),
+            false,
+            turns_50,
+        ),
+        target(
+            "c50t",
+            "toolgate, no plugins, +50 KB agent turns",
+            Some(plain),
+            false,
+            turns_50,
+        ),
+        target(
+            "d50t",
+            "toolgate, tool_selection, +50 KB agent turns",
+            Some(guard),
+            false,
+            turns_50,
+        ),
+        target(
+            "h200t",
+            "bare hyper hop, +200 KB agent turns",
+            Some(hop),
+            false,
+            turns_200,
+        ),
+        target(
+            "c200t",
+            "toolgate, no plugins, +200 KB agent turns",
+            Some(plain),
+            false,
+            turns_200,
+        ),
+        target(
+            "d200t",
+            "toolgate, tool_selection, +200 KB agent turns",
+            Some(guard),
+            false,
+            turns_200,
+        ),
+        target("a'", "direct, streamed", None, true, none),
+        target("b'", "nginx, streamed", Some(nginx), true, none),
+        target("h'", "bare hyper hop, streamed", Some(hop), true, none),
         target(
             "c'",
             "toolgate, no plugins, streamed",
             Some(plain),
             true,
-            false,
+            none,
         ),
         target(
             "e",
             "toolgate, tool_selection, streamed",
             Some(guard),
             true,
-            false,
+            none,
         ),
     ];
+    debug_assert!(targets.iter().map(|target| target.key).eq(ROWS));
+    if !rows.is_empty() {
+        targets.retain(|target| rows.iter().any(|key| key == target.key));
+    }
     let run = |target: &TableTarget, rate: Option<u32>, duration: Duration| oha::Run {
         address: target.address,
         path: CHAT_COMPLETIONS,
-        body_file: if target.history {
-            &bench.history_body_file
-        } else if target.streamed {
-            &bench.stream_body_file
-        } else {
-            &bench.body_file
+        body_file: match target.extra {
+            Extra::Prose => &bench.history_body_file,
+            Extra::AgentTurns(n) => &bench.agent_bodies[n].file,
+            Extra::Nothing if target.streamed => &bench.stream_body_file,
+            Extra::Nothing => &bench.body_file,
         },
         headers: &[],
         connections: 64,
