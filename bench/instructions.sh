@@ -8,6 +8,7 @@
 #
 #   cargo build --release -p toolgate -p toolgate-bench --bins
 #   bench/instructions.sh [BIN_DIR=target/release] [REQUESTS=4000] [request.json|request-history.json]
+#   KEEP=DIR bench/instructions.sh ...   # also keeps each row's counts as DIR/LABEL.callgrind
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
@@ -39,7 +40,7 @@ count() {
     valgrind --tool=callgrind --callgrind-out-file="$out" \
       "$bin_dir/hyper-hop" --upstream "$upstream" --listen "127.0.0.1:$port" $2 >/dev/null 2>&1 &
   else
-    write_config "$label" "$port" "$2"
+    write_config_for "$bin_dir/toolgate" "$label" "$port" "$2"
     TOOLGATE_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$out" \
       "$bin_dir/toolgate" serve --config "$work/$label.toml" >/dev/null 2>&1 &
   fi
@@ -52,6 +53,8 @@ count() {
   callgrind_control -d "$pid" >/dev/null 2>&1
   kill "$pid"
   wait "$pid" 2>/dev/null || true
+  # KEEP=DIR keeps the counts for callgrind_annotate (the work directory goes at the end).
+  if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP" && cp "$out.1" "$KEEP/$label.callgrind"; fi
   total=$(callgrind_annotate "$out.1" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
   awk -v total="$total" -v n="$requests" -v label="$label" \
     'BEGIN {printf "%-8s %8.0f instructions per request\n", label, total / n}'

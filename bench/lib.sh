@@ -60,19 +60,24 @@ $route_extra
 EOT
 }
 
+# write_config_for BINARY NAME PORT PLUGINS: write_config for the toolgate BINARY.
+write_config_for() {
+  if grep -qa unguarded_calls "$1"; then
+    write_config "$2" "$3" "$4"
+  else
+    # A build from before unguarded_calls (f941ef3) refuses the key, and passes a plain route's
+    # answers through unread anyway: what "pass" does since. So two builds either side of it
+    # (ab-cpu.sh, hop-cpu.sh, instructions.sh with an older toolgate) measure the same bare hop.
+    write_config "$2" "$3" "$4" ""
+  fi
+}
+
 # start_toolgate NAME BINARY PLUGINS: toolgate in front of the upstream, audit off.
 # Sets: toolgate_pid, toolgate_address.
 start_toolgate() {
   local port
   port=$(free_port)
-  if grep -qa unguarded_calls "$2"; then
-    write_config "$1" "$port" "$3"
-  else
-    # A build from before unguarded_calls (f941ef3) refuses the key, and passes a plain route's
-    # answers through unread anyway: what "pass" does since. So two builds either side of it
-    # (ab-cpu.sh, hop-cpu.sh with an older toolgate) measure the same bare hop.
-    write_config "$1" "$port" "$3" ""
-  fi
+  write_config_for "$2" "$1" "$port" "$3"
   TOOLGATE_LOG=warn "$2" serve --config "$work/$1.toml" >"$work/$1.log" 2>&1 &
   toolgate_pid=$!
   pids+=("$toolgate_pid")
