@@ -64,6 +64,11 @@ impl RecentExchanges {
         }
     }
 
+    /// A console's subscription to the lines pushed from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<str>> {
+        self.live.subscribe()
+    }
+
     fn newest_first(&self) -> Vec<Arc<str>> {
         let ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
         ring.iter().rev().map(|(_, line)| line.clone()).collect()
@@ -316,10 +321,15 @@ async fn replay(state: &GatewayState, request_id: &str) -> Response<ProxyBody> {
     json(StatusCode::OK, body.to_string())
 }
 
+/// One audit line as the live feed sends it: a server-sent event.
+pub fn live_frame(line: &str) -> String {
+    format!("data: {line}\n\n")
+}
+
 /// New audit lines as server-sent events, one `data:` line each, for as long as the page
 /// listens; a console too slow to keep up misses lines and is told with a comment.
 fn events(state: &GatewayState) -> Response<ProxyBody> {
-    let mut receiver = state.recent.live.subscribe();
+    let mut receiver = state.recent.subscribe();
     let (sender, body) = crate::body::ChannelBody::channel(16);
     tokio::spawn(async move {
         if sender
@@ -343,7 +353,7 @@ fn events(state: &GatewayState) -> Response<ProxyBody> {
                 }
             };
             let frame = match received {
-                Ok(line) => format!("data: {line}\n\n"),
+                Ok(line) => live_frame(&line),
                 Err(broadcast::error::RecvError::Lagged(missed)) => {
                     format!(": {missed} exchanges were missed\n\n")
                 }
