@@ -267,6 +267,11 @@ async fn replay(state: &GatewayState, request_id: &str) -> Response<ProxyBody> {
     json(StatusCode::OK, body.to_string())
 }
 
+/// One audit line as the live feed sends it: a server-sent event.
+pub fn live_frame(line: &str) -> String {
+    format!("data: {line}\n\n")
+}
+
 /// New audit lines as server-sent events, one `data:` line each, for as long as the page
 /// listens; a console too slow to keep up misses lines and is told with a comment.
 fn events(state: &GatewayState) -> Response<ProxyBody> {
@@ -294,7 +299,7 @@ fn events(state: &GatewayState) -> Response<ProxyBody> {
                 }
             };
             let frame = match received {
-                Ok(line) => format!("data: {line}\n\n"),
+                Ok(line) => live_frame(&line),
                 Err(broadcast::error::RecvError::Lagged(missed)) => {
                     format!(": {missed} exchanges were missed\n\n")
                 }

@@ -31,10 +31,14 @@
 //! - [`error`]: who is to blame, the status, and the OpenAI error envelope.
 //! - [`telemetry`]: Prometheus metrics and the audit log.
 //! - [`admin`]: `/health` (with each MCP backend's state), `/ready`, `/metrics`.
+//! - [`capture`]: the captured exchanges of `[audit] capture`, in a ring and a directory.
+//! - [`console`]: the operator's console on the admin listener, and the audit ring it reads.
 //! - [`mcp`]: the MCP proxy — one MCP endpoint in front of many MCP servers, filtered per agent.
 //! - [`body`]: the body type used both ways.
 //! - [`crypto`]: ring as the process's TLS and JWT provider.
 //! - [`explain`], [`demo`]: offline verdicts on recorded exchanges, and a guided tour.
+//! - `microbench` (feature `microbench` only): the close of an exchange as
+//!   `benches/capture.rs` measures it.
 
 mod admin;
 mod body;
@@ -51,6 +55,8 @@ mod exchange;
 mod explain;
 mod health;
 mod mcp;
+#[cfg(feature = "microbench")]
+pub mod microbench;
 mod on_block;
 mod panics;
 mod pipeline;

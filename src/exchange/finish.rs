@@ -7,6 +7,8 @@ use http::HeaderMap;
 use toolgate_plugin::{CompletedExchange, ExchangeMeta};
 
 use super::Exchange;
+use crate::capture::CaptureStore;
+use crate::recent::RecentExchanges;
 use crate::on_block::AttemptRecord;
 use crate::router::Route;
 use crate::state::GatewayState;
@@ -68,22 +70,15 @@ impl Exchange {
         }
         let attempts = self.record_findings(state, &route_path);
         if state.audit.is_enabled() || self.captured.is_some() {
-            let record = self.audit_record(status, &route_path, attempts);
-            if self.captured.is_some() {
-                let verdict = serde_json::to_value(record.verdict)
-                    .ok()
-                    .and_then(|verdict| verdict.as_str().map(str::to_owned))
-                    .unwrap_or_default();
-                let violations = serde_json::to_value(&record.violations).unwrap_or_default();
-                self.keep_capture(&state.captures, status, &verdict, violations);
-            }
-            match serde_json::to_string(&record) {
-                Ok(line) => {
-                    // The console lists the same line the audit output gets.
-                    state.recent.push(&record.request_id, line.as_str().into());
-                    state.audit.write_line(line, &record.request_id).await;
-                }
-                Err(error) => tracing::error!(%error, "cannot serialize an audit record"),
+            let line = self.audit_line(
+                &state.captures,
+                &state.recent,
+                status,
+                &route_path,
+                attempts,
+            );
+            if let Some(line) = line {
+                state.audit.write_line(line, &self.meta.request_id).await;
             }
         }
         if !self.route.chain.runs_post_response() {
@@ -109,6 +104,39 @@ impl Exchange {
             accounting.await;
         } else {
             tokio::spawn(accounting);
+        }
+    }
+
+    /// The exchange's audit line, its capture kept in `captures` when the setting names it, and
+    /// the line listed in `recent` for the console; `None` when it cannot be serialized. The
+    /// part of the close that captures and the console add to (`benches/capture.rs`).
+    pub(crate) fn audit_line(
+        &mut self,
+        captures: &CaptureStore,
+        recent: &RecentExchanges,
+        status: http::StatusCode,
+        route_path: &Arc<str>,
+        attempts: Vec<AttemptRecord>,
+    ) -> Option<String> {
+        let record = self.audit_record(status, route_path, attempts);
+        if self.captured.is_some() {
+            let verdict = serde_json::to_value(record.verdict)
+                .ok()
+                .and_then(|verdict| verdict.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            let violations = serde_json::to_value(&record.violations).unwrap_or_default();
+            self.keep_capture(captures, status, &verdict, violations);
+        }
+        match serde_json::to_string(&record) {
+            Ok(line) => {
+                // The console lists the same line the audit output gets.
+                recent.push(&record.request_id, line.as_str().into());
+                Some(line)
+            }
+            Err(error) => {
+                tracing::error!(%error, "cannot serialize an audit record");
+                None
+            }
         }
     }
 
