@@ -8,8 +8,8 @@ use toolgate_plugin::{CompletedExchange, ExchangeMeta};
 
 use super::Exchange;
 use crate::capture::CaptureStore;
-use crate::recent::RecentExchanges;
 use crate::on_block::AttemptRecord;
+use crate::recent::RecentExchanges;
 use crate::router::Route;
 use crate::state::GatewayState;
 use crate::telemetry::{AuditCall, AuditRecord, AuditVerdict, Timings, millis, now_rfc3339};
