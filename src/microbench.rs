@@ -13,8 +13,8 @@ use toolgate_plugin::{ExchangeMeta, Parsed, WireFormat};
 
 use crate::capture::CaptureStore;
 use crate::config::{Config, PluginRegistry};
-use crate::recent::RecentExchanges;
 use crate::exchange::Exchange;
+use crate::recent::RecentExchanges;
 use crate::router::Route;
 
 /// The path every exchange of the benchmark is sent to.
