@@ -25,17 +25,19 @@ const SETTLE_ATTEMPTS: u32 = 20;
 /// Loads `path` and, if it is valid (and its state store does not refuse us, as at start-up),
 /// makes it the running configuration.
 pub async fn reload(state: &GatewayState, path: &Path) -> Result<(), ConfigErrors> {
-    reload_settled(state, path).await.0
+    reload_settled(state, path, None).await.0
 }
 
 /// [`reload`], and the file's bytes it read (`None` when it could not read them settled), so
 /// that the watcher marks as seen exactly what was loaded, not what is on disk a moment later.
+/// `seen`: the file's bytes as the caller just read them, if it did, taken as the first read.
 async fn reload_settled(
     state: &GatewayState,
     path: &Path,
+    seen: Option<Vec<u8>>,
 ) -> (Result<(), ConfigErrors>, Option<Vec<u8>>) {
     let origin = path.display().to_string();
-    let (mut result, read) = match settled_bytes(path).await {
+    let (mut result, read) = match settled_bytes(path, seen).await {
         Ok(bytes) => {
             let result = match std::str::from_utf8(&bytes) {
                 // Valid at start-up (no routes), but as a reload it is a truncated file far more
@@ -76,10 +78,14 @@ fn unreadable(origin: &str, message: String) -> ConfigErrors {
     }])
 }
 
-/// The file's bytes once two reads [`SETTLE`] apart agree.
-async fn settled_bytes(path: &Path) -> Result<Vec<u8>, String> {
+/// The file's bytes once two reads [`SETTLE`] apart agree; `seen` is the first read when the
+/// caller has made it.
+async fn settled_bytes(path: &Path, seen: Option<Vec<u8>>) -> Result<Vec<u8>, String> {
     let read = |path: &Path| std::fs::read(path).map_err(|error| error.to_string());
-    let mut seen = read(path)?;
+    let mut seen = match seen {
+        Some(bytes) => bytes,
+        None => read(path)?,
+    };
     for _ in 0..SETTLE_ATTEMPTS {
         tokio::time::sleep(SETTLE).await;
         let again = read(path)?;
@@ -157,15 +163,15 @@ pub fn watch(
             tokio::select! {
                 () = signalled => {
                     tracing::info!("SIGHUP: reloading the configuration");
-                    let (_, loaded) = reload_settled(&state, &path).await;
+                    let (_, loaded) = reload_settled(&state, &path, None).await;
                     last_seen = loaded.map(|config| (config, jwks_bytes(&state)));
                 }
                 () = tokio::time::sleep(poll) => {
                     // Content, not modification time: editors and ConfigMap updates replace
                     // files in ways that mtime resolution can miss.
                     let current = fingerprint(&state, &path);
-                    if current.is_some() && current != last_seen {
-                        let (_, loaded) = reload_settled(&state, &path).await;
+                    if let Some((config, _)) = current.filter(|current| Some(current) != last_seen.as_ref()) {
+                        let (_, loaded) = reload_settled(&state, &path, Some(config)).await;
                         // The JWKS file read again: a reload may name another one. A file that
                         // kept changing is not marked seen, so the next poll tries again.
                         last_seen = loaded.map(|config| (config, jwks_bytes(&state)));
@@ -225,7 +231,7 @@ mod tests {
             tokio::time::sleep(SETTLE / 2).await;
             std::fs::write(&path, WHOLE).expect("written");
         });
-        let read = settled_bytes(&file.0).await.expect("it settles");
+        let read = settled_bytes(&file.0, None).await.expect("it settles");
         assert_eq!(String::from_utf8(read).expect("text"), WHOLE);
         writer.await.expect("the writer ran");
     }
@@ -241,7 +247,9 @@ mod tests {
                 std::fs::write(&path, format!("{WHOLE}# {version}\n")).expect("written");
             }
         });
-        let refused = settled_bytes(&file.0).await.expect_err("never settled");
+        let refused = settled_bytes(&file.0, None)
+            .await
+            .expect_err("never settled");
         assert!(refused.contains("kept changing"), "{refused}");
         writer.abort();
     }
@@ -251,7 +259,7 @@ mod tests {
         let file = TempFile::new("still");
         std::fs::write(&file.0, WHOLE).expect("written");
         let started = tokio::time::Instant::now();
-        let read = settled_bytes(&file.0).await.expect("it settles");
+        let read = settled_bytes(&file.0, None).await.expect("it settles");
         assert_eq!(read, WHOLE.as_bytes());
         assert_eq!(started.elapsed(), SETTLE, "one interval, not more");
     }
