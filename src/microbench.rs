@@ -101,32 +101,25 @@ impl CloseCase {
     /// console and sent to its live subscribers. Returns the line's length. The exchange is
     /// left to the caller, whose drop is not the close's.
     pub fn close(&self, closing: &mut ClosingExchange) -> usize {
+        self.audit_line_of(closing).map_or(0, |line| line.len())
+    }
+
+    /// What the close builds, lists and keeps for `closing`: its audit line.
+    fn audit_line_of(&self, closing: &mut ClosingExchange) -> Option<String> {
         let route_path = self.route.path.clone();
-        closing
-            .0
-            .audit_line(
-                &self.captures,
-                &self.recent,
-                StatusCode::OK,
-                &route_path,
-                Vec::new(),
-            )
-            .map_or(0, |line| line.len())
+        (closing.0).audit_line(
+            &self.captures,
+            &self.recent,
+            StatusCode::OK,
+            &route_path,
+            Vec::new(),
+        )
     }
 
     /// The audit line of one more exchange, closed as `close` closes it.
     pub fn line(&self) -> Result<String, String> {
         let mut closing = self.exchange()?;
-        let route_path = self.route.path.clone();
-        closing
-            .0
-            .audit_line(
-                &self.captures,
-                &self.recent,
-                StatusCode::OK,
-                &route_path,
-                Vec::new(),
-            )
+        self.audit_line_of(&mut closing)
             .ok_or_else(|| "no audit line".to_owned())
     }
 
