@@ -88,17 +88,23 @@ impl FileGateway {
     }
 }
 
-#[tokio::test]
-async fn a_changed_file_is_reloaded_and_an_invalid_one_is_refused() {
+/// A gateway from a file with one route, `/v1`, to an upstream that answers text: the
+/// upstream (held for the test's length), the file's text, the gateway.
+async fn serving_v1() -> (ScriptedUpstream, String, FileGateway) {
     let upstream = ScriptedUpstream::start().await;
     upstream.set_default(Reply::chat_text("ok"));
-    let audit = temp_audit_path();
-    let first = config_text(
+    let text = config_text(
         &upstream.url(),
-        &audit,
+        &temp_audit_path(),
         "[[routes]]\npath = \"/v1\"\nupstream = \"llm\"\n",
     );
-    let gateway = FileGateway::start(&first).await;
+    let gateway = FileGateway::start(&text).await;
+    (upstream, text, gateway)
+}
+
+#[tokio::test]
+async fn a_changed_file_is_reloaded_and_an_invalid_one_is_refused() {
+    let (_upstream, first, gateway) = serving_v1().await;
     assert_eq!(gateway.status_of("/v2/chat/completions").await, 404);
 
     let second = format!("{first}\n[[routes]]\npath = \"/v2\"\nupstream = \"llm\"\n");
@@ -136,15 +142,7 @@ async fn a_changed_file_is_reloaded_and_an_invalid_one_is_refused() {
 
 #[tokio::test]
 async fn an_emptied_file_is_refused_and_the_routes_stay() {
-    let upstream = ScriptedUpstream::start().await;
-    upstream.set_default(Reply::chat_text("ok"));
-    let audit = temp_audit_path();
-    let first = config_text(
-        &upstream.url(),
-        &audit,
-        "[[routes]]\npath = \"/v1\"\nupstream = \"llm\"\n",
-    );
-    let gateway = FileGateway::start(&first).await;
+    let (_upstream, _, gateway) = serving_v1().await;
     // What `>` or an in-place rewrite leaves for a moment; held here until the watcher saw it.
     std::fs::write(&gateway.path, "\n").expect("truncates");
     assert!(
