@@ -10,6 +10,7 @@ use std::collections::VecDeque;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{SyncSender, sync_channel};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
@@ -54,18 +55,52 @@ pub struct CaptureRecord {
     pub status: u16,
     pub verdict: String,
     pub streamed: bool,
-    /// The client's request body, as text (bytes that are not UTF-8 replaced).
-    pub request: String,
+    /// The client's request body.
+    pub request: CapturedBody,
     /// The answer as toolgate read it (the upstream's body, or the stream's events), its calls'
     /// arguments redacted as the route redacts them; empty when no answer came.
-    pub response: String,
+    pub response: CapturedBody,
     pub violations: serde_json::Value,
 }
 
 impl CaptureRecord {
     /// The bytes it holds, as the ring counts them.
     fn weight(&self) -> usize {
-        self.request.len() + self.response.len() + 256
+        self.request.0.len() + self.response.0.len() + 256
+    }
+}
+
+/// A captured body: the bytes the exchange already held for its checks, shared rather than
+/// copied; made text (bytes that are not UTF-8 replaced) only when the record is served or
+/// written.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CapturedBody(pub Bytes);
+
+impl CapturedBody {
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl From<&str> for CapturedBody {
+    fn from(text: &str) -> Self {
+        CapturedBody(Bytes::copy_from_slice(text.as_bytes()))
+    }
+}
+
+impl Serialize for CapturedBody {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        // The validation's fast path first: the lossy walk is for bodies that are not UTF-8.
+        match std::str::from_utf8(&self.0) {
+            Ok(text) => serializer.serialize_str(text),
+            Err(_) => serializer.serialize_str(&String::from_utf8_lossy(&self.0)),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for CapturedBody {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        String::deserialize(deserializer).map(|text| CapturedBody(Bytes::from(text)))
     }
 }
 
@@ -73,6 +108,9 @@ impl CaptureRecord {
 #[derive(Debug, Default)]
 pub struct Captured {
     pub request: Bytes,
+    /// The calls of the last answer checked, so the route's redactions can be written into the
+    /// captured answer without reading it again.
+    pub calls: Vec<toolgate_plugin::ToolCall>,
     /// A whole answer, shared with the exchange that read it (no copy).
     pub whole: Option<Bytes>,
     /// A streamed answer's events, copied as they pass.
@@ -103,10 +141,22 @@ struct OutcomeLabels {
 pub struct CaptureStore {
     settings: CaptureSettings,
     ring: Mutex<Ring>,
-    dir: Option<Mutex<DirWriter>>,
+    /// The directory writer's queue: files are written on a thread of their own, so a slow or
+    /// full disk never holds an exchange's close.
+    dir: Option<SyncSender<ToDirectory>>,
     counts: Family<OutcomeLabels, Counter>,
-    said_write_error: AtomicBool,
+    said_write_error: Arc<AtomicBool>,
 }
+
+/// What the directory writer's thread is asked to do.
+enum ToDirectory {
+    Write(Arc<CaptureRecord>),
+    /// Answers once everything asked before is written (or dropped).
+    Flush(std::sync::mpsc::Sender<()>),
+}
+
+/// How many captures may wait for the directory writer; past it they are dropped and counted.
+const DIRECTORY_QUEUE: usize = 256;
 
 #[derive(Default)]
 struct Ring {
@@ -125,16 +175,17 @@ impl CaptureStore {
         for outcome in ["kept", "dropped"] {
             counts.get_or_create_owned(&OutcomeLabels { outcome });
         }
-        let dir = settings
-            .dir
-            .clone()
-            .map(|dir| Mutex::new(DirWriter::new(dir, settings.dir_bytes)));
+        let said_write_error = Arc::new(AtomicBool::new(false));
+        let dir = settings.dir.clone().and_then(|dir| {
+            let writer = DirWriter::new(dir, settings.dir_bytes);
+            start_directory_writer(writer, counts.clone(), said_write_error.clone())
+        });
         CaptureStore {
             settings,
             ring: Mutex::new(Ring::default()),
             dir,
             counts,
-            said_write_error: AtomicBool::new(false),
+            said_write_error,
         }
     }
 
@@ -142,12 +193,22 @@ impl CaptureStore {
         self.settings.mode
     }
 
+    /// Whether an exchange with this verdict is captured.
+    pub fn wants(&self, blocked: bool) -> bool {
+        match self.settings.mode {
+            CaptureMode::Off => false,
+            CaptureMode::Blocked => blocked,
+            CaptureMode::All => true,
+        }
+    }
+
     /// How many bytes of one answer an exchange collects at most.
     pub fn answer_limit(&self) -> usize {
         self.settings.ring_bytes
     }
 
-    /// Keeps a record: in the ring (the oldest leave to make room) and in the directory.
+    /// Keeps a record: in the ring (the oldest leave to make room) and, queued for its writer,
+    /// in the directory.
     pub fn keep(&self, record: CaptureRecord) {
         let weight = record.weight();
         if weight > self.settings.ring_bytes {
@@ -155,17 +216,14 @@ impl CaptureStore {
             return;
         }
         let record = Arc::new(record);
-        if let Some(dir) = &self.dir {
-            let written = dir
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .write(&record);
-            if let Err(error) = written {
-                self.count("dropped");
-                if !self.said_write_error.swap(true, Ordering::Relaxed) {
-                    tracing::warn!(%error, "a capture could not be written to capture_dir; captures that fail are dropped and counted in toolgate_captures_total{{outcome=\"dropped\"}} (said once)");
-                }
-            }
+        if let Some(dir) = &self.dir
+            && dir.try_send(ToDirectory::Write(record.clone())).is_err()
+        {
+            dropped(
+                &self.counts,
+                &self.said_write_error,
+                &"the capture_dir writer fell behind",
+            );
         }
         let mut ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
         ring.bytes += weight;
@@ -178,6 +236,16 @@ impl CaptureStore {
         }
         drop(ring);
         self.count("kept");
+    }
+
+    /// Waits, at most `limit`, until the captures kept so far are written to the directory:
+    /// at shutdown, and in tests.
+    pub fn flush(&self, limit: std::time::Duration) {
+        let Some(dir) = &self.dir else { return };
+        let (done, written) = std::sync::mpsc::channel();
+        if dir.send(ToDirectory::Flush(done)).is_ok() {
+            let _ = written.recv_timeout(limit);
+        }
     }
 
     /// The record of an exchange, if the ring still holds it.
@@ -213,6 +281,53 @@ impl CaptureStore {
 
     fn count(&self, outcome: &'static str) {
         self.counts.get_or_create(&OutcomeLabels { outcome }).inc();
+    }
+}
+
+/// Counts a capture the directory did not get, and says so the first time.
+fn dropped(
+    counts: &Family<OutcomeLabels, Counter>,
+    said: &AtomicBool,
+    why: &dyn std::fmt::Display,
+) {
+    counts
+        .get_or_create(&OutcomeLabels { outcome: "dropped" })
+        .inc();
+    if !said.swap(true, Ordering::Relaxed) {
+        tracing::warn!(error = %why, "a capture could not be written to capture_dir; captures that fail are dropped and counted in toolgate_captures_total{{outcome=\"dropped\"}} (said once)");
+    }
+}
+
+/// Starts the thread that writes captures to the directory; `None` (the directory is not
+/// written, said once) when no thread can be started.
+fn start_directory_writer(
+    mut writer: DirWriter,
+    counts: Family<OutcomeLabels, Counter>,
+    said: Arc<AtomicBool>,
+) -> Option<SyncSender<ToDirectory>> {
+    let (queue, asked) = sync_channel(DIRECTORY_QUEUE);
+    let started = std::thread::Builder::new()
+        .name("toolgate-captures".to_owned())
+        .spawn(move || {
+            for request in asked {
+                match request {
+                    ToDirectory::Write(record) => {
+                        if let Err(error) = writer.write(&record) {
+                            dropped(&counts, &said, &error);
+                        }
+                    }
+                    ToDirectory::Flush(done) => {
+                        let _ = done.send(());
+                    }
+                }
+            }
+        });
+    match started {
+        Ok(_) => Some(queue),
+        Err(error) => {
+            tracing::warn!(%error, "cannot start the capture_dir writer; captures stay in memory only");
+            None
+        }
     }
 }
 
@@ -332,8 +447,8 @@ mod tests {
             status: 403,
             verdict: "blocked".to_owned(),
             streamed: false,
-            request: "x".repeat(size),
-            response: String::new(),
+            request: CapturedBody::from("x".repeat(size).as_str()),
+            response: CapturedBody::default(),
             violations: serde_json::Value::Null,
         }
     }
@@ -376,6 +491,7 @@ mod tests {
         for index in 0..40 {
             store.keep(record(&format!("r{index}"), 2_000));
         }
+        store.flush(std::time::Duration::from_secs(10));
         let files: Vec<u64> = std::fs::read_dir(&dir)
             .expect("the directory")
             .flatten()
@@ -403,6 +519,7 @@ mod tests {
         let store = CaptureStore::new(settings, &mut registry);
         store.keep(record("r1", 10));
         store.keep(record("r2", 10));
+        store.flush(std::time::Duration::from_secs(10));
         assert!(store.find("r2").is_some(), "the ring still has it");
         let mut text = String::new();
         toolgate_plugin::prometheus_client::encoding::text::encode(&mut text, &registry)

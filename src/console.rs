@@ -259,7 +259,7 @@ async fn replay(state: &GatewayState, request_id: &str) -> Response<ProxyBody> {
     let report = crate::explain::explain(
         &route,
         &capture.path,
-        Bytes::from(capture.request.clone()),
+        capture.request.0.clone(),
         capture.response.as_bytes(),
     )
     .await;

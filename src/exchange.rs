@@ -420,10 +420,13 @@ impl Exchange {
     /// Reads a complete 2xx answer for `pre_response`: by its own shape and closed on doubt,
     /// or, on a route that opted out, in the exchange's format with what cannot be read left to
     /// the plugins. `Err` is the block the client gets instead.
-    pub fn read_answer(&self, body: &[u8]) -> Result<Parsed<ToolResponse>, Box<Rejection>> {
+    pub fn read_answer(&mut self, body: &[u8]) -> Result<Parsed<ToolResponse>, Box<Rejection>> {
         if !self.closes_on_doubt() {
             return match self.format.parse_response(body) {
-                Ok(parsed) => Ok(Parsed::Parsed(parsed)),
+                Ok(parsed) => {
+                    self.capture_calls(&parsed.calls);
+                    Ok(Parsed::Parsed(parsed))
+                }
                 Err(error) if error.is_ambiguous() => {
                     Err(Box::new(GatewayError::unreadable_response(&error)))
                 }
@@ -441,6 +444,8 @@ impl Exchange {
         };
         let response = read(self.format, body)
             .map_err(|error| Box::new(GatewayError::unreadable_response(&error)))?;
+        // Before it may be refused: a refused answer's capture is redacted too.
+        self.capture_calls(&response.calls);
         self.verifiable(&response)?;
         Ok(Parsed::Parsed(response))
     }

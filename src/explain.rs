@@ -102,11 +102,7 @@ async fn load(config: &Config, recorded: Recorded) -> Result<(String, Bytes, Byt
                 .map_err(|error| format!("{url} is not a captured exchange: {error}"))?
         }
     };
-    Ok((
-        record.path,
-        Bytes::from(record.request),
-        Bytes::from(record.response),
-    ))
+    Ok((record.path, record.request.0, record.response.0))
 }
 
 /// The verdict on one recorded exchange, as text for a person.

@@ -110,6 +110,7 @@ impl CloseCase {
         (closing.0).audit_line(
             &self.captures,
             &self.recent,
+            true,
             StatusCode::OK,
             &route_path,
             Vec::new(),

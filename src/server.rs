@@ -207,6 +207,12 @@ impl Gateway {
                 tracing::warn!("some connections were still open after their error answers");
             }
         }
+        // The captures of the last exchanges reach capture_dir before the process ends.
+        let captures = state.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            captures.captures.flush(std::time::Duration::from_secs(2));
+        })
+        .await;
         Ok(())
     }
 }

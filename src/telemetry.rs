@@ -449,8 +449,7 @@ impl AuditLog {
 }
 
 /// The verdict an audit line reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AuditVerdict {
     Allowed,
     Blocked,
@@ -458,6 +457,24 @@ pub enum AuditVerdict {
     Observed,
     /// The exchange failed before a verdict (upstream error, bad request).
     Error,
+}
+
+impl AuditVerdict {
+    /// As the audit line spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuditVerdict::Allowed => "allowed",
+            AuditVerdict::Blocked => "blocked",
+            AuditVerdict::Observed => "observed",
+            AuditVerdict::Error => "error",
+        }
+    }
+}
+
+impl Serialize for AuditVerdict {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
 }
 
 /// One audit line. Carries names, ids and findings — never headers, keys or message bodies.

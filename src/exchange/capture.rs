@@ -7,7 +7,8 @@ use toolgate_formats::stream::StreamRewriter;
 use toolgate_plugin::{Edit, ToolCall, WireFormat};
 
 use super::Exchange;
-use crate::capture::{CaptureMode, CaptureRecord, CaptureStore, Captured};
+use crate::capture::{CaptureRecord, CaptureStore, Captured, CapturedBody};
+use crate::telemetry::AuditRecord;
 
 impl Exchange {
     /// Collects this exchange's bodies for a capture (only when captures are on).
@@ -29,6 +30,7 @@ impl Exchange {
     pub fn capture_answer(&mut self, body: &Bytes) {
         if let Some(captured) = &mut self.captured {
             captured.whole = Some(body.clone());
+            captured.calls.clear();
         }
     }
 
@@ -48,75 +50,86 @@ impl Exchange {
         }
     }
 
-    /// Leaves the record in `store` when its setting names this exchange.
-    pub(super) fn keep_capture(
-        &mut self,
-        store: &CaptureStore,
-        status: http::StatusCode,
-        verdict: &str,
-        violations: serde_json::Value,
-    ) {
-        let Some(captured) = self.captured.take() else {
-            return;
-        };
-        let wanted = match store.mode() {
-            CaptureMode::Off => false,
-            CaptureMode::Blocked => self.blocked,
-            CaptureMode::All => true,
-        };
-        if !wanted {
-            return;
+    /// The calls of the whole answer just read, for the captured answer's redactions, so it is
+    /// not read again (each attempt's replace the one before, as its answer does).
+    pub(super) fn capture_calls(&mut self, calls: &[ToolCall]) {
+        if let Some(captured) = &mut self.captured {
+            captured.calls = calls.to_vec();
         }
-        let response = self.redacted_answer(&captured);
+    }
+
+    /// The bodies collected, when `store`'s setting names this exchange; dropped otherwise,
+    /// before anything is built for them.
+    pub(super) fn wanted_capture(&mut self, store: &CaptureStore) -> Option<Box<Captured>> {
+        self.captured.take().filter(|_| store.wants(self.blocked))
+    }
+
+    /// Leaves the record of `captured` in `store`: its bodies shared as they were held for the
+    /// checks; only an answer the route redacts is written anew.
+    pub(super) fn keep_capture(
+        &self,
+        store: &CaptureStore,
+        captured: Captured,
+        audit: &AuditRecord,
+    ) {
+        let request = CapturedBody(captured.request.clone());
+        let response = CapturedBody(self.redacted_answer(captured));
         store.keep(CaptureRecord {
-            request_id: self.meta.request_id.clone(),
-            timestamp: crate::telemetry::now_rfc3339(),
-            route: self.route.path.to_string(),
-            method: self.meta.method.to_string(),
+            request_id: audit.request_id.clone(),
+            timestamp: audit.timestamp.clone(),
+            route: audit.route.clone(),
+            method: audit.method.clone(),
             path: (self.meta.path_and_query.split('?').next())
                 .unwrap_or_default()
                 .to_owned(),
-            status: status.as_u16(),
-            verdict: verdict.to_owned(),
+            status: audit.status,
+            verdict: audit.verdict.as_str().to_owned(),
             streamed: self.streamed,
-            request: String::from_utf8_lossy(&captured.request).into_owned(),
+            request,
             response,
-            violations,
+            violations: serde_json::to_value(&audit.violations).unwrap_or_default(),
         });
     }
 
     /// The captured answer with every call's arguments as the route's plugins redact them; a
     /// note in its place when a redaction cannot be written into it (nothing unredacted is
     /// kept).
-    fn redacted_answer(&self, captured: &Captured) -> String {
-        let answer: &[u8] = captured.whole.as_deref().unwrap_or(&captured.answer);
+    fn redacted_answer(&self, captured: Captured) -> Bytes {
         let format = self.format;
-        let streamed = toolgate_formats::answer::looks_like_event_stream(answer);
-        let calls = match streamed {
-            true => {
-                toolgate_formats::stream::reassemble(format, [answer])
-                    .response
-                    .calls
+        let Captured {
+            whole,
+            mut answer,
+            answer_cut,
+            calls,
+            ..
+        } = captured;
+        if let Some(whole) = whole {
+            let edits = redactions(&self.route.chain, &calls);
+            if edits.is_empty() {
+                return whole;
             }
-            false => toolgate_formats::answer::read_answer(format, answer)
-                .map(|read| read.calls)
-                .unwrap_or_default(),
-        };
-        let edits = redactions(&self.route.chain, &calls);
-        let mut text = match (edits.is_empty(), streamed) {
-            (true, _) => String::from_utf8_lossy(answer).into_owned(),
-            (false, true) => redacted_stream(format, answer, &edits),
-            (false, false) => match format.apply_response_edits(answer, &edits) {
-                Ok(Some(edited)) => String::from_utf8_lossy(&edited).into_owned(),
-                _ => {
-                    "(not captured: the route's redactions could not be written into it)".to_owned()
-                }
-            },
-        };
-        if captured.answer_cut {
-            text.push_str("\n(the rest of the stream was not captured: past capture_ring_mib)");
+            return match format.apply_response_edits(&whole, &edits) {
+                Ok(Some(edited)) => edited,
+                _ => Bytes::from_static(
+                    b"(not captured: the route's redactions could not be written into it)",
+                ),
+            };
         }
-        text
+        // A stream's calls are checked in batches as they complete, and one blocked or cut
+        // short leaves some unchecked: its captured events are read whole for the redactions.
+        let calls = toolgate_formats::stream::reassemble(format, [answer.as_slice()])
+            .response
+            .calls;
+        let edits = redactions(&self.route.chain, &calls);
+        if !edits.is_empty() {
+            answer = redacted_stream(format, &answer, &edits);
+        }
+        if answer_cut {
+            answer.extend_from_slice(
+                b"\n(the rest of the stream was not captured: past capture_ring_mib)",
+            );
+        }
+        Bytes::from(answer)
     }
 }
 
@@ -146,7 +159,7 @@ fn redactions(chain: &crate::pipeline::Chain, calls: &[ToolCall]) -> Vec<Edit> {
 
 /// A stream's events with the edits written where the arguments appear, as a client of a
 /// redacting route gets them.
-fn redacted_stream(format: WireFormat, stream: &[u8], edits: &[Edit]) -> String {
+fn redacted_stream(format: WireFormat, stream: &[u8], edits: &[Edit]) -> Vec<u8> {
     let mut parser = toolgate_formats::sse::SseParser::new();
     let mut events = parser.push(stream);
     events.extend(parser.finish());
@@ -159,5 +172,5 @@ fn redacted_stream(format: WireFormat, stream: &[u8], edits: &[Edit]) -> String 
             None => out.extend_from_slice(&event.raw),
         }
     }
-    String::from_utf8_lossy(&out).into_owned()
+    out
 }

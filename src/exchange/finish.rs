@@ -69,17 +69,18 @@ impl Exchange {
             return;
         }
         let attempts = self.record_findings(state, &route_path);
-        if state.audit.is_enabled() || self.captured.is_some() {
-            let line = self.audit_line(
-                &state.captures,
-                &state.recent,
-                status,
-                &route_path,
-                attempts,
-            );
-            if let Some(line) = line {
-                state.audit.write_line(line, &self.meta.request_id).await;
-            }
+        let line = self.audit_line(
+            &state.captures,
+            &state.recent,
+            state.audit.is_enabled(),
+            status,
+            &route_path,
+            attempts,
+        );
+        if let Some(line) = line
+            && state.audit.is_enabled()
+        {
+            state.audit.write_line(line, &self.meta.request_id).await;
         }
         if !self.route.chain.runs_post_response() {
             return;
@@ -108,24 +109,25 @@ impl Exchange {
     }
 
     /// The exchange's audit line, its capture kept in `captures` when the setting names it, and
-    /// the line listed in `recent` for the console; `None` when it cannot be serialized. The
-    /// part of the close that captures and the console add to (`benches/capture.rs`).
+    /// the line listed in `recent` for the console; `None` when neither the audit output
+    /// (`audit_on`) nor a capture wants it, or it cannot be serialized. The part of the close
+    /// that captures and the console add to (`benches/capture.rs`).
     pub(crate) fn audit_line(
         &mut self,
         captures: &CaptureStore,
         recent: &RecentExchanges,
+        audit_on: bool,
         status: http::StatusCode,
         route_path: &Arc<str>,
         attempts: Vec<AttemptRecord>,
     ) -> Option<String> {
+        let capture = self.wanted_capture(captures);
+        if !audit_on && capture.is_none() {
+            return None;
+        }
         let record = self.audit_record(status, route_path, attempts);
-        if self.captured.is_some() {
-            let verdict = serde_json::to_value(record.verdict)
-                .ok()
-                .and_then(|verdict| verdict.as_str().map(str::to_owned))
-                .unwrap_or_default();
-            let violations = serde_json::to_value(&record.violations).unwrap_or_default();
-            self.keep_capture(captures, status, &verdict, violations);
+        if let Some(captured) = capture {
+            self.keep_capture(captures, *captured, &record);
         }
         match serde_json::to_string(&record) {
             Ok(line) => {
