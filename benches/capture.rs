@@ -1,7 +1,7 @@
 //! What captures and the console cost per exchange (issue 46): the close of one guarded
 //! exchange — its audit line, its capture, the console's ring — under `[audit] capture` off,
-//! blocked (on an allowed answer: nothing kept) and all (kept in the ring); the steps of a kept
-//! capture; and the console's ring with no live subscriber and with one. The bodies are the
+//! blocked (on an allowed answer: nothing kept) and all (kept in the ring), with audit output on
+//! and off; and the console's ring with no live subscriber and with one. The bodies are the
 //! load benchmark's: the 10-tool chat request and the 2-call answer.
 //! Run: `cargo bench --bench capture --features microbench`.
 
@@ -9,7 +9,6 @@ use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use toolgate::microbench::CloseCase;
-use toolgate_formats::WireFormat;
 
 // The requests and answers of bench/ (one definition of the traffic for load and micro runs);
 // this target uses part of it.
@@ -26,9 +25,9 @@ fn bodies() -> (bytes::Bytes, bytes::Bytes) {
     )
 }
 
-fn case(capture: &str) -> CloseCase {
+fn case(capture: &str, audit_on: bool) -> CloseCase {
     let (request, answer) = bodies();
-    match CloseCase::new(capture, request, answer) {
+    match CloseCase::new(capture, audit_on, request, answer) {
         Ok(case) => case,
         Err(error) => panic!("the benchmark's configuration loads: {error}"),
     }
@@ -38,14 +37,20 @@ fn case(capture: &str) -> CloseCase {
 /// it, and dropped outside it.
 fn close(c: &mut Criterion) {
     let mut group = c.benchmark_group("capture/close");
-    for (label, capture, kept) in [
-        ("off", "off", false),
-        ("blocked_none_blocked", "blocked", false),
-        ("all", "all", true),
+    for (label, capture, audit_on, kept) in [
+        ("off", "off", true, false),
+        ("blocked_none_blocked", "blocked", true, false),
+        ("all", "all", true, true),
+        ("no_audit/blocked_none_blocked", "blocked", false, false),
+        ("no_audit/all", "all", false, true),
     ] {
-        let case = case(capture);
+        let case = case(capture, audit_on);
         let mut probe = case.exchange().expect("an exchange");
-        assert!(case.close(&mut probe) > 0, "an audit line");
+        assert_eq!(
+            case.close(&mut probe) > 0,
+            audit_on || kept,
+            "{label}: a line where the output or a capture wants one"
+        );
         assert_eq!(
             case.captured() == 1,
             kept,
@@ -62,32 +67,10 @@ fn close(c: &mut Criterion) {
     group.finish();
 }
 
-/// What a kept capture does beyond sharing the bodies it already holds: the answer read again
-/// for its calls (to pass them through the route's redactions), and the two bodies copied into
-/// the record's text.
-fn kept_steps(c: &mut Criterion) {
-    let (request, answer) = bodies();
-    let mut group = c.benchmark_group("capture/kept_steps");
-    group.bench_function("answer_read_for_redaction", |b| {
-        b.iter(|| {
-            toolgate_formats::answer::read_answer(WireFormat::ChatCompletions, black_box(&answer))
-        })
-    });
-    group.bench_function("bodies_copied_as_text", |b| {
-        b.iter(|| {
-            (
-                String::from_utf8_lossy(black_box(&request)).into_owned(),
-                String::from_utf8_lossy(black_box(&answer)).into_owned(),
-            )
-        })
-    });
-    group.finish();
-}
-
 /// The console's part of every audited exchange: the line listed in its ring of 500, and sent
 /// to the consoles watching — none, or one that receives it and frames it as an SSE event.
 fn console(c: &mut Criterion) {
-    let case = case("off");
+    let case = case("off", true);
     let mut subscriber = case.subscribe();
     let line = case.line().expect("an audit line");
     assert!(subscriber.drain() > 0, "the subscriber gets the line");
@@ -114,5 +97,5 @@ fn console(c: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, close, kept_steps, console);
+criterion_group!(benches, close, console);
 criterion_main!(benches);

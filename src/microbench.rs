@@ -26,6 +26,8 @@ pub struct CloseCase {
     route: Arc<Route>,
     captures: CaptureStore,
     recent: RecentExchanges,
+    /// Whether `[audit] output` is on (the close builds a line for it).
+    audit_on: bool,
     request: Bytes,
     answer: Bytes,
     next_id: std::cell::Cell<u64>,
@@ -39,8 +41,14 @@ pub struct ClosingExchange(Exchange);
 pub struct LiveSubscriber(tokio::sync::broadcast::Receiver<Arc<str>>);
 
 impl CloseCase {
-    /// `capture` is the `[audit] capture` value (`off`, `blocked`, `all`), with the default ring.
-    pub fn new(capture: &str, request: Bytes, answer: Bytes) -> Result<CloseCase, String> {
+    /// `capture` is the `[audit] capture` value (`off`, `blocked`, `all`), with the default ring;
+    /// `audit_on`, whether the audit output is on.
+    pub fn new(
+        capture: &str,
+        audit_on: bool,
+        request: Bytes,
+        answer: Bytes,
+    ) -> Result<CloseCase, String> {
         let text = format!(
             "[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"off\"\n\
              [upstreams.bench]\nurl = \"http://127.0.0.1:9\"\n\
@@ -58,6 +66,7 @@ impl CloseCase {
             route,
             captures: CaptureStore::new(config.capture.clone(), &mut registry),
             recent: RecentExchanges::default(),
+            audit_on,
             request,
             answer,
             next_id: std::cell::Cell::new(0),
@@ -77,7 +86,7 @@ impl CloseCase {
         );
         let mut exchange =
             Exchange::new(meta, self.route.clone(), HeaderMap::new(), Instant::now());
-        exchange.keep_checked_calls(true);
+        exchange.keep_checked_calls(self.audit_on);
         if self.captures.mode() != crate::capture::CaptureMode::Off {
             exchange.start_capture(self.captures.answer_limit());
         }
@@ -110,7 +119,7 @@ impl CloseCase {
         (closing.0).audit_line(
             &self.captures,
             &self.recent,
-            true,
+            self.audit_on,
             StatusCode::OK,
             &route_path,
             Vec::new(),
