@@ -194,6 +194,75 @@ async fn a_captured_answer_holds_the_routes_redactions_whole_and_streamed() {
     }
 }
 
+#[tokio::test]
+async fn a_blocked_answer_is_captured_with_its_other_calls_redacted() {
+    let (upstream, gateway) = start("blocked").await;
+    upstream.push(Reply::chat_calls(&[
+        ("c1", "login", "{\"user\":\"ann\",\"password\":\"hunter2\"}"),
+        ("c2", "delete_files", "{\"path\":\"/\"}"),
+    ]));
+    let blocked = gateway.post("/v1/chat/completions", &request()).await;
+    assert_eq!(blocked.status(), 403);
+    let id = blocked.headers()["x-request-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let (status, record) = capture_of(&gateway, &id).await;
+    assert_eq!(status, 200, "{record}");
+    let response = record["response"].as_str().unwrap_or_default();
+    assert!(
+        response.contains("delete_files") && response.contains("ann"),
+        "{response}"
+    );
+    assert!(
+        !response.contains("hunter2"),
+        "redacted though blocked: {response}"
+    );
+}
+
+/// With the audit output off, `capture = "blocked"` builds nothing for an allowed exchange (no
+/// capture, no line for the console) and keeps the blocked one, which the console lists.
+#[tokio::test]
+async fn without_audit_output_only_what_is_captured_is_recorded() {
+    let upstream = ScriptedUpstream::start().await;
+    let audit_path = temp_audit_path();
+    let text = crate::common::config_text(&upstream.url(), &audit_path, ROUTES).replace(
+        &format!("output = \"{}\"", audit_path.display()),
+        "output = \"off\"\ncapture = \"blocked\"",
+    );
+    assert!(text.contains("output = \"off\""), "{text}");
+    let gateway =
+        TestGateway::start_text(&text, audit_path.clone(), toolgate::Runtime::new()).await;
+    upstream.push(Reply::chat_calls(&[("c1", "get_weather", "{}")]));
+    let allowed = gateway.post("/v1/chat/completions", &request()).await;
+    assert_eq!(allowed.status(), 200);
+    let allowed_id = allowed.headers()["x-request-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    upstream.push(Reply::chat_calls(&[("c2", "delete_files", "{}")]));
+    let blocked = gateway.post("/v1/chat/completions", &request()).await;
+    assert_eq!(blocked.status(), 403);
+    let blocked_id = blocked.headers()["x-request-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+
+    assert_eq!(capture_of(&gateway, &allowed_id).await.0, 404);
+    assert_eq!(capture_of(&gateway, &blocked_id).await.0, 200);
+    let listed: Value = gateway
+        .admin_get("/console/api/exchanges")
+        .await
+        .json()
+        .await
+        .expect("json");
+    let ids: Vec<&str> = (listed["exchanges"].as_array().into_iter().flatten())
+        .filter_map(|line| line["request_id"].as_str())
+        .collect();
+    assert_eq!(ids, [blocked_id.as_str()], "{listed}");
+    assert!(!audit_path.exists(), "no audit output written");
+}
+
 #[test]
 fn capture_settings_out_of_range_are_located_errors() {
     let plugins = toolgate::PluginRegistry::builtin(&mut Default::default());
