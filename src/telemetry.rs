@@ -12,11 +12,15 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetri
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::histogram::exponential_buckets;
 use prometheus_client::registry::Registry;
 use serde::Serialize;
 use tokio::sync::mpsc;
 use toolgate_plugin::{DeclaredToolsCache, ToolCall, Violation, prometheus_client, registered};
+
+mod shards;
+
+use shards::{ShardedCounter, ShardedHistogram};
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
@@ -39,13 +43,14 @@ struct BlockLabels {
 /// A route's handles on its request metrics, each taken from its family the first time it is
 /// needed: an exchange then records without hashing the route's label set under the family's
 /// lock. Only the usual status has one; the others take the family's way. A handle shares its
-/// series with the family, so a reloaded route, which starts with none, counts on.
+/// series with the family, so a reloaded route, which starts with none, counts on. The metrics
+/// every exchange records are sharded per thread ([`shards`]): the workers share nothing there.
 #[derive(Default)]
 pub struct RouteMetrics {
-    ok: OnceLock<Counter>,
-    duration: OnceLock<Histogram>,
-    added: OnceLock<Histogram>,
-    checked: OnceLock<Counter>,
+    ok: OnceLock<ShardedCounter>,
+    duration: OnceLock<ShardedHistogram>,
+    added: OnceLock<ShardedHistogram>,
+    checked: OnceLock<ShardedCounter>,
 }
 
 /// What a route does, as far as the series primed for it go ([`Metrics::prime_route`]): the
@@ -61,11 +66,11 @@ pub enum RouteSeries<'a> {
 
 /// The gateway's own metrics (plugins register theirs through their factories).
 pub struct Metrics {
-    requests: Family<RequestLabels, Counter>,
-    tool_calls_checked: Family<RouteLabels, Counter>,
+    requests: Family<RequestLabels, ShardedCounter>,
+    tool_calls_checked: Family<RouteLabels, ShardedCounter>,
     tool_calls_blocked: Family<BlockLabels, Counter>,
-    request_duration: Family<RouteLabels, Histogram>,
-    added: Family<RouteLabels, Histogram>,
+    request_duration: Family<RouteLabels, ShardedHistogram>,
+    added: Family<RouteLabels, ShardedHistogram>,
     reloads: Family<ReloadLabels, Counter>,
     mcp_calls: Family<McpCallLabels, Counter>,
     block_retries: Family<RetryLabels, Counter>,
@@ -127,7 +132,12 @@ impl Collector for DeclaredToolsCacheCounts {
 /// A latency histogram of 20 buckets, each twice the one before, from `first` seconds: wide
 /// enough for a local hop and a slow upstream alike.
 fn doubling_histogram(first: f64) -> Histogram {
-    Histogram::new(exponential_buckets(first, 2.0, 20))
+    Histogram::new(doubling_buckets(first))
+}
+
+/// Twenty buckets, each twice the one before: from `first` to about a million times it.
+fn doubling_buckets(first: f64) -> impl Iterator<Item = f64> {
+    exponential_buckets(first, 2.0, 20)
 }
 
 impl Metrics {
@@ -155,13 +165,17 @@ impl Metrics {
                 registry,
                 "toolgate_request_duration_seconds",
                 "Time from request to response head, by route",
-                Family::new_with_constructor(|| doubling_histogram(0.0005)),
+                Family::new_with_constructor(|| {
+                    ShardedHistogram::new(doubling_buckets(0.0005))
+                }),
             ),
             added: registered(
                 registry,
                 "toolgate_added_seconds",
                 "Time toolgate added to an exchange: its whole time less the upstream's, by route",
-                Family::new_with_constructor(|| doubling_histogram(0.00005)),
+                Family::new_with_constructor(|| {
+                    ShardedHistogram::new(doubling_buckets(0.00005))
+                }),
             ),
             reloads: registered(
                 registry,
@@ -257,7 +271,7 @@ impl Metrics {
             .observe(elapsed.saturating_sub(upstream).as_secs_f64());
     }
 
-    fn request_counter(&self, route: &Arc<str>, status: u16) -> Counter {
+    fn request_counter(&self, route: &Arc<str>, status: u16) -> ShardedCounter {
         self.requests
             .get_or_create(&RequestLabels {
                 route: route.clone(),
