@@ -115,14 +115,13 @@ impl CloseCase {
 
     /// What the close builds, lists and keeps for `closing`: its audit line.
     fn audit_line_of(&self, closing: &mut ClosingExchange) -> Option<String> {
-        let route_path = self.route.path.clone();
         (closing.0).audit_line(
             &self.captures,
             &self.recent,
             self.audit_on,
             StatusCode::OK,
-            &route_path,
             Vec::new(),
+            std::time::Duration::from_micros(100),
         )
     }
 

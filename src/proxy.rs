@@ -38,7 +38,10 @@ pub async fn handle(
     drain: DrainSignal,
 ) -> Response<ProxyBody> {
     let started = Instant::now();
-    let request_id = request_id_for(request.headers());
+    let request_id_header = request_id_for(request.headers());
+    // The id as text (logs, error envelopes, the exchange's record): a view of the header value,
+    // which holds visible ASCII only.
+    let request_id = request_id_header.to_str().unwrap_or_default();
     // Routed on, forwarded and audited from here on: the path as the upstream will read it. A
     // path with no one reading is answered like one with no route, with its own 400.
     let refused = crate::request_path::canonicalize(request.uri_mut()).err();
@@ -75,7 +78,7 @@ pub async fn handle(
                         GatewayError::route_not_found(request.uri().path())
                     }
                 };
-                let response = error.report(&request_id).response(shape);
+                let response = error.report(request_id).response(shape);
                 state.metrics.record_request(
                     &Arc::from(""),
                     response.status().as_u16(),
@@ -91,7 +94,7 @@ pub async fn handle(
                     config.clone(),
                     route,
                     request,
-                    request_id.clone(),
+                    request_id.to_owned(),
                     started,
                 ));
                 serving.await
@@ -103,7 +106,7 @@ pub async fn handle(
                     &config,
                     route,
                     request,
-                    &request_id,
+                    (request_id, &request_id_header),
                     started,
                     connection,
                 )
@@ -111,26 +114,20 @@ pub async fn handle(
             }
         }
     };
-    let serving = std::pin::pin!(crate::panics::contained(&request_id, serving));
+    let serving = std::pin::pin!(crate::panics::contained(request_id, serving));
     let mut response = match state.grace_over.unless_over(serving, &drain).await {
         Some(Some(response)) => response,
         Some(None) => {
-            Box::pin(record_panicked(
-                &state,
-                kept_for_panic,
-                &request_id,
-                started,
-            ))
-            .await;
+            Box::pin(record_panicked(&state, kept_for_panic, request_id, started)).await;
             GatewayError::internal(crate::panics::PANICKED)
-                .report(&request_id)
+                .report(request_id)
                 .response(shape)
         }
         None => {
             // Dropping the exchange drops its upstream request: the client gets an answer it
             // can retry elsewhere, never a dropped connection.
             let mut response = GatewayError::shutting_down()
-                .report(&request_id)
+                .report(request_id)
                 .response(shape);
             response
                 .headers_mut()
@@ -138,9 +135,10 @@ pub async fn handle(
             response
         }
     };
-    if let Ok(value) = HeaderValue::from_str(&request_id) {
-        response.headers_mut().insert(REQUEST_ID, value);
-    }
+    // A clone of the one value (a count, not a copy): the serving future still holds the text.
+    response
+        .headers_mut()
+        .insert(REQUEST_ID, request_id_header.clone());
     response
 }
 
@@ -180,7 +178,7 @@ async fn serve_llm(
     config: &Config,
     route: Arc<Route>,
     request: Request<Incoming>,
-    request_id: &str,
+    (request_id, request_id_header): (&str, &HeaderValue),
     started: Instant,
     connection: DrainSignal,
 ) -> Response<ProxyBody> {
@@ -211,6 +209,7 @@ async fn serve_llm(
             let forwarding = Box::pin(forward(
                 &mut exchange,
                 request,
+                request_id_header,
                 &config.server,
                 &state.grace_over,
                 &state.declared_tools,
@@ -274,6 +273,7 @@ enum Step {
 async fn forward(
     exchange: &mut Exchange,
     request: Request<Incoming>,
+    request_id: &HeaderValue,
     server: &ServerConfig,
     grace_over: &GraceOver,
     declared_tools: &DeclaredToolsCache,
@@ -294,6 +294,7 @@ async fn forward(
         };
     // 2. Forward it.
     let head = prepare_upstream_head(exchange, &upstream, &parts.uri, &mut headers)?;
+    headers.insert(REQUEST_ID, request_id.clone());
     exchange.went_upstream_as(|| ResendHead {
         method: parts.method.clone(),
         uri: head.clone(),
@@ -431,7 +432,6 @@ async fn read_and_check(
     server: &ServerConfig,
     grace_over: &GraceOver,
 ) -> Result<Answered, GatewayError> {
-    let upstream_started = Instant::now();
     let (mut response_parts, response_body) = response.into_parts();
     strip_hop_by_hop(&mut response_parts.headers);
     let guarded = exchange.reads_answers();
@@ -463,7 +463,9 @@ async fn read_and_check(
     if is_event_stream(&response_parts.headers) {
         return Ok(Answered::Other(Step::Stream(response_parts, response_body)));
     }
-    // Read the answer whole, run `pre_response`, then release it or block.
+    // Read the answer whole, run `pre_response`, then release it or block. The upstream's time
+    // goes on while its body arrives; what is passed through above reads no clock for it.
+    let upstream_started = Instant::now();
     let limit = server.max_response_body_bytes;
     // `read_timeout_ms` bounds each silence, as documented, not the whole body: a long answer
     // that keeps arriving is read to its end.
@@ -611,7 +613,8 @@ fn forwarded(client_body: ClientBody<Incoming>) -> ProxyBody {
 }
 
 /// The upstream's URI for this exchange, and the request headers as the upstream gets them:
-/// no hop-by-hop headers, no tenant key, the upstream's own credentials, the request id.
+/// no hop-by-hop headers, no tenant key, the upstream's own credentials (the caller adds the
+/// request id).
 fn prepare_upstream_head(
     exchange: &Exchange,
     upstream: &crate::upstream::Upstream,
@@ -635,9 +638,6 @@ fn prepare_upstream_head(
             header::ACCEPT_ENCODING,
             HeaderValue::from_static("identity"),
         );
-    }
-    if let Ok(value) = HeaderValue::from_str(&exchange.meta().request_id) {
-        headers.insert(REQUEST_ID, value);
     }
     Ok(uri)
 }
@@ -753,22 +753,22 @@ fn parse_request(
     }
 }
 
-/// The client's `x-request-id` when it is a sane token, else a new one.
-fn request_id_for(headers: &HeaderMap) -> String {
-    headers
-        .get(REQUEST_ID)
-        .and_then(|value| value.to_str().ok())
-        .filter(|id| !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_graphic()))
-        .map_or_else(
-            // Written straight into its text: `to_string` goes through the formatter.
-            || {
-                let id = uuid::Uuid::new_v4();
-                id.hyphenated()
-                    .encode_lower(&mut uuid::Uuid::encode_buffer())
-                    .to_owned()
-            },
-            str::to_owned,
-        )
+/// The client's `x-request-id` when it is a sane token (its own value, not copied), else a new
+/// one: written once, the value the upstream's request and the answer both carry.
+fn request_id_for(headers: &HeaderMap) -> HeaderValue {
+    let sane = |value: &&HeaderValue| {
+        let id = value.as_bytes();
+        !id.is_empty() && id.len() <= 128 && id.iter().all(u8::is_ascii_graphic)
+    };
+    if let Some(value) = headers.get(REQUEST_ID).filter(sane) {
+        return value.clone();
+    }
+    let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
+    uuid::Uuid::new_v4().hyphenated().encode_lower(&mut text);
+    // One allocation that every clone shares (`HeaderValue::from_str` would copy, and its
+    // clones copy again); a hyphenated UUID is always a valid value.
+    HeaderValue::from_maybe_shared(Bytes::from_owner(text))
+        .unwrap_or_else(|_| HeaderValue::from_static("unknown"))
 }
 
 #[cfg(test)]

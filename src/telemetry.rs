@@ -129,13 +129,8 @@ impl Collector for DeclaredToolsCacheCounts {
     }
 }
 
-/// A latency histogram of 20 buckets, each twice the one before, from `first` seconds: wide
+/// A latency histogram's 20 buckets, each twice the one before, from `first` seconds: wide
 /// enough for a local hop and a slow upstream alike.
-fn doubling_histogram(first: f64) -> Histogram {
-    Histogram::new(doubling_buckets(first))
-}
-
-/// Twenty buckets, each twice the one before: from `first` to about a million times it.
 fn doubling_buckets(first: f64) -> impl Iterator<Item = f64> {
     exponential_buckets(first, 2.0, 20)
 }
@@ -165,17 +160,13 @@ impl Metrics {
                 registry,
                 "toolgate_request_duration_seconds",
                 "Time from request to response head, by route",
-                Family::new_with_constructor(|| {
-                    ShardedHistogram::new(doubling_buckets(0.0005))
-                }),
+                Family::new_with_constructor(|| ShardedHistogram::new(doubling_buckets(0.0005))),
             ),
             added: registered(
                 registry,
                 "toolgate_added_seconds",
                 "Time toolgate added to an exchange: its whole time less the upstream's, by route",
-                Family::new_with_constructor(|| {
-                    ShardedHistogram::new(doubling_buckets(0.00005))
-                }),
+                Family::new_with_constructor(|| ShardedHistogram::new(doubling_buckets(0.00005))),
             ),
             reloads: registered(
                 registry,

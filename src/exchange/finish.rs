@@ -38,6 +38,9 @@ impl Exchange {
     /// accounting never delays the client) when the chain has any.
     pub async fn finish(mut self, state: &Arc<GatewayState>, status: http::StatusCode) {
         self.close_disclosure().await;
+        // The exchange's one reading of the clock at its close: its metrics, its audit line and
+        // `post_response` all see the same time.
+        let elapsed = self.started.elapsed();
         let route_path = self.route.path.clone();
         if let Some(mcp) = self.mcp.as_deref().filter(|mcp| mcp.method == "tools/call") {
             let server = mcp.server.as_deref().unwrap_or_default();
@@ -52,7 +55,7 @@ impl Exchange {
                 &route_path,
                 &self.route.metrics,
                 status.as_u16(),
-                self.started.elapsed(),
+                elapsed,
                 self.upstream_time,
             );
         }
@@ -74,8 +77,8 @@ impl Exchange {
             &state.recent,
             state.audit.is_enabled(),
             status,
-            &route_path,
             attempts,
+            elapsed,
         );
         if let Some(line) = line
             && state.audit.is_enabled()
@@ -85,7 +88,6 @@ impl Exchange {
         if !self.route.chain.runs_post_response() {
             return;
         }
-        let elapsed = self.started.elapsed();
         // A call toolgate executed is accounted before its answer leaves, so the caller's
         // next call meets the count (budgets are exact); other accounting runs on its own task.
         let executed_here = !self.executed_calls.is_empty();
@@ -118,14 +120,14 @@ impl Exchange {
         recent: &RecentExchanges,
         audit_on: bool,
         status: http::StatusCode,
-        route_path: &Arc<str>,
         attempts: Vec<AttemptRecord>,
+        elapsed: std::time::Duration,
     ) -> Option<String> {
         let capture = self.wanted_capture(captures);
         if !audit_on && capture.is_none() {
             return None;
         }
-        let record = self.audit_record(status, route_path, attempts);
+        let record = self.audit_record(status, attempts, elapsed);
         if let Some(captured) = capture {
             self.keep_capture(captures, *captured, &record);
         }
@@ -185,8 +187,8 @@ impl Exchange {
     fn audit_record(
         &self,
         status: http::StatusCode,
-        route_path: &Arc<str>,
         attempts: Vec<AttemptRecord>,
+        elapsed: std::time::Duration,
     ) -> AuditRecord {
         let verdict = if self.failed {
             AuditVerdict::Error
@@ -200,7 +202,7 @@ impl Exchange {
         AuditRecord {
             timestamp: now_rfc3339(),
             request_id: self.meta.request_id.clone(),
-            route: route_path.to_string(),
+            route: self.route.path.to_string(),
             method: self.meta.method.to_string(),
             path: crate::capture::path_for_logs(&self.meta.path_and_query),
             tenant: self.meta.tenant.as_ref().map(|tenant| tenant.name.clone()),
@@ -224,7 +226,7 @@ impl Exchange {
             observed: self.observed.clone(),
             annotations: self.annotations.clone(),
             timings_ms: Timings {
-                total: millis(self.started.elapsed()),
+                total: millis(elapsed),
                 upstream: millis(self.upstream_time),
                 checks: millis(self.checks_time),
             },
