@@ -565,15 +565,17 @@ pub fn now_rfc3339() -> String {
     humantime::format_rfc3339_millis(SystemTime::now()).to_string()
 }
 
+/// A registry's text as a scrape reads it, for the tests of the metrics.
+#[cfg(test)]
+fn exposition(registry: &Registry) -> String {
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, registry).expect("encodes");
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn exposition(registry: &Registry) -> String {
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, registry).expect("encodes");
-        text
-    }
 
     #[test]
     fn a_routes_handles_count_in_the_familys_series_and_a_reloaded_route_counts_on() {

@@ -210,12 +210,7 @@ mod tests {
     use prometheus_client::registry::Registry;
 
     use super::*;
-
-    fn exposition(registry: &Registry) -> String {
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, registry).expect("encodes");
-        text
-    }
+    use crate::telemetry::exposition;
 
     /// The sharded metrics and prometheus-client's own, fed the same values from several
     /// threads, read the same at scrape: same series, same text.
