@@ -35,9 +35,8 @@ pub fn is_generation_path(path: &str) -> bool {
 pub fn answers_generations(path: &str) -> bool {
     let path = path.split_once('?').map_or(path, |(path, _)| path);
     is_generation_path(path)
-        || !path
-            .split('/')
-            .any(|segment| segment.eq_ignore_ascii_case("v1"))
+        || !(path.as_bytes().split(|byte| *byte == b'/'))
+            .any(|segment| segment.eq_ignore_ascii_case(b"v1"))
 }
 
 /// The route table, one line per route in the order routes are tried (longest prefix first).
