@@ -1,5 +1,5 @@
 //! The skip of an escape-dense JSON string 64 bytes at a time, for the scan (`scan.rs`): each
-//! block's quotes, backslashes and control characters as bitmaps, the escaped bytes found from
+//! block's backslashes, quotes and control characters as bitmaps, the escaped bytes found from
 //! the backslash runs (their parity carried from block to block), so a tool result written as
 //! escaped JSON costs a few instructions per block instead of a loop turn per escape. It
 //! refuses exactly what the scan's byte loop refuses, which is what serde_json refuses of a
@@ -15,13 +15,13 @@ const EVEN_BITS: u64 = 0x5555_5555_5555_5555;
 /// A block's bitmaps, bit `i` for its byte `i`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Masks {
-    quote: u64,
     backslash: u64,
-    /// Bytes below 0x20, which a JSON string holds only escaped.
-    control: u64,
-    /// `n`: with the quote and the backslash, the escapes of nearly every escaped byte of
-    /// JSON written in a string (`\"`, `\\`, `\n`); the others are looked up one by one.
-    letter_n: u64,
+    /// Quotes and bytes below 0x20: where a string stops unless the byte is escaped (a quote
+    /// ends it, a control character, which a JSON string holds only escaped, refuses it).
+    stops: u64,
+    /// Quotes, backslashes and `n`: the escaped bytes of nearly every escape of JSON written
+    /// in a string (`\"`, `\\`, `\n`); other escaped bytes are looked up one by one.
+    usual_escapes: u64,
 }
 
 /// How a block's masks are computed: by the CPU's vector instructions or a word at a time.
@@ -63,16 +63,14 @@ fn string_end_with<C: Classify>(bytes: &[u8], mut at: usize) -> Option<usize> {
         };
         let masks = C::masks(&block);
         let escaped = escaped_bytes(masks.backslash, &mut escapes_next);
-        let ends = masks.quote & !escaped;
-        // The bytes before the closing quote, or all of them when it is further on.
-        let inside = match ends {
+        // An escaped control character is left to the escapes' check, which refuses it.
+        let stops = masks.stops & !escaped;
+        // The bytes before the first stop, or all of them when it is further on.
+        let inside = match stops {
             0 => u64::MAX,
-            ends => (ends & ends.wrapping_neg()) - 1,
+            stops => (stops & stops.wrapping_neg()) - 1,
         };
-        if masks.control & inside != 0 {
-            return None;
-        }
-        let mut rare = escaped & inside & !(masks.quote | masks.backslash | masks.letter_n);
+        let mut rare = escaped & inside & !masks.usual_escapes;
         while rare != 0 {
             let offset = rare.trailing_zeros() as usize;
             rare &= rare - 1;
@@ -88,8 +86,10 @@ fn string_end_with<C: Classify>(bytes: &[u8], mut at: usize) -> Option<usize> {
                 _ => return None,
             }
         }
-        if ends != 0 {
-            return Some(at + ends.trailing_zeros() as usize + 1);
+        if stops != 0 {
+            let stop = stops.trailing_zeros() as usize;
+            // A quote ends the string; a control character is refused.
+            return (block[stop] == b'"').then_some(at + stop + 1);
         }
         if !whole {
             return None;
@@ -136,22 +136,23 @@ impl Classify for Words {
         // Each byte's high bit, gathered into the word's top byte, byte `i` at bit `56 + i`.
         let gather = |high: u64| (high >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56;
         let mut masks = Masks {
-            quote: 0,
             backslash: 0,
-            control: 0,
-            letter_n: 0,
+            stops: 0,
+            usual_escapes: 0,
         };
         for (index, word) in block.chunks_exact(8).enumerate() {
             let mut eight = [0; 8];
             eight.copy_from_slice(word);
             let word = u64::from_le_bytes(eight);
             let shift = 8 * index;
-            masks.quote |= gather(zero(word ^ (ONES * u64::from(b'"')))) << shift;
-            masks.backslash |= gather(zero(word ^ (ONES * u64::from(b'\\')))) << shift;
-            masks.letter_n |= gather(zero(word ^ (ONES * u64::from(b'n')))) << shift;
+            let quote = zero(word ^ (ONES * u64::from(b'"')));
+            let backslash = zero(word ^ (ONES * u64::from(b'\\')));
+            let letter_n = zero(word ^ (ONES * u64::from(b'n')));
             // Below 0x20: the high bit clear, and the low seven plus 0x60 still below 0x80.
             let control = !(((word & LOW_SEVEN) + ONES * 0x60) | word) & HIGH;
-            masks.control |= gather(control) << shift;
+            masks.backslash |= gather(backslash) << shift;
+            masks.stops |= gather(quote | control) << shift;
+            masks.usual_escapes |= gather(quote | backslash | letter_n) << shift;
         }
         masks
     }
@@ -163,8 +164,8 @@ mod x86 {
 
     use std::arch::x86_64::{
         __m128i, __m256i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8,
-        _mm_set1_epi8, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_min_epu8,
-        _mm256_movemask_epi8, _mm256_set1_epi8,
+        _mm_or_si128, _mm_set1_epi8, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_min_epu8,
+        _mm256_movemask_epi8, _mm256_or_si256, _mm256_set1_epi8,
     };
 
     use super::{BLOCK, Classify, Masks, string_end_with};
@@ -175,34 +176,30 @@ mod x86 {
         #[inline(always)]
         fn masks(block: &[u8; BLOCK]) -> Masks {
             let mut masks = Masks {
-                quote: 0,
                 backslash: 0,
-                control: 0,
-                letter_n: 0,
+                stops: 0,
+                usual_escapes: 0,
             };
             for part in 0..BLOCK / 16 {
                 // SAFETY: the 16 bytes at 16 * part lie in the 64-byte block (an unaligned
                 // load); SSE2 is part of every x86_64.
                 let bits = unsafe {
                     let bytes: __m128i = _mm_loadu_si128(block.as_ptr().add(16 * part).cast());
-                    let equal = |byte: u8| {
-                        _mm_movemask_epi8(_mm_cmpeq_epi8(bytes, _mm_set1_epi8(byte as i8)))
-                    };
-                    let below_0x20 =
-                        _mm_cmpeq_epi8(_mm_min_epu8(bytes, _mm_set1_epi8(0x1f)), bytes);
+                    let equal = |byte: u8| _mm_cmpeq_epi8(bytes, _mm_set1_epi8(byte as i8));
+                    let (quote, backslash) = (equal(b'"'), equal(b'\\'));
+                    let control = _mm_cmpeq_epi8(_mm_min_epu8(bytes, _mm_set1_epi8(0x1f)), bytes);
+                    let usual = _mm_or_si128(_mm_or_si128(quote, backslash), equal(b'n'));
                     [
-                        equal(b'"'),
-                        equal(b'\\'),
-                        _mm_movemask_epi8(below_0x20),
-                        equal(b'n'),
+                        _mm_movemask_epi8(backslash),
+                        _mm_movemask_epi8(_mm_or_si128(quote, control)),
+                        _mm_movemask_epi8(usual),
                     ]
                 };
                 let shift = 16 * part;
                 // The movemask is 16 bits in an i32: as u16, then widened.
-                masks.quote |= u64::from(bits[0] as u16) << shift;
-                masks.backslash |= u64::from(bits[1] as u16) << shift;
-                masks.control |= u64::from(bits[2] as u16) << shift;
-                masks.letter_n |= u64::from(bits[3] as u16) << shift;
+                masks.backslash |= u64::from(bits[0] as u16) << shift;
+                masks.stops |= u64::from(bits[1] as u16) << shift;
+                masks.usual_escapes |= u64::from(bits[2] as u16) << shift;
             }
             masks
         }
@@ -214,33 +211,30 @@ mod x86 {
         #[inline(always)]
         fn masks(block: &[u8; BLOCK]) -> Masks {
             let mut masks = Masks {
-                quote: 0,
                 backslash: 0,
-                control: 0,
-                letter_n: 0,
+                stops: 0,
+                usual_escapes: 0,
             };
             for part in 0..BLOCK / 32 {
                 // SAFETY: only inlined into `string_end_avx2`, run where the CPU has AVX2; the
                 // 32 bytes at 32 * part lie in the 64-byte block (an unaligned load).
                 let bits = unsafe {
                     let bytes: __m256i = _mm256_loadu_si256(block.as_ptr().add(32 * part).cast());
-                    let equal = |byte: u8| {
-                        _mm256_movemask_epi8(_mm256_cmpeq_epi8(bytes, _mm256_set1_epi8(byte as i8)))
-                    };
-                    let below_0x20 =
+                    let equal = |byte: u8| _mm256_cmpeq_epi8(bytes, _mm256_set1_epi8(byte as i8));
+                    let (quote, backslash) = (equal(b'"'), equal(b'\\'));
+                    let control =
                         _mm256_cmpeq_epi8(_mm256_min_epu8(bytes, _mm256_set1_epi8(0x1f)), bytes);
+                    let usual = _mm256_or_si256(_mm256_or_si256(quote, backslash), equal(b'n'));
                     [
-                        equal(b'"'),
-                        equal(b'\\'),
-                        _mm256_movemask_epi8(below_0x20),
-                        equal(b'n'),
+                        _mm256_movemask_epi8(backslash),
+                        _mm256_movemask_epi8(_mm256_or_si256(quote, control)),
+                        _mm256_movemask_epi8(usual),
                     ]
                 };
                 let shift = 32 * part;
-                masks.quote |= u64::from(bits[0] as u32) << shift;
-                masks.backslash |= u64::from(bits[1] as u32) << shift;
-                masks.control |= u64::from(bits[2] as u32) << shift;
-                masks.letter_n |= u64::from(bits[3] as u32) << shift;
+                masks.backslash |= u64::from(bits[0] as u32) << shift;
+                masks.stops |= u64::from(bits[1] as u32) << shift;
+                masks.usual_escapes |= u64::from(bits[2] as u32) << shift;
             }
             masks
         }
@@ -370,10 +364,9 @@ mod tests {
             }
             for (offset, &byte) in whole.iter().enumerate() {
                 let bit = |mask: u64| mask >> offset & 1 == 1;
-                prop_assert_eq!(bit(words.quote), byte == b'"');
                 prop_assert_eq!(bit(words.backslash), byte == b'\\');
-                prop_assert_eq!(bit(words.control), byte < 0x20);
-                prop_assert_eq!(bit(words.letter_n), byte == b'n');
+                prop_assert_eq!(bit(words.stops), byte == b'"' || byte < 0x20);
+                prop_assert_eq!(bit(words.usual_escapes), matches!(byte, b'"' | b'\\' | b'n'));
             }
         }
     }
