@@ -50,18 +50,19 @@ pub(crate) fn string_end(bytes: &[u8], at: usize) -> Option<usize> {
 #[inline(always)]
 fn string_end_with<C: Classify>(bytes: &[u8], mut at: usize) -> Option<usize> {
     let mut escapes_next = false;
+    // The last bytes, padded with spaces: no quote, backslash or control there.
+    let mut padded = [b' '; BLOCK];
     loop {
         let rest = bytes.get(at..)?;
+        // A whole block is read where it lies, not copied.
         let (block, whole) = match rest.first_chunk::<BLOCK>() {
-            Some(block) => (*block, true),
+            Some(block) => (block, true),
             None => {
-                // The last bytes, padded with spaces: no quote, backslash or control there.
-                let mut block = [b' '; BLOCK];
-                block[..rest.len()].copy_from_slice(rest);
-                (block, false)
+                padded[..rest.len()].copy_from_slice(rest);
+                (&padded, false)
             }
         };
-        let masks = C::masks(&block);
+        let masks = C::masks(block);
         let escaped = escaped_bytes(masks.backslash, &mut escapes_next);
         // An escaped control character is left to the escapes' check, which refuses it.
         let stops = masks.stops & !escaped;
