@@ -43,3 +43,28 @@ PY
 for dir in regressions/*/; do
   [ -d "$dir" ] && cp "$dir"* "seeds/$(basename "$dir")/"
 done
+# The string skip reads its input as a string's text after the opening quote: the strings of the
+# recorded requests as written, and each request written as a string (escaped JSON, as an
+# agent's tool results are), once and twice.
+mkdir -p seeds/strings
+python3 - <<'PY'
+import glob, json, pathlib
+
+texts = set()
+for path in glob.glob("../fixtures/*/*.request.json"):
+    request = json.load(open(path))
+    def walk(value):
+        if isinstance(value, dict):
+            for inner in value.values():
+                walk(inner)
+        elif isinstance(value, list):
+            for inner in value:
+                walk(inner)
+        elif isinstance(value, str):
+            texts.add(json.dumps(value, ensure_ascii=False))
+    walk(request)
+    once = json.dumps(json.dumps(request))
+    texts.update([once, json.dumps(once)])
+for index, text in enumerate(sorted(texts)):
+    pathlib.Path(f"seeds/strings/{index:04}").write_bytes(text[1:].encode())
+PY

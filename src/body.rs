@@ -360,9 +360,14 @@ pub async fn collect_limited<B: ByteBody>(
     mut body: B,
     limit: usize,
 ) -> Result<Option<Bytes>, BoxError> {
-    if body.size_hint().lower() > limit as u64 {
+    let announced = body.size_hint().lower();
+    if announced > limit as u64 {
         return Ok(None);
     }
+    // A body of several frames is gathered in one allocation of the size its head announced
+    // (within the limit, checked above), not in a buffer that doubles as frames come, each
+    // doubling a new allocation and a copy of what it held.
+    let announced = announced as usize;
     let mut buffer = bytes::BytesMut::new();
     let mut single: Option<Bytes> = None;
     while let Some(frame) = body.frame().await {
@@ -378,6 +383,7 @@ pub async fn collect_limited<B: ByteBody>(
         match single.take() {
             None if buffer.is_empty() => single = Some(data),
             Some(first) => {
+                buffer.reserve(announced.max(first.len() + data.len()));
                 buffer.extend_from_slice(&first);
                 buffer.extend_from_slice(&data);
             }
@@ -436,6 +442,39 @@ mod tests {
 
     fn data(text: &'static str) -> Step {
         Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(text.as_bytes())))))
+    }
+
+    /// A scripted body whose head announced `announced` bytes (an exact size hint), true or not.
+    struct Announced(Scripted, u64);
+
+    impl Body for Announced {
+        type Data = Bytes;
+        type Error = BoxError;
+
+        fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Step {
+            Pin::new(&mut self.0).poll_frame(cx)
+        }
+
+        fn size_hint(&self) -> SizeHint {
+            SizeHint::with_exact(self.1)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_body_of_several_frames_is_read_whole_whatever_its_head_announced() {
+        let steps = || vec![data("ab"), Poll::Pending, data("cd"), data("ef")];
+        for announced in [0, 2, 6, 100] {
+            let whole = collect_limited(Announced(Scripted::new(steps()), announced), 100).await;
+            let whole = whole.ok().flatten();
+            assert_eq!(whole.as_deref(), Some(&b"abcdef"[..]), "{announced}");
+        }
+        // Past the limit, announced or not.
+        let announced = collect_limited(Announced(Scripted::new(steps()), 7), 6).await;
+        assert!(matches!(announced, Ok(None)));
+        let sent = collect_limited(Announced(Scripted::new(steps()), 2), 5).await;
+        assert!(matches!(sent, Ok(None)));
+        let one_frame = collect_limited(Announced(Scripted::new(vec![data("ab")]), 2), 5).await;
+        assert_eq!(one_frame.ok().flatten().as_deref(), Some(&b"ab"[..]));
     }
 
     /// What the body hands on, frame by frame: data as text, trailers and errors by name.

@@ -27,7 +27,8 @@
 //!   declared tools from `tools_cache`: [`DeclaredToolsCache`], the declared tools of a `tools`
 //!   array already read, keyed by its bytes, for a reader that sees the same array on every
 //!   turn of an agent. `scan` is the cached reading's look at a body's top level, held to
-//!   serde_json's reading of the same bytes.
+//!   serde_json's reading of the same bytes; `string_blocks` is its skip of an escape-dense
+//!   string, 64 bytes at a time.
 //! - [`edits`]: body edits as the adapters apply them; `response_edits` and
 //!   `stream::StreamRewriter` write them into answers and streams.
 //! - [`answer`]: how a guard reads an answer — by its own shape, closed on doubt.
@@ -53,6 +54,7 @@ mod request_reader;
 mod response_edits;
 mod responses;
 mod scan;
+mod string_blocks;
 #[cfg(test)]
 mod testing;
 mod tool_entry;
@@ -82,6 +84,6 @@ pub use gemini::GeminiStreamAssembler;
 pub use identity::ToolKey;
 pub use responses::ResponsesStreamAssembler;
 #[doc(hidden)]
-pub use scan::{scans_as_object, string_text};
+pub use scan::{scans_as_object, string_ends, string_text};
 pub use tool::{CallOutcome, DeclaredTool, HistoryCall, ToolCall, ToolKind};
 pub use tools_cache::DeclaredToolsCache;

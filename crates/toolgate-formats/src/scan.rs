@@ -10,8 +10,14 @@
 
 use std::ops::Range;
 
+use crate::string_blocks;
+
 /// The deepest nesting the scan follows; deeper bodies are declined.
 const MAX_DEPTH: u32 = 128;
+
+/// A run of plain text between two escapes shorter than this marks a string as escaped text,
+/// skipped by blocks from there on.
+const DENSE_RUN: usize = 32;
 
 /// Calls `member` with each top-level member of the JSON object `body` (its key as written,
 /// which has no escapes, and where its value lies), in order, repeated keys included. `None`
@@ -64,6 +70,23 @@ pub(crate) fn object_members(
 #[doc(hidden)]
 pub fn scans_as_object(body: &[u8]) -> bool {
     object_members(body, |_, _| None, |_, _| {}).is_some()
+}
+
+/// Where the JSON string `written` starts with ends (just past its closing quote): as the scan
+/// skips it (by runs, or by blocks once its escapes come close), and as the block skip does from
+/// its first byte. For the `string_skip` fuzz target, which holds both to serde_json.
+#[doc(hidden)]
+pub fn string_ends(written: &[u8]) -> [Option<usize>; 2] {
+    let mut scan = Scanner {
+        bytes: written,
+        at: 0,
+    };
+    let by_scan = scan.eat(b'"').and_then(|()| scan.string()).map(|_| scan.at);
+    let by_blocks = written
+        .first()
+        .filter(|&&byte| byte == b'"')
+        .and_then(|_| string_blocks::string_end(written, 1));
+    [by_scan, by_blocks]
 }
 
 struct Scanner<'a> {
@@ -166,15 +189,26 @@ impl Scanner<'_> {
 
     /// The rest of a string after its opening quote, up to and with its closing one. `true`
     /// when it has escapes.
+    ///
+    /// Runs of plain text are skipped a word at a time; once two escapes come closer than
+    /// [`DENSE_RUN`] bytes apart, the string is escaped text (JSON in a string, code), where
+    /// runs are short, and its rest is skipped 64 bytes at a time ([`string_blocks`]). What the
+    /// bytes are chooses, and both ways refuse the same strings.
     fn string(&mut self) -> Option<bool> {
         let mut escaped = false;
         loop {
-            self.at += plain_run(self.bytes.get(self.at..)?);
+            let run = plain_run(self.bytes.get(self.at..)?);
+            self.at += run;
             match self.next()? {
                 b'"' => return Some(escaped),
                 b'\\' => {
+                    let dense = escaped && run < DENSE_RUN;
                     escaped = true;
                     self.escape()?;
+                    if dense {
+                        self.at = string_blocks::string_end(self.bytes, self.at)?;
+                        return Some(true);
+                    }
                 }
                 // A control character, which JSON strings must escape.
                 _ => return None,
@@ -442,6 +476,24 @@ mod tests {
             })
     }
 
+    /// A request-like object whose strings are JSON texts written in strings, once or twice
+    /// (an agent's arguments and tool results): escapes a few bytes apart, runs of backslashes,
+    /// long enough to be skipped by blocks.
+    fn escaped_documents() -> impl Strategy<Value = Vec<u8>> {
+        let document = value().prop_map(|value| {
+            let once = value.to_string();
+            let twice = serde_json::Value::String(once.clone()).to_string();
+            [once, twice]
+        });
+        prop::collection::vec(("[a-z_]{0,8}", document, 0..2usize), 0..6).prop_map(|members| {
+            let object: serde_json::Map<String, serde_json::Value> = members
+                .into_iter()
+                .map(|(key, texts, which)| (key, serde_json::Value::String(texts[which].clone())))
+                .collect();
+            serde_json::to_vec(&object).expect("writes")
+        })
+    }
+
     /// A change to a JSON text that may break it: a byte replaced, inserted or removed (bytes
     /// JSON gives meaning to, and some it forbids), or the text cut short.
     #[derive(Debug, Clone)]
@@ -529,6 +581,24 @@ mod tests {
         #[test]
         fn the_scan_reads_every_object_serde_json_writes_as_serde_json_does(text in object_text()) {
             prop_assert!(scanned(&text).is_some(), "{}", String::from_utf8_lossy(&text));
+            assert_no_wider_than_serde(&text)?;
+        }
+
+        #[test]
+        fn the_scan_reads_escaped_documents_as_serde_json_does(text in escaped_documents()) {
+            prop_assert!(scanned(&text).is_some(), "{}", String::from_utf8_lossy(&text));
+            assert_no_wider_than_serde(&text)?;
+        }
+
+        #[test]
+        fn the_scan_accepts_no_damaged_escaped_document_serde_json_refuses(
+            text in escaped_documents(),
+            damages in prop::collection::vec(damage(), 1..4),
+        ) {
+            let mut text = text;
+            for damage in &damages {
+                apply(&mut text, damage);
+            }
             assert_no_wider_than_serde(&text)?;
         }
 

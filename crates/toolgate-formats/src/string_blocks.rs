@@ -1,0 +1,438 @@
+//! The skip of an escape-dense JSON string 64 bytes at a time, for the scan (`scan.rs`): each
+//! block's backslashes, quotes and control characters as bitmaps, the escaped bytes found from
+//! the backslash runs (their parity carried from block to block), so a tool result written as
+//! escaped JSON costs a few instructions per block instead of a loop turn per escape. It
+//! refuses exactly what the scan's byte loop refuses, which is what serde_json refuses of a
+//! string it skips: an escape other than `\" \\ \/ \b \f \n \r \t \uXXXX`, a control character,
+//! no closing quote. Bytes that are not UTF-8 pass, as they pass serde_json's skip.
+
+/// Bytes per block: one bit of a `u64` each.
+const BLOCK: usize = 64;
+
+/// Bit `i` set for every even `i`.
+const EVEN_BITS: u64 = 0x5555_5555_5555_5555;
+
+/// A block's bitmaps, bit `i` for its byte `i`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Masks {
+    backslash: u64,
+    /// Quotes and bytes below 0x20: where a string stops unless the byte is escaped (a quote
+    /// ends it, a control character, which a JSON string holds only escaped, refuses it).
+    stops: u64,
+    /// Quotes, backslashes and `n`: the escaped bytes of nearly every escape of JSON written
+    /// in a string (`\"`, `\\`, `\n`); other escaped bytes are looked up one by one.
+    usual_escapes: u64,
+}
+
+/// How a block's masks are computed: by the CPU's vector instructions or a word at a time.
+trait Classify {
+    fn masks(block: &[u8; BLOCK]) -> Masks;
+}
+
+/// Where the string whose text goes on at `at` ends: just past its closing quote. `at` must be
+/// where no escape is under way (just past the opening quote, or past a whole escape). `None`
+/// when the text has a control character, an escape JSON does not have, or no closing quote.
+pub(crate) fn string_end(bytes: &[u8], at: usize) -> Option<usize> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2, just checked.
+            return unsafe { x86::string_end_avx2(bytes, at) };
+        }
+        string_end_with::<x86::Sse2>(bytes, at)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    string_end_with::<Words>(bytes, at)
+}
+
+/// [`string_end`] with the masks of `C`; inlined into each entry, so the vector instructions
+/// AVX2's entry may use reach the loop.
+#[inline(always)]
+fn string_end_with<C: Classify>(bytes: &[u8], mut at: usize) -> Option<usize> {
+    let mut escapes_next = false;
+    // The last bytes, padded with spaces: no quote, backslash or control there.
+    let mut padded = [b' '; BLOCK];
+    loop {
+        let rest = bytes.get(at..)?;
+        // A whole block is read where it lies, not copied.
+        let (block, whole) = match rest.first_chunk::<BLOCK>() {
+            Some(block) => (block, true),
+            None => {
+                padded[..rest.len()].copy_from_slice(rest);
+                (&padded, false)
+            }
+        };
+        let masks = C::masks(block);
+        let escaped = escaped_bytes(masks.backslash, &mut escapes_next);
+        // An escaped control character is left to the escapes' check, which refuses it.
+        let stops = masks.stops & !escaped;
+        // The bytes before the first stop, or all of them when it is further on.
+        let inside = match stops {
+            0 => u64::MAX,
+            stops => (stops & stops.wrapping_neg()) - 1,
+        };
+        let mut rare = escaped & inside & !masks.usual_escapes;
+        while rare != 0 {
+            let offset = rare.trailing_zeros() as usize;
+            rare &= rare - 1;
+            match block[offset] {
+                b'/' | b'b' | b'f' | b'r' | b't' => {}
+                b'u' => {
+                    let start = at + offset + 1;
+                    let hex = bytes.get(start..start + 4)?;
+                    if !hex.iter().all(u8::is_ascii_hexdigit) {
+                        return None;
+                    }
+                }
+                _ => return None,
+            }
+        }
+        if stops != 0 {
+            let stop = stops.trailing_zeros() as usize;
+            // A quote ends the string; a control character is refused.
+            return (block[stop] == b'"').then_some(at + stop + 1);
+        }
+        if !whole {
+            return None;
+        }
+        at += BLOCK;
+    }
+}
+
+/// The bytes of a block a backslash escapes, from where its backslashes are: a run of them
+/// escapes the byte past it when the run is odd (`\\` is one escaped backslash, `\\\"` one more
+/// and a quote). The backslashes a run escapes inside itself are not marked: an escaped
+/// backslash is always a valid escape and never ends a string, so only the byte past a run
+/// matters. `escapes_next` says, coming in, whether the block's first byte is escaped (by an odd
+/// run that ended the block before) and, going out, whether the next block's is.
+fn escaped_bytes(backslash: u64, escapes_next: &mut bool) -> u64 {
+    let first = u64::from(*escapes_next);
+    // An escaped backslash escapes nothing: the runs start after it.
+    let backslash = backslash & !first;
+    let starts = backslash & !(backslash << 1);
+    // Adding a run's lowest bit to it carries to the bit just past it; past bit 63, into
+    // the overflow. A run is odd when its start and the bit past it differ in parity.
+    let past_even_runs = backslash.wrapping_add(starts & EVEN_BITS) & !backslash;
+    let (odd_sums, overflow) = backslash.overflowing_add(starts & !EVEN_BITS);
+    let past_odd_runs = odd_sums & !backslash;
+    // A run that started on an odd bit and reached bit 63 is odd: it escapes the next block's
+    // first byte. One that started even and reached it is even and escapes nothing.
+    *escapes_next = overflow;
+    (past_even_runs & !EVEN_BITS) | (past_odd_runs & EVEN_BITS) | first
+}
+
+/// The masks a word (8 bytes) at a time, exact for every byte: the portable way, and the
+/// reference the vector ones are tested against.
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+struct Words;
+
+impl Classify for Words {
+    #[inline(always)]
+    fn masks(block: &[u8; BLOCK]) -> Masks {
+        const ONES: u64 = u64::MAX / 255;
+        const LOW_SEVEN: u64 = ONES * 0x7f;
+        const HIGH: u64 = ONES * 0x80;
+        // The high bit of each byte that is zero; no carry crosses bytes, so each is exact.
+        let zero = |word: u64| !(((word & LOW_SEVEN) + LOW_SEVEN) | word) & HIGH;
+        // Each byte's high bit, gathered into the word's top byte, byte `i` at bit `56 + i`.
+        let gather = |high: u64| (high >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56;
+        let mut masks = Masks {
+            backslash: 0,
+            stops: 0,
+            usual_escapes: 0,
+        };
+        for (index, word) in block.chunks_exact(8).enumerate() {
+            let mut eight = [0; 8];
+            eight.copy_from_slice(word);
+            let word = u64::from_le_bytes(eight);
+            let shift = 8 * index;
+            let quote = zero(word ^ (ONES * u64::from(b'"')));
+            let backslash = zero(word ^ (ONES * u64::from(b'\\')));
+            let letter_n = zero(word ^ (ONES * u64::from(b'n')));
+            // Below 0x20: the high bit clear, and the low seven plus 0x60 still below 0x80.
+            let control = !(((word & LOW_SEVEN) + ONES * 0x60) | word) & HIGH;
+            masks.backslash |= gather(backslash) << shift;
+            masks.stops |= gather(quote | control) << shift;
+            masks.usual_escapes |= gather(quote | backslash | letter_n) << shift;
+        }
+        masks
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    //! The masks with SSE2 (every x86_64 has it) and AVX2 (when the CPU has it).
+
+    use std::arch::x86_64::{
+        __m128i, __m256i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8,
+        _mm_or_si128, _mm_set1_epi8, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_min_epu8,
+        _mm256_movemask_epi8, _mm256_or_si256, _mm256_set1_epi8,
+    };
+
+    use super::{BLOCK, Classify, Masks, string_end_with};
+
+    pub(super) struct Sse2;
+
+    impl Classify for Sse2 {
+        #[inline(always)]
+        fn masks(block: &[u8; BLOCK]) -> Masks {
+            let mut masks = Masks {
+                backslash: 0,
+                stops: 0,
+                usual_escapes: 0,
+            };
+            for part in 0..BLOCK / 16 {
+                // SAFETY: the 16 bytes at 16 * part lie in the 64-byte block (an unaligned
+                // load); SSE2 is part of every x86_64.
+                let bits = unsafe {
+                    let bytes: __m128i = _mm_loadu_si128(block.as_ptr().add(16 * part).cast());
+                    let equal = |byte: u8| _mm_cmpeq_epi8(bytes, _mm_set1_epi8(byte as i8));
+                    let (quote, backslash) = (equal(b'"'), equal(b'\\'));
+                    let control = _mm_cmpeq_epi8(_mm_min_epu8(bytes, _mm_set1_epi8(0x1f)), bytes);
+                    let usual = _mm_or_si128(_mm_or_si128(quote, backslash), equal(b'n'));
+                    [
+                        _mm_movemask_epi8(backslash),
+                        _mm_movemask_epi8(_mm_or_si128(quote, control)),
+                        _mm_movemask_epi8(usual),
+                    ]
+                };
+                let shift = 16 * part;
+                // The movemask is 16 bits in an i32: as u16, then widened.
+                masks.backslash |= u64::from(bits[0] as u16) << shift;
+                masks.stops |= u64::from(bits[1] as u16) << shift;
+                masks.usual_escapes |= u64::from(bits[2] as u16) << shift;
+            }
+            masks
+        }
+    }
+
+    struct Avx2;
+
+    impl Classify for Avx2 {
+        #[inline(always)]
+        fn masks(block: &[u8; BLOCK]) -> Masks {
+            let mut masks = Masks {
+                backslash: 0,
+                stops: 0,
+                usual_escapes: 0,
+            };
+            for part in 0..BLOCK / 32 {
+                // SAFETY: only inlined into `string_end_avx2`, run where the CPU has AVX2; the
+                // 32 bytes at 32 * part lie in the 64-byte block (an unaligned load).
+                let bits = unsafe {
+                    let bytes: __m256i = _mm256_loadu_si256(block.as_ptr().add(32 * part).cast());
+                    let equal = |byte: u8| _mm256_cmpeq_epi8(bytes, _mm256_set1_epi8(byte as i8));
+                    let (quote, backslash) = (equal(b'"'), equal(b'\\'));
+                    let control =
+                        _mm256_cmpeq_epi8(_mm256_min_epu8(bytes, _mm256_set1_epi8(0x1f)), bytes);
+                    let usual = _mm256_or_si256(_mm256_or_si256(quote, backslash), equal(b'n'));
+                    [
+                        _mm256_movemask_epi8(backslash),
+                        _mm256_movemask_epi8(_mm256_or_si256(quote, control)),
+                        _mm256_movemask_epi8(usual),
+                    ]
+                };
+                let shift = 32 * part;
+                masks.backslash |= u64::from(bits[0] as u32) << shift;
+                masks.stops |= u64::from(bits[1] as u32) << shift;
+                masks.usual_escapes |= u64::from(bits[2] as u32) << shift;
+            }
+            masks
+        }
+    }
+
+    /// [`super::string_end`] with AVX2's masks.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn string_end_avx2(bytes: &[u8], at: usize) -> Option<usize> {
+        string_end_with::<Avx2>(bytes, at)
+    }
+
+    #[cfg(test)]
+    pub(super) fn avx2_masks(block: &[u8; BLOCK]) -> Option<Masks> {
+        #[target_feature(enable = "avx2")]
+        fn masks(block: &[u8; BLOCK]) -> Masks {
+            Avx2::masks(block)
+        }
+        // SAFETY: the CPU has AVX2, just checked.
+        std::arch::is_x86_feature_detected!("avx2").then(|| unsafe { masks(block) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use proptest::prelude::*;
+    use serde::de::IgnoredAny;
+
+    /// Where serde_json's skip of the string `written` starts with ends (just past its closing
+    /// quote), or `None` when serde_json refuses it.
+    fn serde_end(written: &[u8]) -> Option<usize> {
+        let mut values = serde_json::Deserializer::from_slice(written).into_iter::<IgnoredAny>();
+        values.next()?.ok()?;
+        Some(values.byte_offset())
+    }
+
+    /// Every way this module skips the string `written` starts with, which must agree.
+    fn ends(written: &[u8]) -> Vec<Option<usize>> {
+        let mut ends = vec![string_end(written, 1), string_end_with::<Words>(written, 1)];
+        #[cfg(target_arch = "x86_64")]
+        ends.push(string_end_with::<x86::Sse2>(written, 1));
+        ends
+    }
+
+    fn assert_as_serde_json(written: &[u8]) -> Result<(), TestCaseError> {
+        let expected = serde_end(written);
+        for (way, end) in ends(written).into_iter().enumerate() {
+            prop_assert_eq!(
+                end,
+                expected,
+                "way {}: {:?}",
+                way,
+                String::from_utf8_lossy(written)
+            );
+        }
+        Ok(())
+    }
+
+    /// A string's text as hostile writers make it: long runs of backslashes (odd and even, so
+    /// across a block's edge either parity lands there), quotes escaped or not, every escape,
+    /// `\u` with hex cut short or wrong, control characters, bytes that are not UTF-8, plain
+    /// stretches that move all of it across the 64-byte edges.
+    fn text() -> impl Strategy<Value = Vec<u8>> {
+        let piece = prop_oneof![
+            4 => "[a-z {}:,é😀]{1,70}".prop_map(String::into_bytes),
+            4 => prop::sample::select(vec![
+                &br#"\""#[..], br"\\", br"\/", br"\b", br"\f", br"\n", br"\r", br"\t", br#"\\\""#,
+                br#"\\""#, br"\u00e9", br"\uD83D\uDE00", br"\uDFFF", br"\uABCDef",
+            ])
+            .prop_map(<[u8]>::to_vec),
+            2 => (1usize..140).prop_map(|run| vec![b'\\'; run]),
+            1 => prop::sample::select(vec![
+                &b"\""[..], b"\\", br"\x", br"\u12", br"\u12g4", br"\u+04a", br"\U0041", b"\\\x01",
+                br"\ ", b"\x00", b"\x1f", b"\x7f", b"\xff", b"\xc3", b"\xed\xa0\x80",
+            ])
+            .prop_map(<[u8]>::to_vec),
+            1 => any::<u8>().prop_map(|byte| vec![byte]),
+        ];
+        prop::collection::vec(piece, 0..40).prop_map(|pieces| pieces.concat())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4096))]
+
+        /// The string cut where the text ends (often unterminated), and closed and followed
+        /// by more JSON, at every alignment to the blocks.
+        #[test]
+        fn the_blocks_end_a_string_where_serde_json_does(
+            text in text(),
+            lead in 0usize..64,
+            closed in any::<bool>(),
+        ) {
+            let mut written = b"\"".to_vec();
+            written.extend(std::iter::repeat_n(b'a', lead));
+            written.extend(&text);
+            if closed {
+                written.extend(br#"", "more": "\\\"text\""#);
+            }
+            assert_as_serde_json(&written)?;
+        }
+
+        /// Strings serde_json writes of any text, closed: every one is read to its end.
+        #[test]
+        fn every_string_serde_json_writes_is_skipped_whole(text in any::<String>(), lead in 0usize..64) {
+            let written = serde_json::to_string(&format!("{}{text}", "\"".repeat(lead)))
+                .expect("a string is written");
+            prop_assert_eq!(string_end(written.as_bytes(), 1), Some(written.len()));
+            assert_as_serde_json(written.as_bytes())?;
+        }
+
+        #[test]
+        fn the_masks_agree_whatever_the_bytes(block in prop::array::uniform32(any::<u8>()), other in prop::array::uniform32(any::<u8>())) {
+            let mut whole = [0; BLOCK];
+            whole[..32].copy_from_slice(&block);
+            whole[32..].copy_from_slice(&other);
+            let words = Words::masks(&whole);
+            #[cfg(target_arch = "x86_64")]
+            {
+                prop_assert_eq!(x86::Sse2::masks(&whole), words);
+                if let Some(avx2) = x86::avx2_masks(&whole) {
+                    prop_assert_eq!(avx2, words);
+                }
+            }
+            for (offset, &byte) in whole.iter().enumerate() {
+                let bit = |mask: u64| mask >> offset & 1 == 1;
+                prop_assert_eq!(bit(words.backslash), byte == b'\\');
+                prop_assert_eq!(bit(words.stops), byte == b'"' || byte < 0x20);
+                prop_assert_eq!(bit(words.usual_escapes), matches!(byte, b'"' | b'\\' | b'n'));
+            }
+        }
+    }
+
+    /// The escaped bytes of a run of bytes, a backslash at a time: the reference for the
+    /// bitmap arithmetic.
+    fn escaped_one_by_one(backslash: &[bool]) -> Vec<bool> {
+        let mut escaped = vec![false; backslash.len() + 1];
+        let mut at = 0;
+        while at < backslash.len() {
+            if backslash[at] {
+                escaped[at + 1] = true;
+                at += 2;
+            } else {
+                at += 1;
+            }
+        }
+        escaped
+    }
+
+    proptest! {
+        #[test]
+        fn the_escaped_bytes_carry_across_blocks(backslash in prop::collection::vec(any::<bool>(), 0..256)) {
+            let expected = escaped_one_by_one(&backslash);
+            let mut escapes_next = false;
+            for (block, bits) in backslash.chunks(BLOCK).enumerate() {
+                let mask = bits.iter().rev().fold(0u64, |mask, &bit| mask << 1 | u64::from(bit));
+                let escaped = escaped_bytes(mask, &mut escapes_next);
+                for (offset, &is_backslash) in bits.iter().enumerate() {
+                    let marked = escaped >> offset & 1 == 1;
+                    // Backslashes escaped inside a run are not marked (but the first byte of a
+                    // block is, whatever it is, when the block before escapes it).
+                    if !is_backslash || offset == 0 {
+                        prop_assert_eq!(marked, expected[BLOCK * block + offset], "{}", offset);
+                    }
+                }
+                if bits.len() == BLOCK {
+                    prop_assert_eq!(escapes_next, expected[BLOCK * (block + 1)]);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn what_the_blocks_refuse_and_accept() {
+        let long = "a".repeat(63);
+        let cases: &[(String, Option<usize>)] = &[
+            (format!("\"{long}\\\"\""), Some(67)),
+            (format!("\"{long}\\\\\""), Some(67)),
+            (format!("\"{long}\\\\\\\""), None),
+            (format!("\"{long}\\u00e9\""), Some(71)),
+            (format!("\"{long}\\u00e\""), None),
+            (format!("\"{long}\\x\""), None),
+            (format!("\"{long}\t\""), None),
+            (format!("\"{long}{long}"), None),
+            (format!("\"{}\"", "\\\\".repeat(64)), Some(130)),
+            (format!("\"{}\"", "\\\\".repeat(64) + "\\"), None),
+        ];
+        for (written, end) in cases {
+            assert_eq!(
+                ends(written.as_bytes()),
+                vec![*end; ends(b"\"\"").len()],
+                "{written}"
+            );
+            assert_eq!(serde_end(written.as_bytes()), *end, "{written}");
+        }
+    }
+}
