@@ -6,6 +6,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
+use crate::common::answers::request_id;
 use crate::common::upstream::chat_stream;
 use crate::common::{Reply, ScriptedUpstream, TestGateway, temp_audit_path};
 
@@ -42,10 +43,7 @@ async fn a_blocked_exchange_is_captured_without_its_secrets_and_replayed_by_expl
     upstream.push(Reply::chat_calls(&[("c1", "get_weather", "{}")]));
     let allowed = gateway.post("/v1/chat/completions", &request()).await;
     assert_eq!(allowed.status(), 200);
-    let allowed_id = allowed.headers()["x-request-id"]
-        .to_str()
-        .unwrap()
-        .to_owned();
+    let allowed_id = request_id(&allowed);
     assert_eq!(capture_of(&gateway, &allowed_id).await.0, 404);
 
     // Blocked: captured, the key in its header and in its query left out.
@@ -62,10 +60,7 @@ async fn a_blocked_exchange_is_captured_without_its_secrets_and_replayed_by_expl
         )
         .await;
     assert_eq!(blocked.status(), 403);
-    let id = blocked.headers()["x-request-id"]
-        .to_str()
-        .unwrap()
-        .to_owned();
+    let id = request_id(&blocked);
     let (status, record) = capture_of(&gateway, &id).await;
     assert_eq!(status, 200, "{record}");
     assert_eq!(record["verdict"], "blocked");
@@ -152,7 +147,7 @@ async fn a_captured_answer_holds_the_routes_redactions_whole_and_streamed() {
     )]));
     let whole = gateway.post("/v1/chat/completions", &request()).await;
     assert_eq!(whole.status(), 200);
-    let whole_id = whole.headers()["x-request-id"].to_str().unwrap().to_owned();
+    let whole_id = request_id(&whole);
     upstream.push(Reply::sse_events(&chat_stream(
         &[(
             "c2",
@@ -167,10 +162,7 @@ async fn a_captured_answer_holds_the_routes_redactions_whole_and_streamed() {
         .post("/v1/chat/completions", &streamed_request)
         .await;
     assert_eq!(streamed.status(), 200);
-    let streamed_id = streamed.headers()["x-request-id"]
-        .to_str()
-        .unwrap()
-        .to_owned();
+    let streamed_id = request_id(&streamed);
     let streamed_text = streamed.text().await.expect("the stream");
     assert!(
         !streamed_text.contains("swordfish"),
@@ -203,10 +195,7 @@ async fn a_blocked_answer_is_captured_with_its_other_calls_redacted() {
     ]));
     let blocked = gateway.post("/v1/chat/completions", &request()).await;
     assert_eq!(blocked.status(), 403);
-    let id = blocked.headers()["x-request-id"]
-        .to_str()
-        .unwrap()
-        .to_owned();
+    let id = request_id(&blocked);
     let (status, record) = capture_of(&gateway, &id).await;
     assert_eq!(status, 200, "{record}");
     let response = record["response"].as_str().unwrap_or_default();
@@ -236,17 +225,11 @@ async fn without_audit_output_only_what_is_captured_is_recorded() {
     upstream.push(Reply::chat_calls(&[("c1", "get_weather", "{}")]));
     let allowed = gateway.post("/v1/chat/completions", &request()).await;
     assert_eq!(allowed.status(), 200);
-    let allowed_id = allowed.headers()["x-request-id"]
-        .to_str()
-        .unwrap()
-        .to_owned();
+    let allowed_id = request_id(&allowed);
     upstream.push(Reply::chat_calls(&[("c2", "delete_files", "{}")]));
     let blocked = gateway.post("/v1/chat/completions", &request()).await;
     assert_eq!(blocked.status(), 403);
-    let blocked_id = blocked.headers()["x-request-id"]
-        .to_str()
-        .unwrap()
-        .to_owned();
+    let blocked_id = request_id(&blocked);
 
     assert_eq!(capture_of(&gateway, &allowed_id).await.0, 404);
     assert_eq!(capture_of(&gateway, &blocked_id).await.0, 200);
