@@ -13,7 +13,7 @@ const BLOCK: usize = 64;
 const EVEN_BITS: u64 = 0x5555_5555_5555_5555;
 
 /// A block's bitmaps, bit `i` for its byte `i`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Masks {
     backslash: u64,
     /// Quotes and bytes below 0x20: where a string stops unless the byte is escaped (a quote
@@ -136,11 +136,7 @@ impl Classify for Words {
         let zero = |word: u64| !(((word & LOW_SEVEN) + LOW_SEVEN) | word) & HIGH;
         // Each byte's high bit, gathered into the word's top byte, byte `i` at bit `56 + i`.
         let gather = |high: u64| (high >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56;
-        let mut masks = Masks {
-            backslash: 0,
-            stops: 0,
-            usual_escapes: 0,
-        };
+        let mut masks = Masks::default();
         for (index, word) in block.chunks_exact(8).enumerate() {
             let mut eight = [0; 8];
             eight.copy_from_slice(word);
@@ -176,11 +172,7 @@ mod x86 {
     impl Classify for Sse2 {
         #[inline(always)]
         fn masks(block: &[u8; BLOCK]) -> Masks {
-            let mut masks = Masks {
-                backslash: 0,
-                stops: 0,
-                usual_escapes: 0,
-            };
+            let mut masks = Masks::default();
             for part in 0..BLOCK / 16 {
                 // SAFETY: the 16 bytes at 16 * part lie in the 64-byte block (an unaligned
                 // load); SSE2 is part of every x86_64.
@@ -211,11 +203,7 @@ mod x86 {
     impl Classify for Avx2 {
         #[inline(always)]
         fn masks(block: &[u8; BLOCK]) -> Masks {
-            let mut masks = Masks {
-                backslash: 0,
-                stops: 0,
-                usual_escapes: 0,
-            };
+            let mut masks = Masks::default();
             for part in 0..BLOCK / 32 {
                 // SAFETY: only inlined into `string_end_avx2`, run where the CPU has AVX2; the
                 // 32 bytes at 32 * part lie in the 64-byte block (an unaligned load).
