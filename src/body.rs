@@ -355,6 +355,10 @@ impl<B: ByteBody> Body for IdleTimeout<B> {
     }
 }
 
+/// How far past the bytes already arrived a body's buffer is reserved for what its head
+/// announced.
+const RESERVE_AHEAD: usize = 1 << 20;
+
 /// Reads a whole body, refusing more than `limit` bytes. `Ok(None)` means the limit was hit.
 pub async fn collect_limited<B: ByteBody>(
     mut body: B,
@@ -366,7 +370,9 @@ pub async fn collect_limited<B: ByteBody>(
     }
     // A body of several frames is gathered in one allocation of the size its head announced
     // (within the limit, checked above), not in a buffer that doubles as frames come, each
-    // doubling a new allocation and a copy of what it held.
+    // doubling a new allocation and a copy of what it held. Never more than `RESERVE_AHEAD`
+    // past what has arrived: a client announcing the limit and sending two small frames must
+    // not make each of its connections hold the limit.
     let announced = announced as usize;
     let mut buffer = bytes::BytesMut::new();
     let mut single: Option<Bytes> = None;
@@ -383,7 +389,8 @@ pub async fn collect_limited<B: ByteBody>(
         match single.take() {
             None if buffer.is_empty() => single = Some(data),
             Some(first) => {
-                buffer.reserve(announced.max(first.len() + data.len()));
+                let arrived = first.len() + data.len();
+                buffer.reserve(announced.min(arrived + RESERVE_AHEAD).max(arrived));
                 buffer.extend_from_slice(&first);
                 buffer.extend_from_slice(&data);
             }
