@@ -315,13 +315,12 @@ pub fn string_text(written: &str) -> Option<String> {
 }
 
 /// How many bytes from the start of `bytes` a string holds as they are: up to the first quote,
-/// backslash or control character. A word (8 bytes) at a time, which finds where in it a run
-/// ends; past 32 bytes the string is long (a conversation is mostly long strings), so whole
-/// 32-byte chunks are looked through first, a test the compiler makes a few vector
-/// instructions (written without early exits for that), and words find the end in the chunk
-/// that has it.
+/// backslash or control character. Most runs are short (a key, a name, the text between two
+/// escapes), and a word (8 bytes) at a time finds where one ends; past 32 bytes the run is
+/// long (a conversation is mostly long strings) and the rest is looked through 64 bytes a test
+/// ([`string_blocks::plain_end`]).
 fn plain_run(bytes: &[u8]) -> usize {
-    const CHUNK: usize = 32;
+    const LONG: usize = 32;
     let mut run = 0;
     while let Some(word) = word_at(bytes, run) {
         let stops = run_stops(word);
@@ -329,16 +328,8 @@ fn plain_run(bytes: &[u8]) -> usize {
             return run + (stops.trailing_zeros() / 8) as usize;
         }
         run += 8;
-        if run == CHUNK {
-            while let Some(chunk) = bytes.get(run..run + CHUNK) {
-                if chunk
-                    .iter()
-                    .fold(false, |stop, &byte| stop | ends_plain_run(byte))
-                {
-                    break;
-                }
-                run += CHUNK;
-            }
+        if run == LONG {
+            return string_blocks::plain_end(bytes, run);
         }
     }
     let rest = &bytes[run..];
@@ -367,12 +358,7 @@ fn run_stops(word: u64) -> u64 {
 }
 
 fn ends_plain_run(byte: u8) -> bool {
-    // Zero exactly for a quote, a backslash or a control character: written as minimums and
-    // one comparison, the chunk test becomes a handful of vector instructions per 16 bytes.
-    (byte ^ b'"')
-        .min(byte ^ b'\\')
-        .min(byte.saturating_sub(0x1f))
-        == 0
+    matches!(byte, b'"' | b'\\') || byte < 0x20
 }
 
 #[cfg(test)]

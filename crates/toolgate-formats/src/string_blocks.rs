@@ -5,6 +5,9 @@
 //! refuses exactly what the scan's byte loop refuses, which is what serde_json refuses of a
 //! string it skips: an escape other than `\" \\ \/ \b \f \n \r \t \uXXXX`, a control character,
 //! no closing quote. Bytes that are not UTF-8 pass, as they pass serde_json's skip.
+//!
+//! The same bitmaps find where a long run of plain text stops ([`plain_end`]): prose and the
+//! runs between a string's escapes, 64 bytes a test.
 
 /// Bytes per block: one bit of a `u64` each.
 const BLOCK: usize = 64;
@@ -27,6 +30,50 @@ struct Masks {
 /// How a block's masks are computed: by the CPU's vector instructions or a word at a time.
 trait Classify {
     fn masks(block: &[u8; BLOCK]) -> Masks;
+
+    /// Quotes, backslashes and bytes below 0x20: where a run of plain text stops.
+    fn plain_stops(block: &[u8; BLOCK]) -> u64;
+
+    /// Whether [`Classify::plain_stops`] has a bit set, for the loop that passes block after
+    /// block of plain text: the vector ways test all 64 bytes at once and gather no bitmap.
+    #[inline(always)]
+    fn any_plain_stop(block: &[u8; BLOCK]) -> bool {
+        Self::plain_stops(block) != 0
+    }
+}
+
+/// Where the plain text going on at `at` stops: the first quote, backslash or control
+/// character at or after `at`, or the end of `bytes`.
+pub(crate) fn plain_end(bytes: &[u8], at: usize) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2, just checked.
+            return unsafe { x86::plain_end_avx2(bytes, at) };
+        }
+        plain_end_with::<x86::Sse2>(bytes, at)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    plain_end_with::<Words>(bytes, at)
+}
+
+/// [`plain_end`] with the masks of `C`, inlined into each entry as [`string_end_with`] is.
+#[inline(always)]
+fn plain_end_with<C: Classify>(bytes: &[u8], at: usize) -> usize {
+    let rest = bytes.get(at..).unwrap_or_default();
+    let (blocks, tail) = rest.as_chunks::<BLOCK>();
+    for (index, block) in blocks.iter().enumerate() {
+        if C::any_plain_stop(block) {
+            return at + BLOCK * index + C::plain_stops(block).trailing_zeros() as usize;
+        }
+    }
+    // The last bytes, padded with spaces, which stop nothing.
+    let mut padded = [b' '; BLOCK];
+    padded[..tail.len()].copy_from_slice(tail);
+    match C::plain_stops(&padded) {
+        0 => bytes.len(),
+        stops => bytes.len() - tail.len() + stops.trailing_zeros() as usize,
+    }
 }
 
 /// Where the string whose text goes on at `at` ends: just past its closing quote. `at` must be
@@ -126,32 +173,56 @@ fn escaped_bytes(backslash: u64, escapes_next: &mut bool) -> u64 {
 #[cfg_attr(target_arch = "x86_64", allow(dead_code))]
 struct Words;
 
-impl Classify for Words {
-    #[inline(always)]
-    fn masks(block: &[u8; BLOCK]) -> Masks {
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+impl Words {
+    /// Each word of the block (8 bytes, the first in the lowest bits) with where its bits
+    /// go in the block's masks, and a `classes` of it: the high bit of each byte that is a
+    /// quote, a backslash, an `n`, a control character.
+    fn each_word(block: &[u8; BLOCK], mut word_bits: impl FnMut(usize, [u64; 4])) {
         const ONES: u64 = u64::MAX / 255;
         const LOW_SEVEN: u64 = ONES * 0x7f;
         const HIGH: u64 = ONES * 0x80;
         // The high bit of each byte that is zero; no carry crosses bytes, so each is exact.
         let zero = |word: u64| !(((word & LOW_SEVEN) + LOW_SEVEN) | word) & HIGH;
-        // Each byte's high bit, gathered into the word's top byte, byte `i` at bit `56 + i`.
-        let gather = |high: u64| (high >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56;
-        let mut masks = Masks::default();
         for (index, word) in block.chunks_exact(8).enumerate() {
             let mut eight = [0; 8];
             eight.copy_from_slice(word);
             let word = u64::from_le_bytes(eight);
-            let shift = 8 * index;
             let quote = zero(word ^ (ONES * u64::from(b'"')));
             let backslash = zero(word ^ (ONES * u64::from(b'\\')));
             let letter_n = zero(word ^ (ONES * u64::from(b'n')));
             // Below 0x20: the high bit clear, and the low seven plus 0x60 still below 0x80.
             let control = !(((word & LOW_SEVEN) + ONES * 0x60) | word) & HIGH;
-            masks.backslash |= gather(backslash) << shift;
-            masks.stops |= gather(quote | control) << shift;
-            masks.usual_escapes |= gather(quote | backslash | letter_n) << shift;
+            word_bits(8 * index, [quote, backslash, letter_n, control]);
         }
+    }
+
+    /// Each byte's high bit, gathered into the word's top byte, byte `i` at bit `56 + i`, and
+    /// moved to `shift`.
+    fn gather(high: u64, shift: usize) -> u64 {
+        ((high >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56) << shift
+    }
+}
+
+impl Classify for Words {
+    #[inline(always)]
+    fn masks(block: &[u8; BLOCK]) -> Masks {
+        let mut masks = Masks::default();
+        Self::each_word(block, |shift, [quote, backslash, letter_n, control]| {
+            masks.backslash |= Self::gather(backslash, shift);
+            masks.stops |= Self::gather(quote | control, shift);
+            masks.usual_escapes |= Self::gather(quote | backslash | letter_n, shift);
+        });
         masks
+    }
+
+    #[inline(always)]
+    fn plain_stops(block: &[u8; BLOCK]) -> u64 {
+        let mut stops = 0;
+        Self::each_word(block, |shift, [quote, backslash, _, control]| {
+            stops |= Self::gather(quote | backslash | control, shift);
+        });
+        stops
     }
 }
 
@@ -162,26 +233,39 @@ mod x86 {
     use std::arch::x86_64::{
         __m128i, __m256i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8,
         _mm_or_si128, _mm_set1_epi8, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_min_epu8,
-        _mm256_movemask_epi8, _mm256_or_si256, _mm256_set1_epi8,
+        _mm256_movemask_epi8, _mm256_or_si256, _mm256_set1_epi8, _mm256_testz_si256,
     };
 
-    use super::{BLOCK, Classify, Masks, string_end_with};
+    use super::{BLOCK, Classify, Masks, plain_end_with, string_end_with};
 
     pub(super) struct Sse2;
+
+    impl Sse2 {
+        /// The 16 bytes at `16 * part` of the block: its quotes, backslashes and control
+        /// characters, each a vector of 0xff where the byte is one.
+        #[inline(always)]
+        fn classes(block: &[u8; BLOCK], part: usize) -> (__m128i, [__m128i; 3]) {
+            // SAFETY: the 16 bytes at 16 * part lie in the 64-byte block (an unaligned load;
+            // `part` < 4 at every caller); SSE2 is part of every x86_64.
+            unsafe {
+                let bytes: __m128i = _mm_loadu_si128(block.as_ptr().add(16 * part).cast());
+                let equal = |byte: u8| _mm_cmpeq_epi8(bytes, _mm_set1_epi8(byte as i8));
+                let control = _mm_cmpeq_epi8(_mm_min_epu8(bytes, _mm_set1_epi8(0x1f)), bytes);
+                (bytes, [equal(b'"'), equal(b'\\'), control])
+            }
+        }
+    }
 
     impl Classify for Sse2 {
         #[inline(always)]
         fn masks(block: &[u8; BLOCK]) -> Masks {
             let mut masks = Masks::default();
             for part in 0..BLOCK / 16 {
-                // SAFETY: the 16 bytes at 16 * part lie in the 64-byte block (an unaligned
-                // load); SSE2 is part of every x86_64.
+                let (bytes, [quote, backslash, control]) = Self::classes(block, part);
+                // SAFETY: SSE2 is part of every x86_64.
                 let bits = unsafe {
-                    let bytes: __m128i = _mm_loadu_si128(block.as_ptr().add(16 * part).cast());
-                    let equal = |byte: u8| _mm_cmpeq_epi8(bytes, _mm_set1_epi8(byte as i8));
-                    let (quote, backslash) = (equal(b'"'), equal(b'\\'));
-                    let control = _mm_cmpeq_epi8(_mm_min_epu8(bytes, _mm_set1_epi8(0x1f)), bytes);
-                    let usual = _mm_or_si128(_mm_or_si128(quote, backslash), equal(b'n'));
+                    let letter_n = _mm_cmpeq_epi8(bytes, _mm_set1_epi8(b'n' as i8));
+                    let usual = _mm_or_si128(_mm_or_si128(quote, backslash), letter_n);
                     [
                         _mm_movemask_epi8(backslash),
                         _mm_movemask_epi8(_mm_or_si128(quote, control)),
@@ -196,24 +280,69 @@ mod x86 {
             }
             masks
         }
+
+        #[inline(always)]
+        fn plain_stops(block: &[u8; BLOCK]) -> u64 {
+            let mut stops = 0;
+            for part in 0..BLOCK / 16 {
+                let (_, [quote, backslash, control]) = Self::classes(block, part);
+                // SAFETY: SSE2 is part of every x86_64.
+                let bits = unsafe {
+                    _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), control))
+                };
+                stops |= u64::from(bits as u16) << (16 * part);
+            }
+            stops
+        }
+
+        #[inline(always)]
+        fn any_plain_stop(block: &[u8; BLOCK]) -> bool {
+            let parts: [__m128i; BLOCK / 16] = std::array::from_fn(|part| {
+                let (_, [quote, backslash, control]) = Self::classes(block, part);
+                // SAFETY: SSE2 is part of every x86_64.
+                unsafe { _mm_or_si128(_mm_or_si128(quote, backslash), control) }
+            });
+            // SAFETY: as above.
+            unsafe {
+                let any = _mm_or_si128(
+                    _mm_or_si128(parts[0], parts[1]),
+                    _mm_or_si128(parts[2], parts[3]),
+                );
+                _mm_movemask_epi8(any) != 0
+            }
+        }
     }
 
     struct Avx2;
+
+    impl Avx2 {
+        /// The 32 bytes at `32 * part` of the block: its quotes, backslashes and control
+        /// characters, each a vector of 0xff where the byte is one.
+        #[inline(always)]
+        fn classes(block: &[u8; BLOCK], part: usize) -> (__m256i, [__m256i; 3]) {
+            // SAFETY: only inlined into functions run where the CPU has AVX2 (`_avx2`); the
+            // 32 bytes at 32 * part lie in the 64-byte block (an unaligned load; `part` < 2
+            // at every caller).
+            unsafe {
+                let bytes: __m256i = _mm256_loadu_si256(block.as_ptr().add(32 * part).cast());
+                let equal = |byte: u8| _mm256_cmpeq_epi8(bytes, _mm256_set1_epi8(byte as i8));
+                let control =
+                    _mm256_cmpeq_epi8(_mm256_min_epu8(bytes, _mm256_set1_epi8(0x1f)), bytes);
+                (bytes, [equal(b'"'), equal(b'\\'), control])
+            }
+        }
+    }
 
     impl Classify for Avx2 {
         #[inline(always)]
         fn masks(block: &[u8; BLOCK]) -> Masks {
             let mut masks = Masks::default();
             for part in 0..BLOCK / 32 {
-                // SAFETY: only inlined into `string_end_avx2`, run where the CPU has AVX2; the
-                // 32 bytes at 32 * part lie in the 64-byte block (an unaligned load).
+                let (bytes, [quote, backslash, control]) = Self::classes(block, part);
+                // SAFETY: as in `classes`.
                 let bits = unsafe {
-                    let bytes: __m256i = _mm256_loadu_si256(block.as_ptr().add(32 * part).cast());
-                    let equal = |byte: u8| _mm256_cmpeq_epi8(bytes, _mm256_set1_epi8(byte as i8));
-                    let (quote, backslash) = (equal(b'"'), equal(b'\\'));
-                    let control =
-                        _mm256_cmpeq_epi8(_mm256_min_epu8(bytes, _mm256_set1_epi8(0x1f)), bytes);
-                    let usual = _mm256_or_si256(_mm256_or_si256(quote, backslash), equal(b'n'));
+                    let letter_n = _mm256_cmpeq_epi8(bytes, _mm256_set1_epi8(b'n' as i8));
+                    let usual = _mm256_or_si256(_mm256_or_si256(quote, backslash), letter_n);
                     [
                         _mm256_movemask_epi8(backslash),
                         _mm256_movemask_epi8(_mm256_or_si256(quote, control)),
@@ -227,6 +356,36 @@ mod x86 {
             }
             masks
         }
+
+        #[inline(always)]
+        fn plain_stops(block: &[u8; BLOCK]) -> u64 {
+            let mut stops = 0;
+            for part in 0..BLOCK / 32 {
+                let (_, [quote, backslash, control]) = Self::classes(block, part);
+                // SAFETY: as in `classes`.
+                let bits = unsafe {
+                    _mm256_movemask_epi8(_mm256_or_si256(
+                        _mm256_or_si256(quote, backslash),
+                        control,
+                    ))
+                };
+                stops |= u64::from(bits as u32) << (32 * part);
+            }
+            stops
+        }
+
+        #[inline(always)]
+        fn any_plain_stop(block: &[u8; BLOCK]) -> bool {
+            let (_, [quote, backslash, control]) = Self::classes(block, 0);
+            let (_, [quote_2, backslash_2, control_2]) = Self::classes(block, 1);
+            // SAFETY: as in `classes`.
+            unsafe {
+                let first = _mm256_or_si256(_mm256_or_si256(quote, backslash), control);
+                let second = _mm256_or_si256(_mm256_or_si256(quote_2, backslash_2), control_2);
+                let any = _mm256_or_si256(first, second);
+                _mm256_testz_si256(any, any) == 0
+            }
+        }
     }
 
     /// [`super::string_end`] with AVX2's masks.
@@ -238,11 +397,20 @@ mod x86 {
         string_end_with::<Avx2>(bytes, at)
     }
 
+    /// [`super::plain_end`] with AVX2's masks.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn plain_end_avx2(bytes: &[u8], at: usize) -> usize {
+        plain_end_with::<Avx2>(bytes, at)
+    }
+
     #[cfg(test)]
-    pub(super) fn avx2_masks(block: &[u8; BLOCK]) -> Option<Masks> {
+    pub(super) fn avx2_masks(block: &[u8; BLOCK]) -> Option<(Masks, u64)> {
         #[target_feature(enable = "avx2")]
-        fn masks(block: &[u8; BLOCK]) -> Masks {
-            Avx2::masks(block)
+        fn masks(block: &[u8; BLOCK]) -> (Masks, u64) {
+            (Avx2::masks(block), Avx2::plain_stops(block))
         }
         // SAFETY: the CPU has AVX2, just checked.
         std::arch::is_x86_feature_detected!("avx2").then(|| unsafe { masks(block) })
@@ -343,20 +511,52 @@ mod tests {
             let mut whole = [0; BLOCK];
             whole[..32].copy_from_slice(&block);
             whole[32..].copy_from_slice(&other);
-            let words = Words::masks(&whole);
+            let words = (Words::masks(&whole), Words::plain_stops(&whole));
             #[cfg(target_arch = "x86_64")]
             {
-                prop_assert_eq!(x86::Sse2::masks(&whole), words);
+                prop_assert_eq!((x86::Sse2::masks(&whole), x86::Sse2::plain_stops(&whole)), words);
                 if let Some(avx2) = x86::avx2_masks(&whole) {
                     prop_assert_eq!(avx2, words);
                 }
             }
+            let (masks, plain_stops) = words;
             for (offset, &byte) in whole.iter().enumerate() {
                 let bit = |mask: u64| mask >> offset & 1 == 1;
-                prop_assert_eq!(bit(words.backslash), byte == b'\\');
-                prop_assert_eq!(bit(words.stops), byte == b'"' || byte < 0x20);
-                prop_assert_eq!(bit(words.usual_escapes), matches!(byte, b'"' | b'\\' | b'n'));
+                prop_assert_eq!(bit(masks.backslash), byte == b'\\');
+                prop_assert_eq!(bit(masks.stops), byte == b'"' || byte < 0x20);
+                prop_assert_eq!(bit(masks.usual_escapes), matches!(byte, b'"' | b'\\' | b'n'));
+                prop_assert_eq!(bit(plain_stops), matches!(byte, b'"' | b'\\') || byte < 0x20);
             }
+        }
+    }
+
+    /// Where plain text from `at` stops, a byte at a time: the reference for [`plain_end`].
+    fn plain_end_one_by_one(bytes: &[u8], at: usize) -> usize {
+        bytes[at..]
+            .iter()
+            .position(|&byte| matches!(byte, b'"' | b'\\') || byte < 0x20)
+            .map_or(bytes.len(), |offset| at + offset)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2048))]
+
+        /// Plain stretches of every length around the blocks' edges, a stop (or none) after
+        /// them, from every start.
+        #[test]
+        fn plain_text_ends_at_its_first_stop(
+            lead in "[a-z é😀]{0,150}",
+            stop in prop::sample::select(vec![&b""[..], b"\"", b"\\", b"\x00", b"\x1f", b"\n"]),
+            tail in prop::collection::vec(any::<u8>(), 0..80),
+            start in 0usize..150,
+        ) {
+            let bytes = [lead.as_bytes(), stop, &tail].concat();
+            let at = start.min(bytes.len());
+            let expected = plain_end_one_by_one(&bytes, at);
+            prop_assert_eq!(plain_end(&bytes, at), expected);
+            prop_assert_eq!(plain_end_with::<Words>(&bytes, at), expected);
+            #[cfg(target_arch = "x86_64")]
+            prop_assert_eq!(plain_end_with::<x86::Sse2>(&bytes, at), expected);
         }
     }
 
