@@ -3,7 +3,8 @@
 //! input and every hostile version of it (`hostile.rs`), each call a forgiving client reads
 //! was checked by `read_answer`, or the answer refused, whatever format the route expected; and
 //! the one-pass reading of the usual answer is the reading by every calls field; and a JSON
-//! string's text, where toolgate's reading gives one, is serde_json's.
+//! string's text, where toolgate's reading gives one, is serde_json's; and a Chat Completions
+//! answer the scan reads is read as serde_json reads it.
 #![no_main]
 
 // Each target uses part of the shared oracle.
@@ -21,6 +22,9 @@ fuzz_target!(|data: &[u8]| {
         && let Some(text) = toolgate_formats::string_text(written)
     {
         assert_eq!(serde_json::from_str::<String>(written).ok(), Some(text));
+    }
+    if let Some(disagreement) = toolgate_formats::chat_answer_scan_disagreement(data) {
+        panic!("{disagreement}\nbody:\n{}", String::from_utf8_lossy(data));
     }
     for format in WireFormat::ALL {
         if let Ok(response) = format.parse_response(data) {

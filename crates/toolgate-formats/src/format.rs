@@ -372,13 +372,26 @@ pub(crate) fn read_json<'a, T: serde::Deserialize<'a>>(body: &'a [u8]) -> serde_
 /// A JSON value that may be a string holding JSON text (the OpenAI shape of `arguments`) or,
 /// from lenient servers, the JSON value itself. Returns the text the model meant.
 pub(crate) fn text_or_raw_json(value: &RawValue) -> String {
-    if let Some(text) = crate::scan::string_text(value.get()) {
+    text_or_json_text(value.get())
+}
+
+/// [`text_or_raw_json`] of a value's text as written.
+pub(crate) fn text_or_json_text(written: &str) -> String {
+    if let Some(text) = crate::scan::string_text(written) {
         return text;
     }
-    match serde_json::from_str::<String>(value.get()) {
+    match serde_json::from_str::<String>(written) {
         Ok(text) => text,
-        Err(_) => value.get().to_owned(),
+        Err(_) => written.to_owned(),
     }
+}
+
+/// A field read as its JSON value as written, borrowed from the body (`null` as `None`).
+pub(crate) fn raw_text<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<&'de str>, D::Error> {
+    let raw: Option<&'de RawValue> = serde::Deserialize::deserialize(deserializer)?;
+    Ok(raw.map(RawValue::get))
 }
 
 /// A call's name as a client reads it: a JSON string's content; another value (a number, an

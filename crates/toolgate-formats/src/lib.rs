@@ -74,6 +74,8 @@ pub mod tool;
 
 pub use anthropic::AnthropicStreamAssembler;
 pub use chat::ChatStreamAssembler;
+#[doc(hidden)]
+pub use chat::scanned::disagreement as chat_answer_scan_disagreement;
 pub use directives::Directives;
 pub use edits::Edit;
 pub use format::{

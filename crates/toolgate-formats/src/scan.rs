@@ -32,37 +32,133 @@ pub(crate) fn object_members(
     mut known: impl FnMut(&[u8], usize) -> Option<usize>,
     mut member: impl FnMut(&[u8], Range<usize>),
 ) -> Option<()> {
-    let mut scan = Scanner { bytes: body, at: 0 };
-    scan.whitespace();
-    scan.eat(b'{')?;
-    scan.whitespace();
-    if scan.eat(b'}').is_none() {
-        loop {
-            scan.eat(b'"')?;
-            let key_start = scan.at;
-            if scan.string()? {
-                return None;
-            }
-            let key = body.get(key_start..scan.at - 1)?;
-            scan.whitespace();
-            scan.eat(b':')?;
-            scan.whitespace();
-            let value_start = scan.at;
-            match known(key, value_start) {
-                Some(end) if end > value_start && end <= body.len() => scan.at = end,
-                _ => scan.value()?,
-            }
-            member(key, value_start..scan.at);
-            scan.whitespace();
-            match scan.next()? {
-                b',' => scan.whitespace(),
-                b'}' => break,
-                _ => return None,
+    let mut cursor = Cursor::new(body);
+    cursor.object(|key, cursor| {
+        let value_start = cursor.at();
+        match known(key, value_start) {
+            Some(end) if end > value_start && end <= body.len() => cursor.scan.at = end,
+            _ => {
+                cursor.skip()?;
             }
         }
+        member(key, value_start..cursor.at());
+        Some(())
+    })?;
+    cursor.finish()
+}
+
+/// A reader's place in JSON text, for readers that descend into a few members and skip the
+/// rest (a model's answer): every byte checked as [`object_members`] checks it, nothing
+/// allocated, and `None` for whatever it cannot read exactly (a key written with escapes, a
+/// value of another shape than the reader expects), which the caller then reads with
+/// serde_json. A member or item handed to the reader's closure must be read or skipped whole.
+pub(crate) struct Cursor<'a> {
+    scan: Scanner<'a>,
+    /// The containers the reader is inside: a skipped value may nest only as deep as is left,
+    /// so nothing serde_json refuses as too deep is accepted here.
+    depth: u32,
+}
+
+impl<'a> Cursor<'a> {
+    /// At the first value of `text`, past any whitespace.
+    pub(crate) fn new(text: &'a [u8]) -> Self {
+        let mut scan = Scanner { bytes: text, at: 0 };
+        scan.whitespace();
+        Cursor { scan, depth: 0 }
     }
-    scan.whitespace();
-    (scan.at == body.len()).then_some(())
+
+    pub(crate) fn at(&self) -> usize {
+        self.scan.at
+    }
+
+    /// The first byte of the value here.
+    pub(crate) fn peek(&self) -> Option<u8> {
+        self.scan.peek()
+    }
+
+    /// The object here, each member handed to `member`: its key as written (which has no
+    /// escapes) and the cursor at its value.
+    pub(crate) fn object(
+        &mut self,
+        mut member: impl FnMut(&'a [u8], &mut Self) -> Option<()>,
+    ) -> Option<()> {
+        self.scan.eat(b'{')?;
+        self.enter()?;
+        self.scan.whitespace();
+        if self.scan.eat(b'}').is_none() {
+            loop {
+                self.scan.eat(b'"')?;
+                let key_start = self.scan.at;
+                if self.scan.string()? {
+                    return None;
+                }
+                let key = self.scan.bytes.get(key_start..self.scan.at - 1)?;
+                self.scan.whitespace();
+                self.scan.eat(b':')?;
+                self.scan.whitespace();
+                member(key, self)?;
+                self.scan.whitespace();
+                match self.scan.next()? {
+                    b',' => self.scan.whitespace(),
+                    b'}' => break,
+                    _ => return None,
+                }
+            }
+        }
+        self.depth -= 1;
+        Some(())
+    }
+
+    /// The array here, the cursor handed to `item` at each of its values.
+    pub(crate) fn array(&mut self, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        self.scan.eat(b'[')?;
+        self.enter()?;
+        self.scan.whitespace();
+        if self.scan.eat(b']').is_none() {
+            loop {
+                item(self)?;
+                self.scan.whitespace();
+                match self.scan.next()? {
+                    b',' => self.scan.whitespace(),
+                    b']' => break,
+                    _ => return None,
+                }
+            }
+        }
+        self.depth -= 1;
+        Some(())
+    }
+
+    fn enter(&mut self) -> Option<()> {
+        self.depth += 1;
+        (self.depth < MAX_DEPTH).then_some(())
+    }
+
+    /// The value here, whatever it is, as written.
+    pub(crate) fn skip(&mut self) -> Option<&'a [u8]> {
+        let start = self.scan.at;
+        self.scan.value(MAX_DEPTH - 1 - self.depth)?;
+        self.scan.bytes.get(start..self.scan.at)
+    }
+
+    /// Takes a `null` here; `false` (and nothing taken) for any other value.
+    pub(crate) fn null(&mut self) -> bool {
+        self.peek() == Some(b'n') && self.scan.literal(b"null").is_some()
+    }
+
+    /// The string here, as written (quotes and escapes included); `None` for any other value.
+    pub(crate) fn string(&mut self) -> Option<&'a [u8]> {
+        let start = self.scan.at;
+        self.scan.eat(b'"')?;
+        self.scan.string()?;
+        self.scan.bytes.get(start..self.scan.at)
+    }
+
+    /// Past the value: only whitespace is left.
+    pub(crate) fn finish(mut self) -> Option<()> {
+        self.scan.whitespace();
+        (self.scan.at == self.scan.bytes.len()).then_some(())
+    }
 }
 
 /// Whether the scan reads `body` as a JSON object, every value scanned: for the benchmark that
@@ -116,16 +212,17 @@ impl Scanner<'_> {
         }
     }
 
-    /// One whole value from here, nested values included. The containers open are a bit
-    /// stack (set: an object), so the scan allocates nothing.
-    fn value(&mut self) -> Option<()> {
+    /// One whole value from here, nested values included, at most `max_depth` containers
+    /// deep. The containers open are a bit stack (set: an object), so the scan allocates
+    /// nothing.
+    fn value(&mut self, max_depth: u32) -> Option<()> {
         let mut depth = 0u32;
         let mut objects = 0u128;
         loop {
             // A value is due.
             match self.next()? {
                 open @ (b'{' | b'[') => {
-                    if depth == MAX_DEPTH {
+                    if depth >= max_depth {
                         return None;
                     }
                     objects = (objects << 1) | u128::from(open == b'{');
@@ -629,12 +726,16 @@ mod tests {
             assert!(scanned(body).is_none(), "{}", String::from_utf8_lossy(body));
             assert!(serde_json::from_slice::<Members>(body).is_err() || body.contains(&b'\\'));
         }
-        let deep = format!("{{\"a\":{}{}}}", "[".repeat(129), "]".repeat(129));
-        assert!(
-            scanned(deep.as_bytes()).is_none(),
-            "deeper than the scan follows"
-        );
-        let deepest = format!("{{\"a\":{}{}}}", "[".repeat(128), "]".repeat(128));
+        // Whatever nesting the scan follows, serde_json follows too; the scan declines what is
+        // deeper than it follows, and serde_json reads that.
+        for depth in 100..140 {
+            let nested = format!("{{\"a\":{}{}}}", "[".repeat(depth), "]".repeat(depth));
+            let by_serde = serde_json::from_str::<Members>(&nested).is_ok();
+            if scanned(nested.as_bytes()).is_some() {
+                assert!(by_serde, "{depth} deep");
+            }
+        }
+        let deepest = format!("{{\"a\":{}{}}}", "[".repeat(120), "]".repeat(120));
         assert!(scanned(deepest.as_bytes()).is_some());
     }
 

@@ -6,7 +6,9 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::answer::{Noted, Reading};
-use crate::format::{Claim, ParseError, ToolResponse, WireFormat, read_json, text_or_raw_json};
+use crate::format::{
+    Claim, ParseError, ToolResponse, WireFormat, raw_text, read_json, text_or_json_text,
+};
 use crate::raw_object::RawObject;
 use crate::request_reader::RequestReader;
 use crate::tool::{CallOutcome, HistoryCall, ToolCall, ToolKind};
@@ -17,77 +19,93 @@ impl RequestReader for super::Chat {
     const HAS_FUNCTIONS: bool = true;
 }
 
+// The wire structs are filled by serde_json, or for the usual answer by `scanned.rs`, which
+// fills them as serde_json would.
+
 #[derive(Deserialize)]
-struct ResponseWire<'a> {
+pub(super) struct ResponseWire<'a> {
     #[serde(borrow)]
-    choices: Vec<ChoiceWire<'a>>,
+    pub(super) choices: Vec<ChoiceWire<'a>>,
     /// The other formats' calls fields, noted.
     #[serde(default)]
-    output: Noted,
+    pub(super) output: Noted,
     #[serde(default)]
-    content: Noted,
+    pub(super) content: Noted,
     #[serde(default)]
-    candidates: Noted,
+    pub(super) candidates: Noted,
 }
 
 #[derive(Deserialize)]
-struct ChoiceWire<'a> {
+pub(super) struct ChoiceWire<'a> {
     #[serde(default)]
-    index: Option<u32>,
+    pub(super) index: Option<u32>,
     #[serde(borrow, default)]
-    message: Option<MessageWire<'a>>,
+    pub(super) message: Option<MessageWire<'a>>,
 }
 
 #[derive(Deserialize)]
 pub(crate) struct MessageWire<'a> {
     #[serde(borrow, default)]
-    tool_calls: Option<Vec<ToolCallWire<'a>>>,
+    pub(super) tool_calls: Option<Vec<ToolCallWire<'a>>>,
     #[serde(borrow, default)]
-    function_call: Option<FunctionCallWire<'a>>,
+    pub(super) function_call: Option<FunctionCallWire<'a>>,
     /// The reasoning summary, as vLLM, DeepSeek and llama.cpp name it.
     #[serde(default)]
-    reasoning_content: Option<String>,
+    pub(super) reasoning_content: Option<String>,
     /// The reasoning summary, as Ollama and OpenRouter name it.
     #[serde(default)]
-    reasoning: Option<String>,
+    pub(super) reasoning: Option<String>,
 }
 
 #[derive(Deserialize)]
-struct ToolCallWire<'a> {
+pub(super) struct ToolCallWire<'a> {
     #[serde(default)]
-    id: Option<String>,
+    pub(super) id: Option<String>,
     #[serde(rename = "type", default)]
-    kind: Option<String>,
+    pub(super) kind: Option<String>,
     #[serde(borrow, default)]
-    function: Option<FunctionCallWire<'a>>,
+    pub(super) function: Option<FunctionCallWire<'a>>,
     #[serde(default)]
-    custom: Option<CustomCallWire>,
+    pub(super) custom: Option<CustomCallWire>,
 }
 
 #[derive(Deserialize)]
-struct FunctionCallWire<'a> {
-    name: String,
-    /// Borrowed from the body: the text is copied once, into the call, not twice.
-    #[serde(borrow, default)]
-    arguments: Option<&'a RawValue>,
+pub(super) struct FunctionCallWire<'a> {
+    pub(super) name: String,
+    /// Borrowed from the body, as written: the text is copied once, into the call, not twice.
+    #[serde(borrow, default, deserialize_with = "raw_text")]
+    pub(super) arguments: Option<&'a str>,
 }
 
 impl FunctionCallWire<'_> {
     /// The arguments as the call's text: a JSON string's content, any other JSON as written.
     fn arguments_text(&self) -> String {
-        self.arguments.map(text_or_raw_json).unwrap_or_default()
+        self.arguments.map(text_or_json_text).unwrap_or_default()
     }
 }
 
 #[derive(Deserialize)]
-struct CustomCallWire {
-    name: String,
+pub(super) struct CustomCallWire {
+    pub(super) name: String,
     #[serde(default)]
-    input: Option<String>,
+    pub(super) input: Option<String>,
 }
 
+/// The answer's calls and reasoning: the usual answer read by the scan (`scanned.rs`), any
+/// other by serde_json, which says why it is refused.
 pub(crate) fn read_response(body: &[u8]) -> Result<Reading, ParseError> {
-    let wire: ResponseWire = read_json(body)?;
+    match super::scanned::read(body) {
+        Some(wire) => reading(wire),
+        None => read_response_by_serde(body),
+    }
+}
+
+/// The answer read by serde_json alone: what [`read_response`] is held to.
+pub(crate) fn read_response_by_serde(body: &[u8]) -> Result<Reading, ParseError> {
+    reading(read_json(body)?)
+}
+
+pub(super) fn reading(wire: ResponseWire<'_>) -> Result<Reading, ParseError> {
     let other_calls_field = wire.output.0 || wire.content.0 || wire.candidates.0;
     let mut response = ToolResponse::default();
     for (position, choice) in wire.choices.into_iter().enumerate() {

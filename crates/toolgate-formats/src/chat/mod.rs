@@ -7,6 +7,7 @@ pub(crate) mod lenient;
 pub(crate) mod message;
 pub(crate) mod on_block;
 pub(crate) mod rewrite;
+pub(crate) mod scanned;
 pub(crate) mod stream;
 
 pub use stream::ChatStreamAssembler;
