@@ -413,21 +413,28 @@ pub fn string_text(written: &str) -> Option<String> {
 
 /// How many bytes from the start of `bytes` a string holds as they are: up to the first quote,
 /// backslash or control character. Most runs are short (a key, a name, the text between two
-/// escapes), and a word (8 bytes) at a time finds where one ends; past 32 bytes the run is
-/// long (a conversation is mostly long strings) and the rest is looked through 64 bytes a test
-/// ([`string_blocks::plain_end`]).
+/// escapes): 16 bytes at a time finds where one ends in a few instructions; past 32 bytes the
+/// run is long (a conversation is mostly long strings) and the rest is looked through 64
+/// bytes a test ([`string_blocks::plain_end`]). The body's last bytes go a word at a time.
 fn plain_run(bytes: &[u8]) -> usize {
     const LONG: usize = 32;
     let mut run = 0;
+    while let Some(chunk) = bytes.get(run..).and_then(<[u8]>::first_chunk::<16>) {
+        let stops = string_blocks::plain_stops_16(chunk);
+        if stops != 0 {
+            return run + stops.trailing_zeros() as usize;
+        }
+        run += 16;
+        if run == LONG {
+            return string_blocks::plain_end(bytes, run);
+        }
+    }
     while let Some(word) = word_at(bytes, run) {
         let stops = run_stops(word);
         if stops != 0 {
             return run + (stops.trailing_zeros() / 8) as usize;
         }
         run += 8;
-        if run == LONG {
-            return string_blocks::plain_end(bytes, run);
-        }
     }
     let rest = &bytes[run..];
     run + rest

@@ -57,6 +57,23 @@ pub(crate) fn plain_end(bytes: &[u8], at: usize) -> usize {
     plain_end_with::<Words>(bytes, at)
 }
 
+/// Quotes, backslashes and bytes below 0x20 among 16 bytes, bit `i` for byte `i`: where the
+/// first run of a string stops, found in a few instructions for the short strings (keys,
+/// names, ids) that most of a body's strings are.
+#[inline(always)]
+pub(crate) fn plain_stops_16(chunk: &[u8; 16]) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        x86::plain_stops_16(chunk)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let mut block = [b' '; BLOCK];
+        block[..16].copy_from_slice(chunk);
+        Words::plain_stops(&block) as u32
+    }
+}
+
 /// [`plain_end`] with the masks of `C`, inlined into each entry as [`string_end_with`] is.
 #[inline(always)]
 fn plain_end_with<C: Classify>(bytes: &[u8], at: usize) -> usize {
@@ -415,6 +432,21 @@ mod x86 {
         // SAFETY: the CPU has AVX2, just checked.
         std::arch::is_x86_feature_detected!("avx2").then(|| unsafe { masks(block) })
     }
+
+    /// [`super::plain_stops_16`] with SSE2, which every x86_64 has: inlined where it is used,
+    /// with no feature check.
+    #[inline(always)]
+    pub(super) fn plain_stops_16(chunk: &[u8; 16]) -> u32 {
+        // SAFETY: the 16 bytes lie in `chunk` (an unaligned load); SSE2 is part of every
+        // x86_64.
+        unsafe {
+            let bytes: __m128i = _mm_loadu_si128(chunk.as_ptr().cast());
+            let equal = |byte: u8| _mm_cmpeq_epi8(bytes, _mm_set1_epi8(byte as i8));
+            let control = _mm_cmpeq_epi8(_mm_min_epu8(bytes, _mm_set1_epi8(0x1f)), bytes);
+            let stops = _mm_or_si128(_mm_or_si128(equal(b'"'), equal(b'\\')), control);
+            _mm_movemask_epi8(stops) as u32 & 0xffff
+        }
+    }
 }
 
 #[cfg(test)]
@@ -557,6 +589,11 @@ mod tests {
             prop_assert_eq!(plain_end_with::<Words>(&bytes, at), expected);
             #[cfg(target_arch = "x86_64")]
             prop_assert_eq!(plain_end_with::<x86::Sse2>(&bytes, at), expected);
+            if let Some(chunk) = bytes[at..].first_chunk::<16>() {
+                let stops = plain_stops_16(chunk);
+                let first = (stops != 0).then(|| at + stops.trailing_zeros() as usize);
+                prop_assert_eq!(first, (expected < at + 16).then_some(expected));
+            }
         }
     }
 
