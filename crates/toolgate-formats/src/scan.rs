@@ -384,36 +384,67 @@ impl Scanner<'_> {
 /// anything that is not one JSON string, and for a `\u` escape of a surrogate (a pair of them
 /// is one character, a lone one an error): the caller reads those with serde_json.
 pub fn string_text(written: &str) -> Option<String> {
-    let mut rest = written.strip_prefix('"')?.strip_suffix('"')?;
-    let mut text = String::with_capacity(rest.len());
+    let inner = written.strip_prefix('"')?.strip_suffix('"')?.as_bytes();
+    // The text is never longer than what it is written as (an escape is as long as what it
+    // stands for, or longer); room for 16 bytes more lets plain text be copied 16 bytes at a
+    // time, a chunk's bytes past its run overwritten by what follows.
+    let mut text = vec![0; inner.len() + 16];
+    let (mut read, mut wrote) = (0, 0);
     loop {
-        let run = plain_run(rest.as_bytes());
-        text.push_str(rest.get(..run)?);
-        let Some(escape) = rest[run..].strip_prefix('\\') else {
-            // The end, or a quote or control character, which a string holds only escaped.
-            return (run == rest.len()).then_some(text);
-        };
-        let (character, length) = match escape.as_bytes().first()? {
-            b'"' => ('"', 1),
-            b'\\' => ('\\', 1),
-            b'/' => ('/', 1),
-            b'b' => ('\u{8}', 1),
-            b'f' => ('\u{c}', 1),
-            b'n' => ('\n', 1),
-            b'r' => ('\r', 1),
-            b't' => ('\t', 1),
-            b'u' => {
-                let hex = escape.get(1..5)?;
-                if !hex.bytes().all(|digit| digit.is_ascii_hexdigit()) {
-                    return None;
+        let run = match inner.get(read..).and_then(<[u8]>::first_chunk::<16>) {
+            Some(chunk) => {
+                text.get_mut(wrote..wrote + 16)?.copy_from_slice(chunk);
+                match string_blocks::plain_stops_16(chunk) {
+                    0 => {
+                        read += 16;
+                        wrote += 16;
+                        continue;
+                    }
+                    stops => stops.trailing_zeros() as usize,
                 }
-                (char::from_u32(u32::from_str_radix(hex, 16).ok()?)?, 5)
+            }
+            None => {
+                let rest = &inner[read..];
+                let run = plain_run(rest);
+                text.get_mut(wrote..wrote + run)?
+                    .copy_from_slice(&rest[..run]);
+                run
+            }
+        };
+        read += run;
+        wrote += run;
+        match inner.get(read) {
+            None => break,
+            Some(b'\\') => {}
+            // A quote or control character, which a string holds only escaped.
+            Some(_) => return None,
+        }
+        let (character, length) = match *inner.get(read + 1)? {
+            b'"' => ('"', 2),
+            b'\\' => ('\\', 2),
+            b'/' => ('/', 2),
+            b'b' => ('\u{8}', 2),
+            b'f' => ('\u{c}', 2),
+            b'n' => ('\n', 2),
+            b'r' => ('\r', 2),
+            b't' => ('\t', 2),
+            b'u' => {
+                let hex = inner.get(read + 2..read + 6)?;
+                let code = hex.iter().try_fold(0, |code, &digit| {
+                    Some(code * 16 + char::from(digit).to_digit(16)?)
+                })?;
+                // A surrogate is no character: the caller reads it with serde_json.
+                (char::from_u32(code)?, 6)
             }
             _ => return None,
         };
-        text.push(character);
-        rest = &escape[length..];
+        let encoded = character.encode_utf8(&mut [0; 4]).len();
+        character.encode_utf8(text.get_mut(wrote..wrote + encoded)?);
+        read += length;
+        wrote += encoded;
     }
+    text.truncate(wrote);
+    String::from_utf8(text).ok()
 }
 
 /// How many bytes from the start of `bytes` a string holds as they are: up to the first quote,
@@ -634,6 +665,7 @@ mod tests {
     fn string_written() -> impl Strategy<Value = String> {
         let piece = prop_oneof![
             6 => "[a-z é€😀{}:,]{1,8}",
+            1 => "[a-z é€😀{}:,]{9,40}",
             4 => prop::sample::select(vec![r#"\""#, r"\\", r"\/", r"\b", r"\f", r"\n", r"\r", r"\t"])
                 .prop_map(str::to_owned),
             2 => "\\\\u[0-9a-fA-F]{4}",
