@@ -245,163 +245,206 @@ impl Classify for Words {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    //! The masks with SSE2 (every x86_64 has it) and AVX2 (when the CPU has it).
+    //! The masks with SSE2 (every x86_64 has it) and AVX2 (when the CPU has it): one way
+    //! written once over a vector of bytes, 16 or 32 of them, so the two cannot drift apart.
 
     use std::arch::x86_64::{
         __m128i, __m256i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8,
         _mm_or_si128, _mm_set1_epi8, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_min_epu8,
         _mm256_movemask_epi8, _mm256_or_si256, _mm256_set1_epi8, _mm256_testz_si256,
     };
+    use std::marker::PhantomData;
 
     use super::{BLOCK, Classify, Masks, plain_end_with, string_end_with};
 
-    pub(super) struct Sse2;
+    /// A vector register of bytes, just the operations the masks take. Everything is
+    /// `#[inline(always)]`: AVX2's instructions are only allowed where they are inlined into
+    /// a function compiled for AVX2, and only then do they compile to one instruction each.
+    pub(super) trait ByteVector: Copy {
+        /// Bytes in the vector; a divisor of [`BLOCK`].
+        const WIDTH: usize;
+        /// The `WIDTH` bytes at `at` of `bytes`, which must hold them (it panics otherwise: a
+        /// check the callers' constant offsets let the compiler drop).
+        fn load(bytes: &[u8], at: usize) -> Self;
+        /// `byte` in every lane.
+        fn splat(byte: u8) -> Self;
+        /// 0xff in each lane where `self` and `other` hold the same byte, 0 elsewhere.
+        fn equal(self, other: Self) -> Self;
+        /// The lesser byte of each lane, unsigned.
+        fn min(self, other: Self) -> Self;
+        fn or(self, other: Self) -> Self;
+        /// The high bit of each lane, bit `i` for lane `i`, the bits past `WIDTH` clear.
+        fn bits(self) -> u64;
+        /// Whether a lane is not zero: for lanes that are 0 or 0xff (what [`Self::equal`]
+        /// gives), whether [`Self::bits`] has a bit set, without gathering them.
+        fn any_set(self) -> bool;
+    }
 
-    impl Sse2 {
-        /// The 16 bytes at `16 * part` of the block: its quotes, backslashes and control
-        /// characters, each a vector of 0xff where the byte is one.
+    // SAFETY (every unsafe block of this impl): SSE2 is part of every x86_64.
+    impl ByteVector for __m128i {
+        const WIDTH: usize = 16;
+
         #[inline(always)]
-        fn classes(block: &[u8; BLOCK], part: usize) -> (__m128i, [__m128i; 3]) {
-            // SAFETY: the 16 bytes at 16 * part lie in the 64-byte block (an unaligned load;
-            // `part` < 4 at every caller); SSE2 is part of every x86_64.
-            unsafe {
-                let bytes: __m128i = _mm_loadu_si128(block.as_ptr().add(16 * part).cast());
-                let equal = |byte: u8| _mm_cmpeq_epi8(bytes, _mm_set1_epi8(byte as i8));
-                let control = _mm_cmpeq_epi8(_mm_min_epu8(bytes, _mm_set1_epi8(0x1f)), bytes);
-                (bytes, [equal(b'"'), equal(b'\\'), control])
-            }
+        fn load(bytes: &[u8], at: usize) -> Self {
+            let bytes = &bytes[at..at + Self::WIDTH];
+            // SAFETY: the unaligned load reads the 16 bytes of `bytes`, no more; SSE2.
+            unsafe { _mm_loadu_si128(bytes.as_ptr().cast()) }
+        }
+
+        #[inline(always)]
+        fn splat(byte: u8) -> Self {
+            // SAFETY: SSE2.
+            unsafe { _mm_set1_epi8(byte as i8) }
+        }
+
+        #[inline(always)]
+        fn equal(self, other: Self) -> Self {
+            // SAFETY: SSE2.
+            unsafe { _mm_cmpeq_epi8(self, other) }
+        }
+
+        #[inline(always)]
+        fn min(self, other: Self) -> Self {
+            // SAFETY: SSE2.
+            unsafe { _mm_min_epu8(self, other) }
+        }
+
+        #[inline(always)]
+        fn or(self, other: Self) -> Self {
+            // SAFETY: SSE2.
+            unsafe { _mm_or_si128(self, other) }
+        }
+
+        #[inline(always)]
+        fn bits(self) -> u64 {
+            // SAFETY: SSE2. The movemask is 16 bits in an i32: as u16, then widened.
+            u64::from(unsafe { _mm_movemask_epi8(self) } as u16)
+        }
+
+        #[inline(always)]
+        fn any_set(self) -> bool {
+            // SAFETY: SSE2. (SSE2 has no `ptest`; the mask is one instruction more.)
+            unsafe { _mm_movemask_epi8(self) != 0 }
         }
     }
 
-    impl Classify for Sse2 {
+    // SAFETY (every unsafe block of this impl): these functions are only reached through
+    // `Avx2`, whose only users are the `#[target_feature(enable = "avx2")]` functions of this
+    // module, which are called only where the CPU has AVX2; being `#[inline(always)]`, they
+    // are compiled into those functions, with AVX2.
+    impl ByteVector for __m256i {
+        const WIDTH: usize = 32;
+
+        #[inline(always)]
+        fn load(bytes: &[u8], at: usize) -> Self {
+            let bytes = &bytes[at..at + Self::WIDTH];
+            // SAFETY: the unaligned load reads the 32 bytes of `bytes`, no more; AVX2, as
+            // above.
+            unsafe { _mm256_loadu_si256(bytes.as_ptr().cast()) }
+        }
+
+        #[inline(always)]
+        fn splat(byte: u8) -> Self {
+            // SAFETY: AVX2, as above.
+            unsafe { _mm256_set1_epi8(byte as i8) }
+        }
+
+        #[inline(always)]
+        fn equal(self, other: Self) -> Self {
+            // SAFETY: AVX2, as above.
+            unsafe { _mm256_cmpeq_epi8(self, other) }
+        }
+
+        #[inline(always)]
+        fn min(self, other: Self) -> Self {
+            // SAFETY: AVX2, as above.
+            unsafe { _mm256_min_epu8(self, other) }
+        }
+
+        #[inline(always)]
+        fn or(self, other: Self) -> Self {
+            // SAFETY: AVX2, as above.
+            unsafe { _mm256_or_si256(self, other) }
+        }
+
+        #[inline(always)]
+        fn bits(self) -> u64 {
+            // SAFETY: AVX2, as above. The movemask is 32 bits in an i32: as u32, then widened.
+            u64::from(unsafe { _mm256_movemask_epi8(self) } as u32)
+        }
+
+        #[inline(always)]
+        fn any_set(self) -> bool {
+            // SAFETY: AVX2, as above. One `vptest`, where the mask would take two instructions.
+            unsafe { _mm256_testz_si256(self, self) == 0 }
+        }
+    }
+
+    /// The masks of a block by vectors `V`, `BLOCK / V::WIDTH` of them; a type only, never
+    /// made.
+    pub(super) struct Vectors<V>(PhantomData<V>);
+
+    pub(super) type Sse2 = Vectors<__m128i>;
+
+    /// Only for the `#[target_feature(enable = "avx2")]` functions below: its masks run AVX2's
+    /// instructions.
+    type Avx2 = Vectors<__m256i>;
+
+    impl<V: ByteVector> Vectors<V> {
+        /// The bytes of the block's part `part`, and its quotes, backslashes and control
+        /// characters, each 0xff where the byte is one.
+        #[inline(always)]
+        fn classes(bytes: &[u8], part: usize) -> (V, [V; 3]) {
+            let bytes = V::load(bytes, V::WIDTH * part);
+            let quote = bytes.equal(V::splat(b'"'));
+            let backslash = bytes.equal(V::splat(b'\\'));
+            let control = bytes.min(V::splat(0x1f)).equal(bytes);
+            (bytes, [quote, backslash, control])
+        }
+
+        /// Where the plain text of the part `part` stops: 0xff at each quote, backslash and
+        /// control character.
+        #[inline(always)]
+        fn plain_stops_in(bytes: &[u8], part: usize) -> V {
+            let (_, [quote, backslash, control]) = Self::classes(bytes, part);
+            quote.or(backslash).or(control)
+        }
+    }
+
+    impl<V: ByteVector> Classify for Vectors<V> {
         #[inline(always)]
         fn masks(block: &[u8; BLOCK]) -> Masks {
             let mut masks = Masks::default();
-            for part in 0..BLOCK / 16 {
+            for part in 0..BLOCK / V::WIDTH {
                 let (bytes, [quote, backslash, control]) = Self::classes(block, part);
-                // SAFETY: SSE2 is part of every x86_64.
-                let bits = unsafe {
-                    let letter_n = _mm_cmpeq_epi8(bytes, _mm_set1_epi8(b'n' as i8));
-                    let usual = _mm_or_si128(_mm_or_si128(quote, backslash), letter_n);
-                    [
-                        _mm_movemask_epi8(backslash),
-                        _mm_movemask_epi8(_mm_or_si128(quote, control)),
-                        _mm_movemask_epi8(usual),
-                    ]
-                };
-                let shift = 16 * part;
-                // The movemask is 16 bits in an i32: as u16, then widened.
-                masks.backslash |= u64::from(bits[0] as u16) << shift;
-                masks.stops |= u64::from(bits[1] as u16) << shift;
-                masks.usual_escapes |= u64::from(bits[2] as u16) << shift;
+                let letter_n = bytes.equal(V::splat(b'n'));
+                let shift = V::WIDTH * part;
+                masks.backslash |= backslash.bits() << shift;
+                masks.stops |= quote.or(control).bits() << shift;
+                masks.usual_escapes |= quote.or(backslash).or(letter_n).bits() << shift;
             }
             masks
         }
 
         #[inline(always)]
         fn plain_stops(block: &[u8; BLOCK]) -> u64 {
+            // Loops, not iterator adapters: those are not `#[inline(always)]`, and AVX2's
+            // instructions outside the `_avx2` functions would be neither fast nor allowed.
             let mut stops = 0;
-            for part in 0..BLOCK / 16 {
-                let (_, [quote, backslash, control]) = Self::classes(block, part);
-                // SAFETY: SSE2 is part of every x86_64.
-                let bits = unsafe {
-                    _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), control))
-                };
-                stops |= u64::from(bits as u16) << (16 * part);
+            for part in 0..BLOCK / V::WIDTH {
+                stops |= Self::plain_stops_in(block, part).bits() << (V::WIDTH * part);
             }
             stops
         }
 
         #[inline(always)]
         fn any_plain_stop(block: &[u8; BLOCK]) -> bool {
-            let parts: [__m128i; BLOCK / 16] = std::array::from_fn(|part| {
-                let (_, [quote, backslash, control]) = Self::classes(block, part);
-                // SAFETY: SSE2 is part of every x86_64.
-                unsafe { _mm_or_si128(_mm_or_si128(quote, backslash), control) }
-            });
-            // SAFETY: as above.
-            unsafe {
-                let any = _mm_or_si128(
-                    _mm_or_si128(parts[0], parts[1]),
-                    _mm_or_si128(parts[2], parts[3]),
-                );
-                _mm_movemask_epi8(any) != 0
+            // The parts' stops or-ed together and tested once: no bitmap gathered.
+            let mut any = Self::plain_stops_in(block, 0);
+            for part in 1..BLOCK / V::WIDTH {
+                any = any.or(Self::plain_stops_in(block, part));
             }
-        }
-    }
-
-    struct Avx2;
-
-    impl Avx2 {
-        /// The 32 bytes at `32 * part` of the block: its quotes, backslashes and control
-        /// characters, each a vector of 0xff where the byte is one.
-        #[inline(always)]
-        fn classes(block: &[u8; BLOCK], part: usize) -> (__m256i, [__m256i; 3]) {
-            // SAFETY: only inlined into functions run where the CPU has AVX2 (`_avx2`); the
-            // 32 bytes at 32 * part lie in the 64-byte block (an unaligned load; `part` < 2
-            // at every caller).
-            unsafe {
-                let bytes: __m256i = _mm256_loadu_si256(block.as_ptr().add(32 * part).cast());
-                let equal = |byte: u8| _mm256_cmpeq_epi8(bytes, _mm256_set1_epi8(byte as i8));
-                let control =
-                    _mm256_cmpeq_epi8(_mm256_min_epu8(bytes, _mm256_set1_epi8(0x1f)), bytes);
-                (bytes, [equal(b'"'), equal(b'\\'), control])
-            }
-        }
-    }
-
-    impl Classify for Avx2 {
-        #[inline(always)]
-        fn masks(block: &[u8; BLOCK]) -> Masks {
-            let mut masks = Masks::default();
-            for part in 0..BLOCK / 32 {
-                let (bytes, [quote, backslash, control]) = Self::classes(block, part);
-                // SAFETY: as in `classes`.
-                let bits = unsafe {
-                    let letter_n = _mm256_cmpeq_epi8(bytes, _mm256_set1_epi8(b'n' as i8));
-                    let usual = _mm256_or_si256(_mm256_or_si256(quote, backslash), letter_n);
-                    [
-                        _mm256_movemask_epi8(backslash),
-                        _mm256_movemask_epi8(_mm256_or_si256(quote, control)),
-                        _mm256_movemask_epi8(usual),
-                    ]
-                };
-                let shift = 32 * part;
-                masks.backslash |= u64::from(bits[0] as u32) << shift;
-                masks.stops |= u64::from(bits[1] as u32) << shift;
-                masks.usual_escapes |= u64::from(bits[2] as u32) << shift;
-            }
-            masks
-        }
-
-        #[inline(always)]
-        fn plain_stops(block: &[u8; BLOCK]) -> u64 {
-            let mut stops = 0;
-            for part in 0..BLOCK / 32 {
-                let (_, [quote, backslash, control]) = Self::classes(block, part);
-                // SAFETY: as in `classes`.
-                let bits = unsafe {
-                    _mm256_movemask_epi8(_mm256_or_si256(
-                        _mm256_or_si256(quote, backslash),
-                        control,
-                    ))
-                };
-                stops |= u64::from(bits as u32) << (32 * part);
-            }
-            stops
-        }
-
-        #[inline(always)]
-        fn any_plain_stop(block: &[u8; BLOCK]) -> bool {
-            let (_, [quote, backslash, control]) = Self::classes(block, 0);
-            let (_, [quote_2, backslash_2, control_2]) = Self::classes(block, 1);
-            // SAFETY: as in `classes`.
-            unsafe {
-                let first = _mm256_or_si256(_mm256_or_si256(quote, backslash), control);
-                let second = _mm256_or_si256(_mm256_or_si256(quote_2, backslash_2), control_2);
-                let any = _mm256_or_si256(first, second);
-                _mm256_testz_si256(any, any) == 0
-            }
+            any.any_set()
         }
     }
 
@@ -437,15 +480,8 @@ mod x86 {
     /// with no feature check.
     #[inline(always)]
     pub(super) fn plain_stops_16(chunk: &[u8; 16]) -> u32 {
-        // SAFETY: the 16 bytes lie in `chunk` (an unaligned load); SSE2 is part of every
-        // x86_64.
-        unsafe {
-            let bytes: __m128i = _mm_loadu_si128(chunk.as_ptr().cast());
-            let equal = |byte: u8| _mm_cmpeq_epi8(bytes, _mm_set1_epi8(byte as i8));
-            let control = _mm_cmpeq_epi8(_mm_min_epu8(bytes, _mm_set1_epi8(0x1f)), bytes);
-            let stops = _mm_or_si128(_mm_or_si128(equal(b'"'), equal(b'\\')), control);
-            _mm_movemask_epi8(stops) as u32 & 0xffff
-        }
+        // 16 bits, from a u64 whose higher bits are clear.
+        Sse2::plain_stops_in(chunk, 0).bits() as u32
     }
 }
 
