@@ -71,11 +71,6 @@ impl<'a> Cursor<'a> {
         self.scan.at
     }
 
-    /// The first byte of the value here.
-    pub(crate) fn peek(&self) -> Option<u8> {
-        self.scan.peek()
-    }
-
     /// The object here, each member handed to `member`: its key as written (which has no
     /// escapes) and the cursor at its value.
     pub(crate) fn object(
@@ -134,24 +129,25 @@ impl<'a> Cursor<'a> {
         (self.depth < MAX_DEPTH).then_some(())
     }
 
-    /// The value here, whatever it is, as written.
-    pub(crate) fn skip(&mut self) -> Option<&'a [u8]> {
+    /// The value here, whatever it is: where it is written.
+    pub(crate) fn skip(&mut self) -> Option<Range<usize>> {
         let start = self.scan.at;
         self.scan.value(MAX_DEPTH - 1 - self.depth)?;
-        self.scan.bytes.get(start..self.scan.at)
+        Some(start..self.scan.at)
     }
 
     /// Takes a `null` here; `false` (and nothing taken) for any other value.
     pub(crate) fn null(&mut self) -> bool {
-        self.peek() == Some(b'n') && self.scan.literal(b"null").is_some()
+        self.scan.peek() == Some(b'n') && self.scan.literal(b"null").is_some()
     }
 
-    /// The string here, as written (quotes and escapes included); `None` for any other value.
-    pub(crate) fn string(&mut self) -> Option<&'a [u8]> {
+    /// The string here: where it is written, quotes and escapes included; `None` for any other
+    /// value.
+    pub(crate) fn string(&mut self) -> Option<Range<usize>> {
         let start = self.scan.at;
         self.scan.eat(b'"')?;
         self.scan.string()?;
-        self.scan.bytes.get(start..self.scan.at)
+        Some(start..self.scan.at)
     }
 
     /// Past the value: only whitespace is left.
@@ -438,7 +434,7 @@ pub fn string_text(written: &str) -> Option<String> {
             }
             _ => return None,
         };
-        let encoded = character.encode_utf8(&mut [0; 4]).len();
+        let encoded = character.len_utf8();
         character.encode_utf8(text.get_mut(wrote..wrote + encoded)?);
         read += length;
         wrote += encoded;

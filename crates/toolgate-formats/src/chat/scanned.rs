@@ -104,16 +104,12 @@ struct Reader<'a> {
 impl<'a> Reader<'a> {
     /// A value written as it is: serde_json's `RawValue`.
     fn raw(self, cursor: &mut Cursor<'a>) -> Option<&'a str> {
-        let start = cursor.at();
-        cursor.skip()?;
-        self.text.get(start..cursor.at())
+        self.text.get(cursor.skip()?)
     }
 
     /// A string's text; `None` for any other value.
     fn string(self, cursor: &mut Cursor<'a>) -> Option<String> {
-        let start = cursor.at();
-        cursor.string()?;
-        string_text(self.text.get(start..cursor.at())?)
+        string_text(self.text.get(cursor.string()?)?)
     }
 
     /// A `u32` as serde_json reads one from a number: digits only (the scan has refused a
