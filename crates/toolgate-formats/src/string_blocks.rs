@@ -165,24 +165,26 @@ fn string_end_with<C: Classify>(bytes: &[u8], mut at: usize) -> Option<usize> {
 
 /// The bytes of a block a backslash escapes, from where its backslashes are: a run of them
 /// escapes the byte past it when the run is odd (`\\` is one escaped backslash, `\\\"` one more
-/// and a quote). The backslashes a run escapes inside itself are not marked: an escaped
-/// backslash is always a valid escape and never ends a string, so only the byte past a run
-/// matters. `escapes_next` says, coming in, whether the block's first byte is escaped (by an odd
-/// run that ended the block before) and, going out, whether the next block's is.
+/// and a quote), and every other backslash of a run is escaped by the one before it.
+/// `escapes_next` says, coming in, whether the block's first byte is escaped (by an odd run that
+/// ended the block before) and, going out, whether the next block's is.
+#[inline(always)]
 fn escaped_bytes(backslash: u64, escapes_next: &mut bool) -> u64 {
     let first = u64::from(*escapes_next);
     // An escaped backslash escapes nothing: the runs start after it.
     let backslash = backslash & !first;
-    let starts = backslash & !(backslash << 1);
-    // Adding a run's lowest bit to it carries to the bit just past it; past bit 63, into
-    // the overflow. A run is odd when its start and the bit past it differ in parity.
-    let past_even_runs = backslash.wrapping_add(starts & EVEN_BITS) & !backslash;
-    let (odd_sums, overflow) = backslash.overflowing_add(starts & !EVEN_BITS);
-    let past_odd_runs = odd_sums & !backslash;
-    // A run that started on an odd bit and reached bit 63 is odd: it escapes the next block's
-    // first byte. One that started even and reached it is even and escapes nothing.
+    let after_backslash = (backslash << 1) | first;
+    // Each run that starts on an odd bit, by its first backslash. Added to the backslashes, it
+    // carries through its run, clearing it, to the byte past it; the runs that start on an
+    // even bit stay set. Past bit 63 the carry is the next block's first byte.
+    let odd_starts = backslash & !EVEN_BITS & !after_backslash;
+    let (odd_runs_cleared, overflow) = odd_starts.overflowing_add(backslash);
     *escapes_next = overflow;
-    (past_even_runs & !EVEN_BITS) | (past_odd_runs & EVEN_BITS) | first
+    // A byte after a backslash is escaped when an odd number of its run comes before it: on
+    // an odd bit when the run started on an even one (its bit before still set in the sum),
+    // on an even bit when it started on an odd one (cleared).
+    let flipped = odd_runs_cleared << 1;
+    (EVEN_BITS ^ flipped) & after_backslash
 }
 
 /// The masks a word (8 bytes) at a time, exact for every byte: the portable way, and the
@@ -657,13 +659,9 @@ mod tests {
             for (block, bits) in backslash.chunks(BLOCK).enumerate() {
                 let mask = bits.iter().rev().fold(0u64, |mask, &bit| mask << 1 | u64::from(bit));
                 let escaped = escaped_bytes(mask, &mut escapes_next);
-                for (offset, &is_backslash) in bits.iter().enumerate() {
+                for offset in 0..bits.len() {
                     let marked = escaped >> offset & 1 == 1;
-                    // Backslashes escaped inside a run are not marked (but the first byte of a
-                    // block is, whatever it is, when the block before escapes it).
-                    if !is_backslash || offset == 0 {
-                        prop_assert_eq!(marked, expected[BLOCK * block + offset], "{}", offset);
-                    }
+                    prop_assert_eq!(marked, expected[BLOCK * block + offset], "{}", offset);
                 }
                 if bits.len() == BLOCK {
                     prop_assert_eq!(escapes_next, expected[BLOCK * (block + 1)]);
