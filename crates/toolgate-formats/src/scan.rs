@@ -213,6 +213,20 @@ impl Scanner<'_> {
     /// deep. The containers open are a bit stack (set: an object), so the scan allocates
     /// nothing.
     fn value(&mut self, max_depth: u32) -> Option<()> {
+        // The walk moves a copy, which lives in registers, and writes its place back once:
+        // through `&mut self`, each byte taken would be a store and a reload.
+        let mut copy = Scanner {
+            bytes: self.bytes,
+            at: self.at,
+        };
+        copy.walk_value(max_depth)?;
+        self.at = copy.at;
+        Some(())
+    }
+
+    /// [`Scanner::value`]'s walk, inlined into it so its scanner stays in registers.
+    #[inline(always)]
+    fn walk_value(&mut self, max_depth: u32) -> Option<()> {
         let mut depth = 0u32;
         let mut objects = 0u128;
         loop {
