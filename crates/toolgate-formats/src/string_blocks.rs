@@ -47,8 +47,8 @@ trait Classify {
 pub(crate) fn plain_end(bytes: &[u8], at: usize) -> usize {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2, just checked.
+        if x86::has_avx2() {
+            // SAFETY: the CPU has AVX2 and BMI1, just checked.
             return unsafe { x86::plain_end_avx2(bytes, at) };
         }
         plain_end_with::<x86::Sse2>(bytes, at)
@@ -99,8 +99,8 @@ fn plain_end_with<C: Classify>(bytes: &[u8], at: usize) -> usize {
 pub(crate) fn string_end(bytes: &[u8], at: usize) -> Option<usize> {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2, just checked.
+        if x86::has_avx2() {
+            // SAFETY: the CPU has AVX2 and BMI1, just checked.
             return unsafe { x86::string_end_avx2(bytes, at) };
         }
         string_end_with::<x86::Sse2>(bytes, at)
@@ -114,28 +114,35 @@ pub(crate) fn string_end(bytes: &[u8], at: usize) -> Option<usize> {
 #[inline(always)]
 fn string_end_with<C: Classify>(bytes: &[u8], mut at: usize) -> Option<usize> {
     let mut escapes_next = false;
-    // The last bytes, padded with spaces: no quote, backslash or control there.
-    let mut padded = [b' '; BLOCK];
+    // The last bytes, padded with quotes: the string seems to end in the padding (at its
+    // first quote, or at its second when a backslash at the very end escapes the first),
+    // which the end's check below refuses. So the loop over whole blocks need not ask
+    // whether a block is whole.
+    let mut padded = [b'"'; BLOCK];
     loop {
         let rest = bytes.get(at..)?;
         // A whole block is read where it lies, not copied.
-        let (block, whole) = match rest.first_chunk::<BLOCK>() {
-            Some(block) => (block, true),
+        let block = match rest.first_chunk::<BLOCK>() {
+            Some(block) => block,
             None => {
                 padded[..rest.len()].copy_from_slice(rest);
-                (&padded, false)
+                &padded
             }
         };
         let masks = C::masks(block);
         let escaped = escaped_bytes(masks.backslash, &mut escapes_next);
         // An escaped control character is left to the escapes' check, which refuses it.
         let stops = masks.stops & !escaped;
-        // The bytes before the first stop, or all of them when it is further on.
-        let inside = match stops {
-            0 => u64::MAX,
-            stops => (stops & stops.wrapping_neg()) - 1,
-        };
-        let mut rare = escaped & inside & !masks.usual_escapes;
+        let mut rare = escaped & !masks.usual_escapes;
+        // Most blocks of escaped text end nothing and hold only the usual escapes.
+        if stops | rare == 0 {
+            at += BLOCK;
+            continue;
+        }
+        // Only the escapes before the first stop are the string's.
+        if stops != 0 {
+            rare &= (stops & stops.wrapping_neg()) - 1;
+        }
         while rare != 0 {
             let offset = rare.trailing_zeros() as usize;
             rare &= rare - 1;
@@ -152,12 +159,10 @@ fn string_end_with<C: Classify>(bytes: &[u8], mut at: usize) -> Option<usize> {
             }
         }
         if stops != 0 {
-            let stop = stops.trailing_zeros() as usize;
-            // A quote ends the string; a control character is refused.
-            return (block[stop] == b'"').then_some(at + stop + 1);
-        }
-        if !whole {
-            return None;
+            let stop = at + stops.trailing_zeros() as usize;
+            // A quote of the text ends the string; one of the padding, or a control
+            // character, is refused.
+            return (stop < bytes.len() && bytes[stop] == b'"').then_some(stop + 1);
         }
         at += BLOCK;
     }
@@ -331,7 +336,7 @@ mod x86 {
     }
 
     // SAFETY (every unsafe block of this impl): these functions are only reached through
-    // `Avx2`, whose only users are the `#[target_feature(enable = "avx2")]` functions of this
+    // `Avx2`, whose only users are the `#[target_feature(enable = "avx2,bmi1")]` functions of this
     // module, which are called only where the CPU has AVX2; being `#[inline(always)]`, they
     // are compiled into those functions, with AVX2.
     impl ByteVector for __m256i {
@@ -388,7 +393,7 @@ mod x86 {
 
     pub(super) type Sse2 = Vectors<__m128i>;
 
-    /// Only for the `#[target_feature(enable = "avx2")]` functions below: its masks run AVX2's
+    /// Only for the `#[target_feature(enable = "avx2,bmi1")]` functions below: its masks run AVX2's
     /// instructions.
     type Avx2 = Vectors<__m256i>;
 
@@ -450,11 +455,18 @@ mod x86 {
         }
     }
 
+    /// Whether the CPU runs the AVX2 functions below: AVX2 for the masks and BMI1 for the
+    /// bitmaps' `andn` (every CPU with AVX2 has BMI1; the check costs nothing, std caches it).
+    #[inline(always)]
+    pub(super) fn has_avx2() -> bool {
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("bmi1")
+    }
+
     /// [`super::string_end`] with AVX2's masks.
     ///
     /// # Safety
-    /// The CPU must have AVX2.
-    #[target_feature(enable = "avx2")]
+    /// The CPU must have AVX2 and BMI1 ([`has_avx2`]).
+    #[target_feature(enable = "avx2,bmi1")]
     pub(super) unsafe fn string_end_avx2(bytes: &[u8], at: usize) -> Option<usize> {
         string_end_with::<Avx2>(bytes, at)
     }
@@ -462,20 +474,20 @@ mod x86 {
     /// [`super::plain_end`] with AVX2's masks.
     ///
     /// # Safety
-    /// The CPU must have AVX2.
-    #[target_feature(enable = "avx2")]
+    /// The CPU must have AVX2 and BMI1 ([`has_avx2`]).
+    #[target_feature(enable = "avx2,bmi1")]
     pub(super) unsafe fn plain_end_avx2(bytes: &[u8], at: usize) -> usize {
         plain_end_with::<Avx2>(bytes, at)
     }
 
     #[cfg(test)]
     pub(super) fn avx2_masks(block: &[u8; BLOCK]) -> Option<(Masks, u64)> {
-        #[target_feature(enable = "avx2")]
+        #[target_feature(enable = "avx2,bmi1")]
         fn masks(block: &[u8; BLOCK]) -> (Masks, u64) {
             (Avx2::masks(block), Avx2::plain_stops(block))
         }
-        // SAFETY: the CPU has AVX2, just checked.
-        std::arch::is_x86_feature_detected!("avx2").then(|| unsafe { masks(block) })
+        // SAFETY: the CPU has AVX2 and BMI1, just checked.
+        has_avx2().then(|| unsafe { masks(block) })
     }
 
     /// [`super::plain_stops_16`] with SSE2, which every x86_64 has: inlined where it is used,
