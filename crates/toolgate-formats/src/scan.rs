@@ -329,6 +329,7 @@ impl Scanner<'_> {
     }
 
     /// The rest of an escape after its backslash.
+    #[inline(always)]
     fn escape(&mut self) -> Option<()> {
         match self.next()? {
             b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => Some(()),
@@ -341,12 +342,14 @@ impl Scanner<'_> {
         }
     }
 
+    #[inline(always)]
     fn literal(&mut self, rest: &[u8]) -> Option<()> {
         let end = self.at + rest.len();
         (self.bytes.get(self.at..end)? == rest).then(|| self.at = end)
     }
 
     /// The rest of a number after its first byte (`None`: a minus sign).
+    #[inline(always)]
     fn number(&mut self, first: Option<u8>) -> Option<()> {
         let first = match first {
             Some(digit) => digit,
@@ -375,12 +378,14 @@ impl Scanner<'_> {
         Some(())
     }
 
+    #[inline(always)]
     fn digits(&mut self) {
         while self.peek().is_some_and(|byte| byte.is_ascii_digit()) {
             self.at += 1;
         }
     }
 
+    #[inline(always)]
     fn at_least_one_digit(&mut self) -> Option<()> {
         let start = self.at;
         self.digits();
