@@ -619,10 +619,21 @@ mod tests {
         leaf.prop_recursive(6, 64, 8, |inner| {
             prop_oneof![
                 prop::collection::vec(inner.clone(), 0..6).prop_map(serde_json::Value::Array),
-                prop::collection::vec(("[a-z_]{0,8}", inner), 0..6)
+                prop::collection::vec((nested_key(), inner), 0..6)
                     .prop_map(|members| serde_json::Value::Object(members.into_iter().collect())),
             ]
         })
+    }
+
+    /// A key inside a value, which the walk reads whole (`Scanner::key`): short and long around
+    /// the 16 bytes read at once, with escapes, control characters (written escaped) and text
+    /// that is not ASCII at every place.
+    fn nested_key() -> impl Strategy<Value = String> {
+        prop_oneof![
+            2 => "[a-z_]{0,8}",
+            1 => "[a-z_]{9,20}",
+            1 => "(\\PC|[\"\\\\\\x00-\\x1f]){0,18}",
+        ]
     }
 
     /// A request-like object of `value`s, written compact or pretty.
@@ -778,6 +789,31 @@ mod tests {
                 apply(&mut text, damage);
             }
             assert_no_wider_than_serde(&text)?;
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4096))]
+
+        /// Nested keys of every length around the 16 bytes the walk reads a short key in, a
+        /// hostile byte (a backslash, a control character, a quote, a colon, a byte that is not
+        /// UTF-8) anywhere in them, closed or not, the colon written close, spaced or missing:
+        /// read exactly as serde_json reads them, and whatever serde_json reads, read.
+        #[test]
+        fn nested_keys_around_sixteen_bytes_read_as_serde_json_reads_them(
+            lead in "[a-z]{0,20}",
+            hostile in prop::sample::select(vec![b'\\', b'\x01', b'\x1f', b'\t', b'"', b':', 0xff, b'a']),
+            at in any::<prop::sample::Index>(),
+            closing in prop::sample::select(vec![&b"\""[..], b""]),
+            colon in prop::sample::select(vec![&b":"[..], b" :", b""]),
+        ) {
+            let mut key = lead.into_bytes();
+            key.insert(at.index(key.len() + 1), hostile);
+            let body = [&b"{\"k\":{\""[..], &key, closing, colon, b"1}}"].concat();
+            assert_no_wider_than_serde(&body)?;
+            if serde_json::from_slice::<IgnoredAny>(&body).is_ok() {
+                prop_assert!(scanned(&body).is_some(), "{}", String::from_utf8_lossy(&body));
+            }
         }
     }
 
