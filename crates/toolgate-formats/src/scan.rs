@@ -352,7 +352,9 @@ impl Scanner<'_> {
         }
     }
 
-    /// The rest of an escape after its backslash.
+    /// The rest of an escape after its backslash. Inlined, as the number and literal readers
+    /// below are: a call would take the walk's scanner by its address and keep its place in
+    /// memory instead of a register.
     #[inline(always)]
     fn escape(&mut self) -> Option<()> {
         match self.next()? {
