@@ -47,7 +47,7 @@ trait Classify {
 pub(crate) fn plain_end(bytes: &[u8], at: usize) -> usize {
     #[cfg(target_arch = "x86_64")]
     {
-        if x86::has_avx2() {
+        if x86::has_avx2_and_bmi1() {
             // SAFETY: the CPU has AVX2 and BMI1, just checked.
             return unsafe { x86::plain_end_avx2(bytes, at) };
         }
@@ -99,7 +99,7 @@ fn plain_end_with<C: Classify>(bytes: &[u8], at: usize) -> usize {
 pub(crate) fn string_end(bytes: &[u8], at: usize) -> Option<usize> {
     #[cfg(target_arch = "x86_64")]
     {
-        if x86::has_avx2() {
+        if x86::has_avx2_and_bmi1() {
             // SAFETY: the CPU has AVX2 and BMI1, just checked.
             return unsafe { x86::string_end_avx2(bytes, at) };
         }
@@ -162,7 +162,7 @@ fn string_end_with<C: Classify>(bytes: &[u8], mut at: usize) -> Option<usize> {
             let stop = at + stops.trailing_zeros() as usize;
             // A quote of the text ends the string; one of the padding, or a control
             // character, is refused.
-            return (stop < bytes.len() && bytes[stop] == b'"').then_some(stop + 1);
+            return (bytes.get(stop) == Some(&b'"')).then_some(stop + 1);
         }
         at += BLOCK;
     }
@@ -458,14 +458,14 @@ mod x86 {
     /// Whether the CPU runs the AVX2 functions below: AVX2 for the masks and BMI1 for the
     /// bitmaps' `andn` (every CPU with AVX2 has BMI1; the check costs nothing, std caches it).
     #[inline(always)]
-    pub(super) fn has_avx2() -> bool {
+    pub(super) fn has_avx2_and_bmi1() -> bool {
         std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("bmi1")
     }
 
     /// [`super::string_end`] with AVX2's masks.
     ///
     /// # Safety
-    /// The CPU must have AVX2 and BMI1 ([`has_avx2`]).
+    /// The CPU must have AVX2 and BMI1 ([`has_avx2_and_bmi1`]).
     #[target_feature(enable = "avx2,bmi1")]
     pub(super) unsafe fn string_end_avx2(bytes: &[u8], at: usize) -> Option<usize> {
         string_end_with::<Avx2>(bytes, at)
@@ -474,7 +474,7 @@ mod x86 {
     /// [`super::plain_end`] with AVX2's masks.
     ///
     /// # Safety
-    /// The CPU must have AVX2 and BMI1 ([`has_avx2`]).
+    /// The CPU must have AVX2 and BMI1 ([`has_avx2_and_bmi1`]).
     #[target_feature(enable = "avx2,bmi1")]
     pub(super) unsafe fn plain_end_avx2(bytes: &[u8], at: usize) -> usize {
         plain_end_with::<Avx2>(bytes, at)
@@ -487,7 +487,7 @@ mod x86 {
             (Avx2::masks(block), Avx2::plain_stops(block))
         }
         // SAFETY: the CPU has AVX2 and BMI1, just checked.
-        has_avx2().then(|| unsafe { masks(block) })
+        has_avx2_and_bmi1().then(|| unsafe { masks(block) })
     }
 
     /// [`super::plain_stops_16`] with SSE2, which every x86_64 has: inlined where it is used,
