@@ -182,42 +182,30 @@ impl Config {
 // The file format. Strings that may carry `${VAR}` are `EnvString`, expanded as they are read
 // so an unset variable is reported at its own line and column.
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// Every table may be left out: serde takes it from `Default`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub(crate) struct RawConfig {
-    #[serde(default)]
     pub server: RawServer,
-    #[serde(default)]
     pub upstreams: BTreeMap<String, RawUpstream>,
-    #[serde(default)]
     pub plugins: Vec<RawPluginEntry>,
-    #[serde(default)]
     pub routes: Vec<RawRoute>,
-    #[serde(default)]
     pub audit: RawAudit,
     /// `[tools.NAME]`: the tool catalog.
-    #[serde(default)]
     pub tools: BTreeMap<String, RawTool>,
     /// `[tenants.NAME]`: the clients that authenticate to toolgate.
-    #[serde(default)]
     pub tenants: BTreeMap<String, RawTenant>,
     /// `[access_levels.NAME]`: redefines a built-in access level or adds one.
-    #[serde(default)]
     pub access_levels: BTreeMap<String, RawAccessLevel>,
     /// `[store]`: where shared state (budget counters) lives.
-    #[serde(default)]
     pub store: RawStore,
     /// `[services.NAME]`: validator services that `service` plugin instances call.
-    #[serde(default)]
     pub services: BTreeMap<String, RawService>,
     /// `[mcp_servers.NAME]`: the MCP servers behind `kind = "mcp"` routes.
-    #[serde(default)]
     pub mcp_servers: BTreeMap<String, RawMcpServer>,
     /// `[mcp]`: who may see and call which MCP server's tools.
-    #[serde(default)]
     pub mcp: RawMcp,
     /// `[auth]`: ways besides API keys to identify a tenant.
-    #[serde(default)]
     pub auth: RawAuth,
 }
 
@@ -339,52 +327,41 @@ fn default_mcp_startup_timeout_ms() -> u64 {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub(crate) struct RawMcp {
-    #[serde(default)]
     pub default_policy: RawMcpDefaultPolicy,
     /// Keyed by a tenant's name or an agent a tenant may assert.
-    #[serde(default)]
     pub agent_policies: BTreeMap<String, RawAgentPolicy>,
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub(crate) struct RawMcpDefaultPolicy {
-    #[serde(default)]
     pub allow_unknown_tools: bool,
-    #[serde(default)]
     pub allow_unknown_servers: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub(crate) struct RawAgentPolicy {
-    #[serde(default)]
     pub allowed_servers: Option<Vec<String>>,
-    #[serde(default)]
     pub tool_overrides: BTreeMap<String, Vec<String>>,
     /// Tools, by server, this caller's calls to which a person must confirm.
-    #[serde(default)]
     pub require_confirmation: BTreeMap<String, Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub(crate) struct RawStore {
     /// `redis://[[user]:password@]host:port[/db]`, `rediss://…` for TLS; absent = in memory,
     /// per process.
-    #[serde(default)]
     pub url: Option<EnvString>,
     /// A PEM CA certificate that a `rediss://` server's certificate must chain to, instead of
     /// the system's roots (relative to the configuration file's folder).
-    #[serde(default)]
     pub ca_file: Option<EnvString>,
     /// `block` (default: 503 `state_store_unavailable`) or `allow`.
-    #[serde(default)]
     pub fail_mode: Option<String>,
     /// The longest wait for one answer of the store (default 500 ms).
-    #[serde(default)]
     pub timeout_ms: Option<u64>,
 }
 
@@ -411,35 +388,26 @@ fn default_breaker_cool_down_ms() -> u64 {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub(crate) struct RawTool {
     /// `group` is seed 000's own spelling.
-    #[serde(default, alias = "group")]
+    #[serde(alias = "group")]
     pub groups: Option<Vec<String>>,
     /// The state a successful call moves the conversation to.
-    #[serde(default)]
     pub state: Option<String>,
-    #[serde(default, alias = "applicable-states")]
+    #[serde(alias = "applicable-states")]
     pub available_in_states: Option<Vec<String>>,
-    #[serde(default)]
     pub category: Option<String>,
     /// `category:action`.
-    #[serde(default)]
     pub action: Option<String>,
-    #[serde(default)]
     pub description: Option<String>,
     /// Progressive disclosure's index line for the tool (docs/disclosure.md).
-    #[serde(default)]
     pub short_description: Option<String>,
-    #[serde(default)]
     pub cost_tier: Option<toolgate_plugin::CostTier>,
     /// Shown with the tool's full body when the model loads it.
-    #[serde(default)]
     pub examples: Vec<toml::Value>,
-    #[serde(default)]
     pub failure_modes: Vec<String>,
     /// Documents the model may fetch by id, each read from a file.
-    #[serde(default)]
     pub resources: Vec<RawToolResource>,
 }
 
@@ -456,28 +424,20 @@ pub(crate) struct RawToolResource {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub(crate) struct RawTenant {
     /// Keys in the clear, normally `${VAR}` so they stay out of the file.
-    #[serde(default)]
     pub api_keys: Vec<EnvString>,
     /// Keys as lowercase hex SHA-256 digests (`printf %s "$KEY" | sha256sum`).
-    #[serde(default)]
     pub api_key_sha256: Vec<String>,
-    #[serde(default)]
     pub groups: Vec<String>,
-    #[serde(default)]
     pub access_level: Option<String>,
-    #[serde(default)]
     pub allowed_tools: Vec<String>,
-    #[serde(default)]
     pub denied_tools: Vec<String>,
     /// Agent identities the tenant may assert with `x-toolgate-agent`.
-    #[serde(default)]
     pub agents: Vec<String>,
     /// The tenant's own key for an upstream, by upstream name: sent instead of the upstream's
     /// `api_key` on the tenant's requests.
-    #[serde(default)]
     pub upstream_keys: BTreeMap<String, EnvString>,
 }
 
@@ -631,19 +591,14 @@ pub(crate) struct RawRoute {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub(crate) struct RawAudit {
     /// `stdout` (default), `stderr`, `off`, or a file path to append to.
-    #[serde(default)]
     pub output: Option<EnvString>,
     /// `off` (default), `blocked` or `all`.
-    #[serde(default)]
     pub capture: Option<String>,
-    #[serde(default)]
     pub capture_ring_mib: Option<u64>,
-    #[serde(default)]
     pub capture_dir: Option<EnvString>,
-    #[serde(default)]
     pub capture_dir_mib: Option<u64>,
 }
 

@@ -343,32 +343,31 @@ pub(crate) fn claims(body: &[u8]) -> Claim {
 
 #[cfg(test)]
 mod tests {
+    /// The body after one edit, which must change it.
+    fn edit_once(body: &[u8], edit: Edit) -> bytes::Bytes {
+        WireFormat::ChatCompletions
+            .apply_request_edits(body, &[edit])
+            .expect("edits")
+            .expect("changed")
+    }
+
     #[test]
     fn removing_every_tool_drops_the_choices_that_need_one() {
         let body = br#"{"model":"m","tools":[{"type":"function","function":{"name":"a"}}],"tool_choice":"required","parallel_tool_calls":false}"#;
-        let edited = WireFormat::ChatCompletions
-            .apply_request_edits(body, &[Edit::RemoveDeclaredTools(vec!["a".into()])])
-            .expect("edits")
-            .expect("changed");
+        let edited = edit_once(body, Edit::RemoveDeclaredTools(vec!["a".into()]));
         assert_eq!(edited.as_ref(), br#"{"model":"m","tools":[]}"#);
     }
 
     #[test]
     fn a_choice_forcing_a_removed_tool_is_dropped_and_others_are_kept() {
         let body = br#"{"tools":[{"type":"function","function":{"name":"a"}},{"type":"function","function":{"name":"b"}}],"tool_choice":{"type":"function","function":{"name":"b"}}}"#;
-        let edited = WireFormat::ChatCompletions
-            .apply_request_edits(body, &[Edit::RemoveDeclaredTools(vec!["b".into()])])
-            .expect("edits")
-            .expect("changed");
+        let edited = edit_once(body, Edit::RemoveDeclaredTools(vec!["b".into()]));
         assert_eq!(
             edited.as_ref(),
             br#"{"tools":[{"type":"function","function":{"name":"a"}}]}"#
         );
         let body = br#"{"tools":[{"type":"function","function":{"name":"a"}},{"type":"function","function":{"name":"b"}}],"tool_choice":{"type":"function","function":{"name":"a"}}}"#;
-        let edited = WireFormat::ChatCompletions
-            .apply_request_edits(body, &[Edit::RemoveDeclaredTools(vec!["b".into()])])
-            .expect("edits")
-            .expect("changed");
+        let edited = edit_once(body, Edit::RemoveDeclaredTools(vec!["b".into()]));
         assert!(
             std::str::from_utf8(&edited)
                 .unwrap()
@@ -379,10 +378,7 @@ mod tests {
     #[test]
     fn stripping_tool_fields_removes_all_of_them() {
         let body = br#"{"model":"m","tools":[],"functions":[],"tool_choice":"auto","function_call":"auto","parallel_tool_calls":true,"n":1}"#;
-        let edited = WireFormat::ChatCompletions
-            .apply_request_edits(body, &[Edit::StripToolFields])
-            .expect("edits")
-            .expect("changed");
+        let edited = edit_once(body, Edit::StripToolFields);
         assert_eq!(edited.as_ref(), br#"{"model":"m","n":1}"#);
     }
 
