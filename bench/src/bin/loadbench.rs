@@ -985,6 +985,10 @@ async fn table(
     }
     let first_row = results.table.len();
     for (target, mut rounds) in targets.iter().zip(saturation_rounds) {
+        let hop_cpu_rounds_us = rounds
+            .iter()
+            .filter_map(|round| round.hop.map(|(cpu, _)| cpu))
+            .collect();
         rounds.sort_by(|a, b| a.report.ok_per_sec.total_cmp(&b.report.ok_per_sec));
         let median = rounds.swap_remove(rounds.len() / 2);
         results.table.push(TargetResult {
@@ -994,6 +998,7 @@ async fn table(
             saturation: median.report.into(),
             hop_cpu_us: median.hop.map(|(cpu, _)| cpu),
             hop_kernel_us: median.hop.map(|(_, kernel)| kernel),
+            hop_cpu_rounds_us,
             upstream_cpu_us: median.upstream_cpu_us,
             fixed: FIXED_RATES
                 .iter()
