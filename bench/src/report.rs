@@ -955,7 +955,7 @@ mod tests {
             text.contains("guarded ≥ 0.82× nginx: 0.80× — **not met**"),
             "{text}"
         );
-        // Rows without their rounds (an older run's JSON) fall back to the median rounds.
+        // Rows without every round's hop CPU fall back to the difference of their median rounds.
         assert!(
             text.contains("+50 KB of history (prose): 7.0 µs ((d50) 47.0 vs (c50) 40.0) — met"),
             "{text}"
