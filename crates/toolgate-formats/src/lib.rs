@@ -75,7 +75,7 @@ pub mod tool;
 pub use anthropic::AnthropicStreamAssembler;
 pub use chat::ChatStreamAssembler;
 #[doc(hidden)]
-pub use chat::scanned::disagreement as chat_answer_scan_disagreement;
+pub use chat::message::disagreement as chat_answer_scan_disagreement;
 pub use directives::Directives;
 pub use edits::Edit;
 pub use format::{

@@ -5,76 +5,18 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::answer::{Noted, Reading};
-use crate::format::{
-    Claim, ParseError, ToolResponse, WireFormat, raw_text, read_json, text_or_json_text,
-};
+use crate::answer::Reading;
+use crate::format::{Claim, ParseError, ToolResponse, WireFormat, read_json, text_or_json_text};
 use crate::raw_object::RawObject;
 use crate::request_reader::RequestReader;
 use crate::tool::{CallOutcome, HistoryCall, ToolCall, ToolKind};
 use crate::tool_entry::without_tools;
 
+use super::answer_wire::{FunctionCallWire, ResponseWire, ToolCallWire};
+
 impl RequestReader for super::Chat {
     const FORMAT: WireFormat = WireFormat::ChatCompletions;
     const HAS_FUNCTIONS: bool = true;
-}
-
-// The wire structs are filled by serde_json, or for the usual answer by `scanned.rs`, which
-// fills them as serde_json would.
-
-#[derive(Deserialize)]
-pub(super) struct ResponseWire<'a> {
-    #[serde(borrow)]
-    pub(super) choices: Vec<ChoiceWire<'a>>,
-    /// The other formats' calls fields, noted.
-    #[serde(default)]
-    pub(super) output: Noted,
-    #[serde(default)]
-    pub(super) content: Noted,
-    #[serde(default)]
-    pub(super) candidates: Noted,
-}
-
-#[derive(Deserialize)]
-pub(super) struct ChoiceWire<'a> {
-    #[serde(default)]
-    pub(super) index: Option<u32>,
-    #[serde(borrow, default)]
-    pub(super) message: Option<MessageWire<'a>>,
-}
-
-#[derive(Deserialize)]
-pub(crate) struct MessageWire<'a> {
-    #[serde(borrow, default)]
-    pub(super) tool_calls: Option<Vec<ToolCallWire<'a>>>,
-    #[serde(borrow, default)]
-    pub(super) function_call: Option<FunctionCallWire<'a>>,
-    /// The reasoning summary, as vLLM, DeepSeek and llama.cpp name it.
-    #[serde(default)]
-    pub(super) reasoning_content: Option<String>,
-    /// The reasoning summary, as Ollama and OpenRouter name it.
-    #[serde(default)]
-    pub(super) reasoning: Option<String>,
-}
-
-#[derive(Deserialize)]
-pub(super) struct ToolCallWire<'a> {
-    #[serde(default)]
-    pub(super) id: Option<String>,
-    #[serde(rename = "type", default)]
-    pub(super) kind: Option<String>,
-    #[serde(borrow, default)]
-    pub(super) function: Option<FunctionCallWire<'a>>,
-    #[serde(default)]
-    pub(super) custom: Option<CustomCallWire>,
-}
-
-#[derive(Deserialize)]
-pub(super) struct FunctionCallWire<'a> {
-    pub(super) name: String,
-    /// Borrowed from the body, as written: the text is copied once, into the call, not twice.
-    #[serde(borrow, default, deserialize_with = "raw_text")]
-    pub(super) arguments: Option<&'a str>,
 }
 
 impl FunctionCallWire<'_> {
@@ -82,13 +24,6 @@ impl FunctionCallWire<'_> {
     fn arguments_text(&self) -> String {
         self.arguments.map(text_or_json_text).unwrap_or_default()
     }
-}
-
-#[derive(Deserialize)]
-pub(super) struct CustomCallWire {
-    pub(super) name: String,
-    #[serde(default)]
-    pub(super) input: Option<String>,
 }
 
 /// The answer's calls and reasoning: the usual answer read by the scan (`scanned.rs`), any
@@ -100,12 +35,26 @@ pub(crate) fn read_response(body: &[u8]) -> Result<Reading, ParseError> {
     }
 }
 
+/// Where the scan's reading of a Chat Completions answer and serde_json's differ, when the
+/// scan reads it: for the `response_adapters` fuzz target, which holds them equal.
+pub fn disagreement(body: &[u8]) -> Option<String> {
+    let by_scan = reading(super::scanned::read(body)?);
+    let by_serde = read_response_by_serde(body);
+    let seen = |reading: Result<crate::answer::Reading, crate::ParseError>| {
+        reading
+            .map(|reading| (reading.response, reading.other_calls_field))
+            .map_err(|error| error.to_string())
+    };
+    let (by_scan, by_serde) = (seen(by_scan), seen(by_serde));
+    (by_scan != by_serde).then(|| format!("the scan read {by_scan:?}, serde_json {by_serde:?}"))
+}
+
 /// The answer read by serde_json alone: what [`read_response`] is held to.
 pub(crate) fn read_response_by_serde(body: &[u8]) -> Result<Reading, ParseError> {
     reading(read_json(body)?)
 }
 
-pub(super) fn reading(wire: ResponseWire<'_>) -> Result<Reading, ParseError> {
+fn reading(wire: ResponseWire<'_>) -> Result<Reading, ParseError> {
     let other_calls_field = wire.output.0 || wire.content.0 || wire.candidates.0;
     let mut response = ToolResponse::default();
     for (position, choice) in wire.choices.into_iter().enumerate() {

@@ -2,6 +2,7 @@
 //! choice's `message.tool_calls[]` and legacy `function_call` in an answer (`message`), and the
 //! same calls rebuilt from `delta` fragments in a stream (`stream`).
 
+pub(crate) mod answer_wire;
 pub(crate) mod disclosure;
 pub(crate) mod lenient;
 pub(crate) mod message;

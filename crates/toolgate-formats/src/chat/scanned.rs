@@ -1,5 +1,5 @@
 //! The usual Chat Completions answer read in one pass by the scan's cursor: the wire structs
-//! serde_json fills (`message.rs`), filled without serde's field-by-field dispatch, since every
+//! serde_json fills (`answer_wire.rs`), filled without serde's field-by-field dispatch, since every
 //! guarded exchange reads one. It declines whatever it cannot fill exactly as serde_json would
 //! (a key written with escapes, a repeated field, a value of another type, a struct written
 //! as an array, a `\u` surrogate in a string it keeps), and the caller reads that answer with
@@ -9,7 +9,7 @@
 use crate::answer::Noted;
 use crate::scan::{Cursor, string_text};
 
-use super::message::{
+use super::answer_wire::{
     ChoiceWire, CustomCallWire, FunctionCallWire, MessageWire, ResponseWire, ToolCallWire,
 };
 
@@ -35,20 +35,6 @@ pub(super) fn read(body: &[u8]) -> Option<ResponseWire<'_>> {
         content: content.unwrap_or_default(),
         candidates: candidates.unwrap_or_default(),
     })
-}
-
-/// Where the scan's reading of a Chat Completions answer and serde_json's differ, when the
-/// scan reads it: for the `response_adapters` fuzz target, which holds them equal.
-pub fn disagreement(body: &[u8]) -> Option<String> {
-    let by_scan = super::message::reading(read(body)?);
-    let by_serde = super::message::read_response_by_serde(body);
-    let seen = |reading: Result<crate::answer::Reading, crate::ParseError>| {
-        reading
-            .map(|reading| (reading.response, reading.other_calls_field))
-            .map_err(|error| error.to_string())
-    };
-    let (by_scan, by_serde) = (seen(by_scan), seen(by_serde));
-    (by_scan != by_serde).then(|| format!("the scan read {by_scan:?}, serde_json {by_serde:?}"))
 }
 
 /// A field's value, unless the field came before: serde_json refuses a repeated field.
@@ -204,7 +190,7 @@ impl<'a> Reader<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::message::read_response;
+    use super::super::message::{disagreement, read_response};
     use super::*;
 
     use proptest::prelude::*;
