@@ -45,13 +45,12 @@ impl TargetResult {
         if rounds == 0 || rounds != reference.hop_cpu_rounds_us.len() {
             return None;
         }
-        let each: Vec<f64> = self
-            .hop_cpu_rounds_us
-            .iter()
-            .zip(&reference.hop_cpu_rounds_us)
-            .map(|(row, reference)| row - reference)
-            .collect();
-        Some((median(each.clone()), each))
+        Some(round_by_round(
+            self.hop_cpu_rounds_us
+                .iter()
+                .zip(&reference.hop_cpu_rounds_us)
+                .map(|(row, reference)| row - reference),
+        ))
     }
 }
 
@@ -77,18 +76,23 @@ impl FixedRate {
         reference: &FixedRate,
         value: impl Fn(&OhaResult) -> f64,
     ) -> (f64, Vec<f64>) {
-        let each: Vec<f64> = self
-            .runs
-            .iter()
-            .zip(&reference.runs)
-            .map(|(run, reference)| value(run) - value(reference))
-            .collect();
-        (median(each.clone()), each)
+        round_by_round(
+            self.runs
+                .iter()
+                .zip(&reference.runs)
+                .map(|(run, reference)| value(run) - value(reference)),
+        )
     }
 
     pub fn failed(&self) -> u64 {
         self.runs.iter().map(|run| run.not_ok).sum()
     }
+}
+
+/// The median of each round's difference between two rows, with the differences in round order.
+fn round_by_round(differences: impl Iterator<Item = f64>) -> (f64, Vec<f64>) {
+    let each: Vec<f64> = differences.collect();
+    (median(each.clone()), each)
 }
 
 fn median(mut values: Vec<f64>) -> f64 {

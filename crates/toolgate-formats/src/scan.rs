@@ -761,7 +761,6 @@ mod tests {
             let written = serde_json::to_string(&text).expect("a string is written");
             prop_assert_eq!(string_text(&written), Some(text));
         }
-
     }
 
     proptest! {

@@ -40,7 +40,7 @@ pub(crate) fn read_response(body: &[u8]) -> Result<Reading, ParseError> {
 pub fn disagreement(body: &[u8]) -> Option<String> {
     let by_scan = reading(super::scanned::read(body)?);
     let by_serde = read_response_by_serde(body);
-    let seen = |reading: Result<crate::answer::Reading, crate::ParseError>| {
+    let seen = |reading: Result<Reading, ParseError>| {
         reading
             .map(|reading| (reading.response, reading.other_calls_field))
             .map_err(|error| error.to_string())
