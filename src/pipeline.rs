@@ -123,6 +123,85 @@ impl StageOutcome {
         tracing::info!(plugin = %entry.name, ?edits, "observe mode: would have modified the {}", E::TARGET);
     }
 
+    /// An enforcing plugin's `pre_request` edits: headers and annotations kept for later,
+    /// tool edits made to the body through its format's adapter, and the request read again
+    /// from the edited body (a body-less MCP request is edited in place).
+    fn apply_request_edits(
+        &mut self,
+        entry: &ChainEntry,
+        edits: Vec<RequestEdit>,
+        format: WireFormat,
+        request: &mut Parsed<ToolRequest>,
+        body: &mut Bytes,
+    ) {
+        let bodiless = matches!(request, Parsed::Parsed(parsed) if parsed.format.is_none());
+        let mut body_edits = Vec::new();
+        for edit in edits {
+            match edit {
+                RequestEdit::SetRequestHeader(name, value) => {
+                    self.request_headers.push((name, value));
+                }
+                RequestEdit::SetResponseHeader(name, value) => {
+                    self.response_headers.push((name, value));
+                }
+                RequestEdit::Annotate(key, value) => self.annotations.push((key, value)),
+                RequestEdit::RemoveDeclaredTools(names) => {
+                    if let Parsed::Parsed(parsed) = request
+                        && bodiless
+                    {
+                        parsed.remove_declared_tools(&names);
+                    }
+                    body_edits.push(Edit::RemoveDeclaredTools(names));
+                }
+                RequestEdit::StripToolFields => {
+                    if let Parsed::Parsed(parsed) = request
+                        && bodiless
+                    {
+                        parsed.declared_tools = Arc::new([]);
+                    }
+                    body_edits.push(Edit::StripToolFields);
+                }
+            }
+        }
+        if body_edits.is_empty() || bodiless {
+            return;
+        }
+        match format.apply_request_edits(body, &body_edits) {
+            Ok(Some(edited)) => {
+                *body = edited;
+                *request = match format.parse_request(body.clone()) {
+                    Ok(parsed) => Parsed::Parsed(parsed),
+                    Err(error) => Parsed::Unparsable(error),
+                };
+            }
+            Ok(None) => {}
+            Err(error) => {
+                tracing::warn!(plugin = %entry.name, %error, "could not apply the plugin's request edits");
+            }
+        }
+    }
+
+    /// An enforcing plugin's `pre_response` edits, kept for the answer's release.
+    fn apply_response_edits(&mut self, edits: Vec<ResponseEdit>) {
+        for edit in edits {
+            match edit {
+                ResponseEdit::SetResponseHeader(name, value) => {
+                    self.response_headers.push((name, value));
+                }
+                ResponseEdit::Annotate(key, value) => self.annotations.push((key, value)),
+                ResponseEdit::ReplaceArguments {
+                    choice,
+                    call_id,
+                    arguments,
+                } => self.response_edits.push(Edit::ReplaceArguments {
+                    choice,
+                    call_id,
+                    arguments,
+                }),
+            }
+        }
+    }
+
     fn record(&mut self, entry: &ChainEntry, rejection: Rejection) {
         match entry.mode {
             Mode::Observe => {
@@ -259,56 +338,7 @@ impl Chain {
                     outcome.observe(entry, &edits);
                 }
                 Verdict::Modify(edits) => {
-                    let mut body_edits = Vec::new();
-                    for edit in edits {
-                        match edit {
-                            RequestEdit::SetRequestHeader(name, value) => {
-                                outcome.request_headers.push((name, value))
-                            }
-                            RequestEdit::SetResponseHeader(name, value) => {
-                                outcome.response_headers.push((name, value))
-                            }
-                            RequestEdit::Annotate(key, value) => {
-                                outcome.annotations.push((key, value))
-                            }
-                            // A body-less (MCP) request is edited in place; others through
-                            // their adapter below, then read again.
-                            RequestEdit::RemoveDeclaredTools(names) => {
-                                if let Parsed::Parsed(parsed) = request
-                                    && parsed.format.is_none()
-                                {
-                                    parsed.remove_declared_tools(&names);
-                                }
-                                body_edits.push(Edit::RemoveDeclaredTools(names));
-                            }
-                            RequestEdit::StripToolFields => {
-                                if let Parsed::Parsed(parsed) = request
-                                    && parsed.format.is_none()
-                                {
-                                    parsed.declared_tools = Arc::new([]);
-                                }
-                                body_edits.push(Edit::StripToolFields);
-                            }
-                        }
-                    }
-                    let bodiless =
-                        matches!(request, Parsed::Parsed(parsed) if parsed.format.is_none());
-                    if body_edits.is_empty() || bodiless {
-                        continue;
-                    }
-                    match format.apply_request_edits(body, &body_edits) {
-                        Ok(Some(edited)) => {
-                            *body = edited;
-                            *request = match format.parse_request(body.clone()) {
-                                Ok(parsed) => Parsed::Parsed(parsed),
-                                Err(error) => Parsed::Unparsable(error),
-                            };
-                        }
-                        Ok(None) => {}
-                        Err(error) => {
-                            tracing::warn!(plugin = %entry.name, %error, "could not apply the plugin's request edits");
-                        }
-                    }
+                    outcome.apply_request_edits(entry, edits, format, request, body);
                 }
             }
         }
@@ -332,27 +362,7 @@ impl Chain {
                 Verdict::Modify(edits) if entry.mode == Mode::Observe => {
                     outcome.observe(entry, &edits);
                 }
-                Verdict::Modify(edits) => {
-                    for edit in edits {
-                        match edit {
-                            ResponseEdit::SetResponseHeader(name, value) => {
-                                outcome.response_headers.push((name, value))
-                            }
-                            ResponseEdit::Annotate(key, value) => {
-                                outcome.annotations.push((key, value))
-                            }
-                            ResponseEdit::ReplaceArguments {
-                                choice,
-                                call_id,
-                                arguments,
-                            } => outcome.response_edits.push(Edit::ReplaceArguments {
-                                choice,
-                                call_id,
-                                arguments,
-                            }),
-                        }
-                    }
-                }
+                Verdict::Modify(edits) => outcome.apply_response_edits(edits),
             }
         }
         outcome

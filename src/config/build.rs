@@ -151,7 +151,11 @@ pub(super) fn build(
         context.store = store;
         context.store_fail_mode = fail_mode;
     }
-    context.services = Arc::new(super::services::build_services(&raw, source, &mut errors));
+    context.services = Arc::new(super::services::build_services(
+        &raw.services,
+        source,
+        &mut errors,
+    ));
     let routes = routes::build_routes(
         &raw,
         source,

@@ -9,16 +9,17 @@ use std::time::Duration;
 use http::{HeaderName, HeaderValue, Uri, header};
 use toolgate_plugin::{BreakerSettings, ConfigParam, ServiceDescriptor};
 
-use super::RawConfig;
+use super::RawService;
 use super::source::{ConfigError, KeyPath, Source};
 
+/// `[services.NAME]`, each mistake said at its key.
 pub(super) fn build_services(
-    raw: &RawConfig,
+    raw: &BTreeMap<String, RawService>,
     source: &Source,
     errors: &mut Vec<ConfigError>,
 ) -> BTreeMap<String, Arc<ServiceDescriptor>> {
     let mut services = BTreeMap::new();
-    for (name, entry) in &raw.services {
+    for (name, entry) in raw {
         let path = KeyPath::default().key("services").key(name);
         let mut fail = |key: &str, message: String| {
             let at = if key.is_empty() {
