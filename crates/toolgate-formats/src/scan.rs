@@ -77,45 +77,45 @@ impl<'a> Cursor<'a> {
         &mut self,
         mut member: impl FnMut(&'a [u8], &mut Self) -> Option<()>,
     ) -> Option<()> {
-        self.scan.eat(b'{')?;
-        self.enter()?;
-        self.scan.whitespace();
-        if self.scan.eat(b'}').is_none() {
-            loop {
-                self.scan.eat(b'"')?;
-                let key_start = self.scan.at;
-                if self.scan.string()? {
-                    return None;
-                }
-                let key = self.scan.bytes.get(key_start..self.scan.at - 1)?;
-                self.scan.whitespace();
-                self.scan.eat(b':')?;
-                self.scan.whitespace();
-                member(key, self)?;
-                self.scan.whitespace();
-                match self.scan.next()? {
-                    b',' => self.scan.whitespace(),
-                    b'}' => break,
-                    _ => return None,
-                }
+        self.items(b'{', b'}', |cursor| {
+            let scan = &mut cursor.scan;
+            scan.eat(b'"')?;
+            let key_start = scan.at;
+            if scan.string()? {
+                return None;
             }
-        }
-        self.depth -= 1;
-        Some(())
+            let key = scan.bytes.get(key_start..scan.at - 1)?;
+            scan.whitespace();
+            scan.eat(b':')?;
+            scan.whitespace();
+            member(key, cursor)
+        })
     }
 
     /// The array here, the cursor handed to `item` at each of its values.
-    pub(crate) fn array(&mut self, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
-        self.scan.eat(b'[')?;
+    pub(crate) fn array(&mut self, item: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        self.items(b'[', b']', item)
+    }
+
+    /// The container opened by `open` here, the cursor handed to `item` at each of its items
+    /// (a value, or an object's member from its key), which are apart by commas.
+    #[inline(always)]
+    fn items(
+        &mut self,
+        open: u8,
+        close: u8,
+        mut item: impl FnMut(&mut Self) -> Option<()>,
+    ) -> Option<()> {
+        self.scan.eat(open)?;
         self.enter()?;
         self.scan.whitespace();
-        if self.scan.eat(b']').is_none() {
+        if self.scan.eat(close).is_none() {
             loop {
                 item(self)?;
                 self.scan.whitespace();
                 match self.scan.next()? {
                     b',' => self.scan.whitespace(),
-                    b']' => break,
+                    byte if byte == close => break,
                     _ => return None,
                 }
             }
