@@ -43,15 +43,13 @@ sample() {
   } >"$work/$1.symbols"
 }
 
-labels=()
 for round in $(seq "$rounds"); do
   sample "plain-$round" "$plain" "$plain_pid"
   sample "guard-$round" "$guard" "$guard_pid"
-  labels+=("$round")
 done
 
 echo "$request, $rounds rounds of ${seconds}s, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 - "$work" "$top" "${labels[@]}" <<'EOT'
+python3 - "$work" "$top" $(seq "$rounds") <<'EOT'
 import collections, re, sys
 
 work, top, rounds = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
